@@ -1,0 +1,37 @@
+#!/usr/bin/env python3
+"""CDK entry point, and the only reader of CDK context.
+
+`npx cdk synth` builds the default blueprint; `-c blueprint=<name>` picks `blueprints/<name>.yaml` and
+`-c blueprint=<path>` any file. A bad blueprint prints one line per problem and exits 1, no traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import aws_cdk as cdk
+from cdk_nag import AwsSolutionsChecks
+
+from mlstack import blueprint, config
+from mlstack.errors import MlstackError
+
+
+def main() -> int:
+    app = cdk.App()
+    ref = app.node.try_get_context("blueprint") or config.DEFAULT_BLUEPRINT
+    try:
+        loaded = config.load(str(ref))
+    except MlstackError as err:
+        for line in err.problems:
+            print(f"error: {line}", file=sys.stderr)
+        return 1
+    blueprint.build(app, loaded)
+    if app.node.try_get_context("nag") not in (False, "false"):
+        # cdk-nag 3 is a validation plugin: unacknowledged AwsSolutions findings fail the synth.
+        cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+    app.synth()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

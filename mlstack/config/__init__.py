@@ -1,0 +1,15 @@
+"""Blueprint files -> validated, frozen configuration (the only input the stacks take)."""
+
+from mlstack.config.blueprint import BlueprintConfig, EnvConfig
+from mlstack.config.loader import BLUEPRINTS_DIR, DEFAULT_BLUEPRINT, load, resolve
+from mlstack.config.network import NetworkConfig
+
+__all__ = [
+    "BLUEPRINTS_DIR",
+    "DEFAULT_BLUEPRINT",
+    "BlueprintConfig",
+    "EnvConfig",
+    "NetworkConfig",
+    "load",
+    "resolve",
+]

@@ -1,0 +1,88 @@
+"""The top level of a blueprint file: identity, environment, removal policy and the sections of each layer."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from mlstack.config.base import StrictModel
+from mlstack.config.network import NetworkConfig
+
+_REGION = re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-\d$")
+_DIRECTIONS = (("north", "n"), ("south", "s"), ("east", "e"), ("west", "w"), ("central", "c"))
+
+
+def az_id_prefix(region: str) -> str:
+    """The AZ-ID prefix of a region: us-east-1 -> use1, ap-southeast-2 -> apse2, eu-central-1 -> euc1."""
+    country, *middle, number = region.split("-")
+    short = ""
+    for word in middle:
+        if word == "gov":
+            short += "g"
+            continue
+        for long, letter in _DIRECTIONS:
+            word = word.replace(long, letter)
+        short += word
+    return f"{country}{short}{number}"
+
+
+class EnvConfig(StrictModel):
+    account: str | None = Field(default=None, pattern=r"^\d{12}$")
+    """12-digit account ID. Omit for an account-agnostic template (deploys to the CLI's current account)."""
+    region: str = "us-east-1"
+
+    @field_validator("region")
+    @classmethod
+    def _region(cls, value: str) -> str:
+        if not _REGION.match(value):
+            raise ValueError(f"{value!r} is not an AWS region name; use e.g. 'us-east-1'")
+        return value
+
+
+class BlueprintConfig(StrictModel):
+    """A reference architecture: what to build, where, and how big."""
+
+    name: str = Field(pattern=r"^[a-z][a-z0-9-]{1,38}[a-z0-9]$")
+    """Lower-case name; CloudFormation stack names carry it, so two blueprints deploy side by side."""
+    description: str = Field(min_length=1, max_length=200)
+    """One line, shown by `mlstack list`."""
+    env: EnvConfig = Field(default_factory=EnvConfig)
+    removal: Literal["retain", "destroy"] = "retain"
+    """`retain` keeps keys, logs, buckets and file systems when a stack is deleted; `destroy` is for sandboxes."""
+    tags: dict[str, str] = Field(default_factory=dict)
+    network: NetworkConfig = Field(default_factory=NetworkConfig)
+
+    @field_validator("description")
+    @classmethod
+    def _one_line(cls, value: str) -> str:
+        if "\n" in value.strip():
+            raise ValueError("description must be one line; move details into comments in the file")
+        return value.strip()
+
+    @model_validator(mode="after")
+    def _zones_in_region(self) -> BlueprintConfig:
+        region = self.env.region
+        for name in self.network.availability_zones or []:
+            if not name.startswith(region):
+                raise ValueError(
+                    f"network.availability_zones: {name!r} is not in region {region!r}; use {region}a, {region}b, ..."
+                )
+        prefix = az_id_prefix(region)
+        for az_id in self.network.availability_zone_ids or []:
+            if not az_id.startswith(prefix + "-"):
+                raise ValueError(
+                    f"network.availability_zone_ids: {az_id!r} is not in region {region!r}; "
+                    f"IDs there look like {prefix}-az1"
+                )
+        return self
+
+    @property
+    def zones(self) -> list[str]:
+        """AZ names or IDs of the network, in order."""
+        return self.network.zones(self.env.region)
+
+    @property
+    def retain(self) -> bool:
+        return self.removal == "retain"

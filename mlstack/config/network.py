@@ -1,0 +1,167 @@
+"""The `network:` section of a blueprint: the ML VPC every other stack is placed in."""
+
+from __future__ import annotations
+
+import re
+from ipaddress import IPv4Network
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from mlstack.config.base import StrictModel
+
+# Interface endpoint keys a blueprint may ask for, mapped to the service name suffix
+# (com.amazonaws.<region>.<suffix>). Kept in the config layer so validation needs no CDK import.
+INTERFACE_ENDPOINTS: dict[str, str] = {
+    "ecr.api": "ecr.api",
+    "ecr.dkr": "ecr.dkr",
+    "sts": "sts",
+    "logs": "logs",
+    "monitoring": "monitoring",
+    "sagemaker.api": "sagemaker.api",
+    "sagemaker.runtime": "sagemaker.runtime",
+    "ssm": "ssm",
+    "ssmmessages": "ssmmessages",
+    "ec2messages": "ec2messages",
+    "ec2": "ec2",
+    "eks": "eks",
+    "eks-auth": "eks-auth",
+    "elasticloadbalancing": "elasticloadbalancing",
+    "autoscaling": "autoscaling",
+    "kms": "kms",
+    "secretsmanager": "secretsmanager",
+    "sqs": "sqs",
+    "sns": "sns",
+    "bedrock-runtime": "bedrock-runtime",
+    "fsx": "fsx",
+}
+"""Allowed `network.interface_endpoints` entries."""
+
+DEFAULT_INTERFACE_ENDPOINTS: tuple[str, ...] = (
+    "ecr.api",
+    "ecr.dkr",
+    "sts",
+    "logs",
+    "monitoring",
+    "sagemaker.api",
+    "sagemaker.runtime",
+    "ssm",
+)
+"""The set the foundation issue asks for: image pulls, credentials, logs/metrics, SageMaker, SSM."""
+
+# CloudWatch Logs accepts only these retention periods (PutRetentionPolicy API).
+LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653)
+
+_AZ_NAME = re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-\d[a-z]$")
+_AZ_ID = re.compile(r"^[a-z]{2,4}\d-az\d{1,2}$")
+
+EndpointKey = Annotated[str, Field(description=f"One of: {', '.join(INTERFACE_ENDPOINTS)}")]
+
+
+class FlowLogConfig(StrictModel):
+    retention_days: int = 365
+    """Days CloudWatch Logs keeps VPC flow logs (one of the CloudWatch retention values)."""
+    traffic: Literal["ALL", "ACCEPT", "REJECT"] = "ALL"
+
+    @field_validator("retention_days")
+    @classmethod
+    def _retention(cls, value: int) -> int:
+        if value not in LOG_RETENTION_DAYS:
+            allowed = ", ".join(str(v) for v in LOG_RETENTION_DAYS)
+            raise ValueError(f"{value} is not a CloudWatch Logs retention period; use one of {allowed}")
+        return value
+
+
+class NetworkConfig(StrictModel):
+    cidr: IPv4Network = IPv4Network("10.0.0.0/16")
+    """VPC CIDR, /16 to /24. EFA-only interfaces use no IP, but ENA primaries and pods do: size generously."""
+    availability_zones: list[str] | None = None
+    """AZ names (us-east-1a ...). Names map to different physical AZs per account: prefer availability_zone_ids."""
+    availability_zone_ids: list[str] | None = None
+    """AZ IDs (use1-az4 ...), the same physical AZ in every account; where capacity (p5, trn) actually is."""
+    max_azs: int = Field(default=2, ge=1, le=6)
+    """AZs to use when neither list is given: the region's a, b, ... names."""
+    nat_gateways: int = Field(default=1, ge=0, le=6)
+    """NAT gateways (one per AZ for HA). 0 makes the private subnets isolated: no NAT, no public subnets."""
+    private_subnet_mask: int = Field(default=18, ge=16, le=28)
+    """Prefix length of each private subnet (/18 = 16,379 usable IPs)."""
+    interface_endpoints: list[EndpointKey] = Field(default_factory=lambda: list(DEFAULT_INTERFACE_ENDPOINTS))
+    gateway_endpoints: list[Literal["s3", "dynamodb"]] = Field(default_factory=lambda: ["s3"])
+    flow_logs: FlowLogConfig = Field(default_factory=FlowLogConfig)
+
+    @field_validator("cidr")
+    @classmethod
+    def _cidr_size(cls, value: IPv4Network) -> IPv4Network:
+        if not 16 <= value.prefixlen <= 24:
+            raise ValueError(f"a VPC CIDR must be /16 to /24 (AWS limit), got /{value.prefixlen}; use e.g. 10.0.0.0/16")
+        if not value.is_private:
+            raise ValueError(f"{value} is not an RFC 1918 private range; use e.g. 10.0.0.0/16")
+        return value
+
+    @field_validator("availability_zones")
+    @classmethod
+    def _az_names(cls, value: list[str] | None) -> list[str] | None:
+        if value is None:
+            return None
+        for name in value:
+            if not _AZ_NAME.match(name):
+                raise ValueError(f"{name!r} is not an AZ name; use names like 'us-east-1a' (or availability_zone_ids)")
+        return _unique(value, "availability_zones")
+
+    @field_validator("availability_zone_ids")
+    @classmethod
+    def _az_ids(cls, value: list[str] | None) -> list[str] | None:
+        if value is None:
+            return None
+        for az_id in value:
+            if not _AZ_ID.match(az_id):
+                raise ValueError(f"{az_id!r} is not an AZ ID; use IDs like 'use1-az4'")
+        return _unique(value, "availability_zone_ids")
+
+    @field_validator("interface_endpoints")
+    @classmethod
+    def _endpoints(cls, value: list[str]) -> list[str]:
+        for key in value:
+            if key not in INTERFACE_ENDPOINTS:
+                raise ValueError(f"unknown interface endpoint {key!r}; use any of: {', '.join(INTERFACE_ENDPOINTS)}")
+        return _unique(value, "interface_endpoints")
+
+    @model_validator(mode="after")
+    def _placement(self) -> NetworkConfig:
+        if self.availability_zones is not None and self.availability_zone_ids is not None:
+            raise ValueError("give availability_zones or availability_zone_ids, not both; IDs are the portable choice")
+        azs = self.az_count
+        if self.nat_gateways > azs:
+            raise ValueError(f"nat_gateways ({self.nat_gateways}) exceeds the number of AZs ({azs}); use at most {azs}")
+        # public /24 + private subnets per AZ must fit in the CIDR.
+        needed = azs * (2 ** (32 - self.private_subnet_mask) + (256 if self.nat_gateways else 0))
+        if needed > self.cidr.num_addresses:
+            raise ValueError(
+                f"{azs} AZs of /{self.private_subnet_mask} private subnets do not fit in {self.cidr}; "
+                f"use a larger cidr or a longer private_subnet_mask"
+            )
+        return self
+
+    @property
+    def az_count(self) -> int:
+        chosen = self.availability_zones or self.availability_zone_ids
+        return len(chosen) if chosen else self.max_azs
+
+    def zones(self, region: str) -> list[str]:
+        """The AZ names or IDs this network spans, in order (the first is the default training AZ)."""
+        if self.availability_zone_ids:
+            return list(self.availability_zone_ids)
+        if self.availability_zones:
+            return list(self.availability_zones)
+        return [f"{region}{chr(ord('a') + i)}" for i in range(self.max_azs)]
+
+    @property
+    def uses_az_ids(self) -> bool:
+        return self.availability_zone_ids is not None
+
+
+def _unique(values: list[str], field: str) -> list[str]:
+    dupes = sorted({v for v in values if values.count(v) > 1})
+    if dupes:
+        raise ValueError(f"{field} lists {', '.join(dupes)} more than once; list each once")
+    return values

@@ -1,0 +1,126 @@
+"""`MlVpc`: the private network every mlstack workload runs in."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from aws_cdk import RemovalPolicy
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from mlstack.config.network import INTERFACE_ENDPOINTS, LOG_RETENTION_DAYS, NetworkConfig
+
+
+def _endpoint_id(key: str) -> str:
+    return "".join(part.capitalize() for part in key.replace("-", ".").split(".")) + "Endpoint"
+
+
+class MlVpc(Construct):
+    """A VPC for ML hosts: private subnets (with NAT, or isolated), VPC endpoints and encrypted flow logs.
+
+    - Hosts never get public IPs: workloads go in the private subnets; the public subnets (only created
+      when there is a NAT gateway) have `MapPublicIpOnLaunch` off and hold nothing but the NAT gateways.
+    - AZs are fixed by the caller (no lookups). When `zones_are_ids` is set, the subnets are pinned by
+      AZ ID (`AvailabilityZoneId`), which names the same physical AZ in every account.
+    - Flow logs go to a log group encrypted with `key` and kept per `removal_policy`.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        network: NetworkConfig,
+        zones: Sequence[str],
+        zones_are_ids: bool,
+        key: kms.IKey,
+        removal_policy: RemovalPolicy,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.zones = list(zones)
+        self.isolated = network.nat_gateways == 0
+        private_type = ec2.SubnetType.PRIVATE_ISOLATED if self.isolated else ec2.SubnetType.PRIVATE_WITH_EGRESS
+        subnets = [
+            ec2.SubnetConfiguration(name="Private", subnet_type=private_type, cidr_mask=network.private_subnet_mask)
+        ]
+        if not self.isolated:
+            subnets.insert(
+                0,
+                ec2.SubnetConfiguration(
+                    name="Public", subnet_type=ec2.SubnetType.PUBLIC, cidr_mask=24, map_public_ip_on_launch=False
+                ),
+            )
+        self.vpc = ec2.Vpc(
+            self,
+            "Vpc",
+            ip_addresses=ec2.IpAddresses.cidr(str(network.cidr)),
+            availability_zones=self.zones,
+            nat_gateways=network.nat_gateways,
+            subnet_configuration=subnets,
+            create_internet_gateway=not self.isolated,
+            restrict_default_security_group=True,
+        )
+        self.private_subnets: list[ec2.ISubnet] = list(self.vpc.select_subnets(subnet_type=private_type).subnets)
+        if zones_are_ids:
+            self._pin_subnets_by_az_id()
+
+        for service in network.gateway_endpoints:
+            gateway = ec2.GatewayVpcEndpointAwsService.S3 if service == "s3" else ec2.GatewayVpcEndpointAwsService.DYNAMODB
+            self.vpc.add_gateway_endpoint(f"{service.capitalize()}Gateway", service=gateway)
+        self.endpoint_security_group: ec2.SecurityGroup | None = None
+        if network.interface_endpoints:
+            # One group for all interface endpoints: HTTPS from the VPC's (literal) CIDR, nothing out.
+            self.endpoint_security_group = ec2.SecurityGroup(
+                self,
+                "EndpointSecurityGroup",
+                vpc=self.vpc,
+                description="Interface VPC endpoints: HTTPS from inside the VPC",
+                allow_all_outbound=False,
+            )
+            self.endpoint_security_group.add_ingress_rule(
+                ec2.Peer.ipv4(str(network.cidr)), ec2.Port.tcp(443), "HTTPS from the VPC"
+            )
+        for key_name in network.interface_endpoints:
+            self.vpc.add_interface_endpoint(
+                _endpoint_id(key_name),
+                service=ec2.InterfaceVpcEndpointAwsService(INTERFACE_ENDPOINTS[key_name]),
+                private_dns_enabled=True,
+                subnets=ec2.SubnetSelection(subnets=self.private_subnets),
+                security_groups=[self.endpoint_security_group] if self.endpoint_security_group else None,
+                open=False,
+            )
+
+        self.flow_log_group = logs.LogGroup(
+            self,
+            "FlowLogGroup",
+            retention=_retention(network.flow_logs.retention_days),
+            encryption_key=key,
+            removal_policy=removal_policy,
+        )
+        self.flow_log = self.vpc.add_flow_log(
+            "FlowLog",
+            destination=ec2.FlowLogDestination.to_cloud_watch_logs(self.flow_log_group),
+            traffic_type=ec2.FlowLogTrafficType[network.flow_logs.traffic],
+        )
+
+    def _pin_subnets_by_az_id(self) -> None:
+        for subnet in [*self.vpc.public_subnets, *self.vpc.private_subnets, *self.vpc.isolated_subnets]:
+            cfn = subnet.node.default_child
+            assert isinstance(cfn, ec2.CfnSubnet)
+            cfn.add_property_deletion_override("AvailabilityZone")
+            cfn.add_property_override("AvailabilityZoneId", subnet.availability_zone)
+
+    def subnet_in(self, zone: str) -> ec2.ISubnet:
+        """The private subnet in `zone` (an AZ name or ID, as the blueprint gives them)."""
+        for subnet in self.private_subnets:
+            if subnet.availability_zone == zone:
+                return subnet
+        raise ValueError(f"no private subnet in {zone!r}; the network spans {', '.join(self.zones)}")
+
+
+def _retention(days: int) -> logs.RetentionDays:
+    # RetentionDays members, in order, are exactly the CloudWatch retention periods (INFINITE last).
+    by_days = dict(zip(LOG_RETENTION_DAYS, [m for m in logs.RetentionDays if m.name != "INFINITE"], strict=True))
+    return by_days[days]

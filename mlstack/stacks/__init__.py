@@ -1,0 +1,1 @@
+"""Deployment units. Each stack composes constructs; the blueprint decides which stacks exist."""
