@@ -23,6 +23,11 @@ class BuiltBlueprint:
         return [self.network]
 
 
+def stack_ids(config: BlueprintConfig) -> list[str]:
+    """The stacks `build` creates for `config`, in deployment order, without building them."""
+    return ["NetworkStack"]
+
+
 def build(scope: Construct, config: BlueprintConfig) -> BuiltBlueprint:
     """Add the blueprint's stacks to `scope`. Construct IDs are a contract: `NetworkStack`, ..."""
     network = NetworkStack(scope, "NetworkStack", blueprint=config)

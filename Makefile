@@ -1,0 +1,53 @@
+# mlstack: every target installs what it needs on a fresh machine (Python venv + npm packages).
+#   make synth   synthesize every blueprint into cdk.out/ (offline, no AWS credentials)
+#   make test    every gate: ruff, mypy --strict, pytest (synth once, nag, cfn-lint, snapshots, moto)
+#   make lint    ruff + mypy + cfn-lint over cdk.out
+#   make bench   synth time of all blueprints vs an empty CDK app
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMPS := .stamps
+# Node 22 from the npm registry (package.json) comes first: the machine's Node 20 is end-of-life for jsii.
+export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
+export CDK_DISABLE_CLI_TELEMETRY := true
+
+.PHONY: install synth test lint bench snapshot-update clean
+
+install: $(STAMPS)/venv $(STAMPS)/npm
+
+$(STAMPS)/venv: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check --upgrade pip
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev]'
+	@mkdir -p $(STAMPS) && touch $@
+
+$(STAMPS)/npm: package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	@node --version | grep -q '^v22\.' || { echo "node_modules/.bin/node is not Node 22"; exit 1; }
+	@mkdir -p $(STAMPS) && touch $@
+
+synth: install
+	rm -rf cdk.out
+	$(BIN)/python -m mlstack.synth_all cdk.out
+
+test: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	$(BIN)/pytest -q
+
+lint: synth
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+	$(BIN)/cfn-lint cdk.out/assembly-*/*.template.json
+
+bench: install
+	$(BIN)/python bench/synth_bench.py
+
+snapshot-update: install
+	$(BIN)/pytest -q tests/blueprints/test_gates.py --snapshot-update
+
+clean:
+	rm -rf cdk.out $(STAMPS) $(VENV) node_modules

@@ -1,0 +1,84 @@
+"""`mlstack list | validate | schema | plan`: the blueprint side of the command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from mlstack import config as blueprint_config
+from mlstack.blueprint import stack_ids
+from mlstack.config import BlueprintConfig
+from mlstack.errors import BlueprintError
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("list", help="shipped blueprints with one-line descriptions")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(handler=cmd_list)
+
+    p = sub.add_parser("validate", help="check a blueprint file: one line per problem, exit 2 if any")
+    p.add_argument("file", help="path to a blueprint YAML file, or a shipped blueprint name")
+    p.add_argument("--json", action="store_true", help="print the validated blueprint with defaults filled in")
+    p.set_defaults(handler=cmd_validate)
+
+    p = sub.add_parser("schema", help="JSON Schema of a blueprint file (for editor completion)")
+    p.set_defaults(handler=cmd_schema)
+
+    p = sub.add_parser("plan", help="what a blueprint creates, costs and needs in quotas (offline)")
+    p.add_argument("blueprint", nargs="?", default=blueprint_config.DEFAULT_BLUEPRINT, help="name or path")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(handler=cmd_plan)
+
+
+def _load_all() -> list[tuple[Path, BlueprintConfig | BlueprintError]]:
+    result: list[tuple[Path, BlueprintConfig | BlueprintError]] = []
+    for path in sorted(blueprint_config.BLUEPRINTS_DIR.glob("*.yaml")):
+        try:
+            result.append((path, blueprint_config.load(path)))
+        except BlueprintError as err:
+            result.append((path, err))
+    return result
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    rows: list[dict[str, Any]] = []
+    for path, loaded in _load_all():
+        if isinstance(loaded, BlueprintError):
+            rows.append({"name": path.stem, "description": f"INVALID: {loaded.problems[0]}", "stacks": []})
+        else:
+            rows.append({"name": loaded.name, "description": loaded.description, "stacks": stack_ids(loaded)})
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    width = max((len(r["name"]) for r in rows), default=4)
+    for row in rows:
+        default = " (default)" if row["name"] == blueprint_config.DEFAULT_BLUEPRINT else ""
+        print(f"{row['name']:<{width}}  {row['description']}{default}")
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    loaded = blueprint_config.load(args.file)
+    if args.json:
+        print(json.dumps(loaded.model_dump(mode="json"), indent=2))
+    else:
+        print(f"ok: {args.file}: blueprint {loaded.name!r} -> {', '.join(stack_ids(loaded))}")
+    return 0
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    schema = BlueprintConfig.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "mlstack blueprint"
+    print(json.dumps(schema, indent=2))
+    return 0
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from mlstack.plan import build_plan, render
+
+    plan = build_plan(blueprint_config.load(args.blueprint))
+    print(json.dumps(plan.to_json(), indent=2) if args.json else render(plan))
+    return 0

@@ -1,0 +1,101 @@
+"""Synthesize every blueprint in one process: one App, one Stage per blueprint, one synth.
+
+Used by `make synth`, `make bench` and the test session, so all three measure and check the same thing.
+Templates are the same as `npx cdk synth -c blueprint=<name>` produces (logical IDs are stack-relative and
+stack names are explicit); the assembly nests them as `cdk.out/assembly-<name>/`.
+
+    python -m mlstack.synth_all [OUTDIR]      # default cdk.out; exits 1 on a bad blueprint or a nag finding
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aws_cdk as cdk
+from cdk_nag import AwsSolutionsChecks
+
+from mlstack import blueprint
+from mlstack.config import BLUEPRINTS_DIR, load
+from mlstack.errors import MlstackError
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def cdk_json_context() -> dict[str, Any]:
+    """The feature flags of `cdk.json` (a bare App() silently uses older defaults)."""
+    context: dict[str, Any] = json.loads((ROOT / "cdk.json").read_text())["context"]
+    return context
+
+
+@dataclass
+class SynthesizedBlueprint:
+    name: str
+    built: blueprint.BuiltBlueprint
+    templates: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Stack construct ID -> template JSON."""
+
+
+@dataclass
+class Synthesis:
+    outdir: Path
+    blueprints: dict[str, SynthesizedBlueprint]
+    validation_report: dict[str, Any]
+    nag_failure: str | None
+    """None when cdk-nag passed; otherwise CDK's ValidationFailed message (details in `validation_report`)."""
+
+
+def synthesize_all(
+    outdir: Path,
+    blueprint_files: list[Path] | None = None,
+    *,
+    extra_context: dict[str, Any] | None = None,
+    nag: bool = True,
+) -> Synthesis:
+    files = blueprint_files if blueprint_files is not None else sorted(BLUEPRINTS_DIR.glob("*.yaml"))
+    app = cdk.App(outdir=str(outdir), context={**cdk_json_context(), **(extra_context or {})})
+    built: dict[str, blueprint.BuiltBlueprint] = {}
+    for path in files:
+        config = load(path)
+        built[config.name] = blueprint.build(cdk.Stage(app, config.name), config)
+    if nag:
+        cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+    nag_failure: str | None = None
+    try:
+        app.synth()
+    except RuntimeError as err:  # ValidationFailed: unacknowledged findings, listed in the report
+        nag_failure = str(err)
+    report_path = outdir / "validation-report.json"
+    report = json.loads(report_path.read_text()) if report_path.exists() else {}
+    result: dict[str, SynthesizedBlueprint] = {}
+    for name, item in built.items():
+        synthesized = SynthesizedBlueprint(name=name, built=item)
+        for stack in item.stacks:
+            template_file = outdir / f"assembly-{name}" / f"{stack.artifact_id}.template.json"
+            if template_file.exists():
+                synthesized.templates[stack.node.id] = json.loads(template_file.read_text())
+        result[name] = synthesized
+    return Synthesis(outdir=outdir, blueprints=result, validation_report=report, nag_failure=nag_failure)
+
+
+def main(argv: list[str]) -> int:
+    outdir = Path(argv[0]) if argv else ROOT / "cdk.out"
+    try:
+        synthesis = synthesize_all(outdir)
+    except MlstackError as err:
+        for line in err.problems:
+            print(f"error: {line}", file=sys.stderr)
+        return 1
+    if synthesis.nag_failure:
+        print(f"error: cdk-nag: {synthesis.nag_failure}", file=sys.stderr)
+        return 1
+    for name, item in synthesis.blueprints.items():
+        print(f"{name}: {', '.join(item.templates)} -> {outdir}/assembly-{name}/")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,66 @@
+"""Stateful resources: their logical IDs never change, and they survive deletion of their stack."""
+
+from __future__ import annotations
+
+from tests.synth import Session
+
+STATEFUL_TYPES = frozenset(
+    {
+        "AWS::KMS::Key",
+        "AWS::Logs::LogGroup",
+        "AWS::S3::Bucket",
+        "AWS::FSx::FileSystem",
+        "AWS::EFS::FileSystem",
+        "AWS::ECR::Repository",
+        "AWS::SageMaker::ModelPackageGroup",
+        "AWS::SecretsManager::Secret",
+        "AWS::DynamoDB::Table",
+    }
+)
+
+# Stack construct ID -> logical ID -> type. A changed logical ID makes CloudFormation create a new resource
+# and drop the old one: the data goes with it (or is orphaned). Add new resources here; never rename.
+PINNED_LOGICAL_IDS: dict[str, dict[str, str]] = {
+    "NetworkStack": {
+        "ProjectKeyFDD03260": "AWS::KMS::Key",
+        "NetworkFlowLogGroup4F8CEEEF": "AWS::Logs::LogGroup",
+    },
+}
+
+
+def _stateful(session: Session) -> list[tuple[str, str, str, str, dict[str, object]]]:
+    return [
+        (name, stack_id, logical_id, resource["Type"], resource)
+        for name, bp in session.blueprints.items()
+        for stack_id, template in bp.templates.items()
+        for logical_id, resource in template["Resources"].items()
+        if resource["Type"] in STATEFUL_TYPES
+    ]
+
+
+def test_stateful_logical_ids_are_pinned(session: Session) -> None:
+    unpinned = [
+        f"{name}/{stack_id}: {logical_id} ({kind})"
+        for name, stack_id, logical_id, kind, _ in _stateful(session)
+        if PINNED_LOGICAL_IDS.get(stack_id, {}).get(logical_id) != kind
+    ]
+    assert unpinned == [], "stateful resource with an unpinned logical ID: a rename would replace its data"
+
+
+def test_every_pinned_logical_id_is_still_synthesized(session: Session) -> None:
+    seen = {(stack_id, logical_id) for _, stack_id, logical_id, _, _ in _stateful(session)}
+    missing = [
+        f"{stack_id}/{logical_id}"
+        for stack_id, ids in PINNED_LOGICAL_IDS.items()
+        for logical_id in ids
+        if (stack_id, logical_id) not in seen
+    ]
+    assert missing == []
+
+
+def test_stateful_resources_are_retained_unless_the_blueprint_opts_out(session: Session) -> None:
+    for name, stack_id, logical_id, _, resource in _stateful(session):
+        expected = "Retain" if session.blueprints[name].built.config.retain else "Delete"
+        where = f"{name}/{stack_id}/{logical_id}"
+        assert resource.get("DeletionPolicy") == expected, where
+        assert resource.get("UpdateReplacePolicy") == expected, where
