@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from constructs import Construct
 
 from mlstack.config import BlueprintConfig
 from mlstack.stacks.base import MlStack
 from mlstack.stacks.network import NetworkStack
+
+if TYPE_CHECKING:
+    from mlstack.stacks.inference import InferenceStack
+    from mlstack.stacks.training import TrainingClusterStack
 
 
 @dataclass(frozen=True)
@@ -17,18 +22,34 @@ class BuiltBlueprint:
 
     config: BlueprintConfig
     network: NetworkStack
+    training: TrainingClusterStack | None = None
+    inference: InferenceStack | None = None
 
     @property
     def stacks(self) -> list[MlStack]:
-        return [self.network]
+        return [s for s in (self.network, self.training, self.inference) if s is not None]
 
 
 def stack_ids(config: BlueprintConfig) -> list[str]:
     """The stacks `build` creates for `config`, in deployment order, without building them."""
-    return ["NetworkStack"]
+    ids = ["NetworkStack"]
+    if config.training is not None:
+        ids.append("TrainingClusterStack")
+    if config.inference is not None:
+        ids.append("InferenceStack")
+    return ids
 
 
 def build(scope: Construct, config: BlueprintConfig) -> BuiltBlueprint:
     """Add the blueprint's stacks to `scope`. Construct IDs are a contract: `NetworkStack`, ..."""
     network = NetworkStack(scope, "NetworkStack", blueprint=config)
-    return BuiltBlueprint(config=config, network=network)
+    training = inference = None
+    if config.training is not None:
+        from mlstack.stacks.training import TrainingClusterStack
+
+        training = TrainingClusterStack(scope, "TrainingClusterStack", blueprint=config, network=network)
+    if config.inference is not None:
+        from mlstack.stacks.inference import InferenceStack
+
+        inference = InferenceStack(scope, "InferenceStack", blueprint=config, network=network)
+    return BuiltBlueprint(config=config, network=network, training=training, inference=inference)

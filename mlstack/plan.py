@@ -138,6 +138,14 @@ def build_plan(config: BlueprintConfig) -> Plan:
         stacks=stack_ids(config),
     )
     plan_network(config, plan)
+    if config.training is not None:
+        from mlstack.stacks.training import plan_training
+
+        plan_training(config, plan)
+    if config.inference is not None:
+        from mlstack.stacks.inference import plan_inference
+
+        plan_inference(config, plan)
     return plan
 
 

@@ -20,8 +20,8 @@ TEST_CONTEXT: dict[str, Any] = {
 }
 
 
-def synthesize(outdir: Path) -> Session:
-    return synthesize_all(outdir, extra_context=TEST_CONTEXT)
+def synthesize(outdir: Path, files: list[Path] | None = None) -> Session:
+    return synthesize_all(outdir, files, extra_context=TEST_CONTEXT)
 
 
 def template(session: Session, blueprint: str, stack_id: str) -> Template:

@@ -8,7 +8,9 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from mlstack.config.base import StrictModel
+from mlstack.config.inference import InferenceConfig
 from mlstack.config.network import NetworkConfig
+from mlstack.config.training import TrainingConfig
 
 _REGION = re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-\d$")
 _DIRECTIONS = (("north", "n"), ("south", "s"), ("east", "e"), ("west", "w"), ("central", "c"))
@@ -53,6 +55,10 @@ class BlueprintConfig(StrictModel):
     """`retain` keeps keys, logs, buckets and file systems when a stack is deleted; `destroy` is for sandboxes."""
     tags: dict[str, str] = Field(default_factory=dict)
     network: NetworkConfig = Field(default_factory=NetworkConfig)
+    training: TrainingConfig | None = None
+    """A training cluster (TrainingClusterStack); omit for none."""
+    inference: InferenceConfig | None = None
+    """Model endpoints (InferenceStack); omit for none."""
 
     @field_validator("description")
     @classmethod

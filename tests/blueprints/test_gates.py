@@ -12,10 +12,8 @@ from cfnlint.api import ManualArgs, lint
 from syrupy.assertion import SnapshotAssertion
 from syrupy.extensions.json import JSONSnapshotExtension
 
-from mlstack.config import BLUEPRINTS_DIR
+from tests.conftest import selected_blueprints
 from tests.synth import ROOT, Session
-
-BLUEPRINT_NAMES = sorted(p.stem for p in BLUEPRINTS_DIR.glob("*.yaml"))
 _ASSET_HASH = re.compile(r"[0-9a-f]{64}")
 
 
@@ -24,7 +22,7 @@ def _stack_ids(session: Session) -> list[tuple[str, str]]:
 
 
 def test_every_blueprint_file_was_synthesized(session: Session) -> None:
-    assert sorted(session.blueprints) == BLUEPRINT_NAMES
+    assert sorted(session.blueprints) == selected_blueprints()
 
 
 def test_cdk_nag_aws_solutions_has_no_unacknowledged_findings(session: Session) -> None:
