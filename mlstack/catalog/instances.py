@@ -61,8 +61,8 @@ class Accelerator(BaseModel):
         return self.count * self.memory_gib
 
     def describe(self) -> str:
-        """`8x H100 80GiB`."""
-        return f"{self.count}x {self.model} {self.memory_gib:g}GiB"
+        """`8x H100 80GiB` (usable memory rounded to whole GiB)."""
+        return f"{self.count}x {self.model} {self.memory_gib:.0f}GiB"
 
 
 class AcceleratorModel(BaseModel):

@@ -1,0 +1,179 @@
+"""Advisor: options fit with headroom, multi-node needs EFA, budgets cut, CPU hosts for tiny models."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mlstack.catalog.advisor import Option, advise_infer, advise_train, node_counts
+from mlstack.catalog.instances import get_instance
+from mlstack.catalog.memory import GIB
+from mlstack.errors import InputError
+
+
+def names(options: tuple[Option, ...]) -> list[str]:
+    return [o.instance.name for o in options]
+
+
+def by_name(options: tuple[Option, ...], name: str) -> Option:
+    (found,) = [o for o in options if o.instance.name == name]
+    return found
+
+
+def test_node_counts() -> None:
+    assert node_counts(1) == [1]
+    assert node_counts(64) == [1, 2, 4, 8, 16, 32, 64]
+    assert node_counts(6) == [1, 2, 4, 6]
+
+
+def test_7b_inference_fits_one_80gb_gpu() -> None:
+    advice = advise_infer(7e9, precision="bf16", context=4096, concurrency=1)
+    one_h100 = by_name(advice.options, "p5.4xlarge")
+    assert one_h100.chosen and one_h100.nodes == 1 and one_h100.devices == 1
+    # 14 GB weights + 0.5 GiB KV cache on one 80 GiB H100 with 15% headroom
+    assert one_h100.used_bytes_per_device == pytest.approx(14e9 + 2**29)
+    assert one_h100.usable_bytes_per_device == pytest.approx(0.85 * 80 * GIB)
+    assert one_h100.price_per_hour is None and "price unknown" in one_h100.reason
+
+
+def test_every_chosen_option_fits_with_headroom() -> None:
+    for advice in (advise_train(70e9), advise_infer(70e9, context=8192, concurrency=16)):
+        assert advice.chosen
+        for o in advice.chosen:
+            assert o.used_bytes_per_device is not None and o.usable_bytes_per_device is not None
+            assert o.used_bytes_per_device <= o.usable_bytes_per_device
+            assert o.reason.startswith("fits")
+
+
+def test_70b_training_needs_multiple_nodes_and_efa() -> None:
+    advice = advise_train(70e9, tokens=1e12)
+    p5 = by_name(advice.chosen, "p5.48xlarge")
+    assert p5.nodes > 1
+    multi = [o for o in advice.chosen if o.nodes > 1]
+    assert multi
+    assert all(o.instance.efa_supported and o.efa_gbps_per_node > 0 for o in multi)
+    # 16 x 70e9 bytes of model states never fit one 8x80 GiB node
+    assert all(o.nodes > 1 for o in advice.chosen if o.instance.total_accelerator_memory_gib <= 640)
+    cut_no_efa = [o for o in advice.cut if o.reason.startswith("cut: no EFA for multi-node")]
+    assert cut_no_efa and all(not o.instance.efa_supported for o in cut_no_efa)
+    assert "g5.xlarge" in names(tuple(cut_no_efa))
+
+
+def test_training_time_and_cost_estimate() -> None:
+    advice = advise_train(70e9, tokens=1e12, mfu=0.4)
+    p5 = by_name(advice.chosen, "p5.48xlarge")
+    devices = p5.nodes * 8
+    hours = 6 * 70e9 * 1e12 / (devices * 989.4e12 * 0.4) / 3600
+    assert p5.est_hours == pytest.approx(hours)
+    assert p5.est_cost == pytest.approx(hours * 98.32 * p5.nodes)
+    # ranked by estimated cost: priced options first, in ascending cost
+    costs = [o.est_cost for o in advice.chosen if o.est_cost is not None and not o.demoted]
+    assert costs == sorted(costs)
+
+
+def test_g_series_multi_node_training_ranked_last() -> None:
+    advice = advise_train(70e9)
+    demoted = [o for o in advice.chosen if o.demoted]
+    assert demoted and all(o.instance.family.startswith("g") for o in demoted)
+    first_demoted = advice.chosen.index(demoted[0])
+    assert all(o.demoted for o in advice.chosen[first_demoted:])
+
+
+def test_inferentia_and_cpu_are_not_training_options() -> None:
+    advice = advise_train(1e8)
+    assert by_name(advice.cut, "inf2.48xlarge").reason == "cut: Inferentia is an inference accelerator"
+    assert by_name(advice.cut, "c7i.48xlarge").reason.startswith("cut: CPU host")
+    assert "trn1.2xlarge" in names(advice.chosen)
+
+
+def test_budget_cuts_options() -> None:
+    free = advise_train(70e9, max_nodes=16)
+    tight = advise_train(70e9, max_nodes=16, budget_per_hour=200)
+    assert len(tight.chosen) < len(free.chosen)
+    assert all(o.price_per_hour is not None and o.price_per_hour <= 200 for o in tight.chosen)
+    p5 = by_name(tight.cut, "p5.48xlarge")
+    assert p5.reason == "cut: over budget ($393.28/h for 4 node(s) > $200/h)"
+    assert by_name(tight.cut, "p5e.48xlarge").reason.startswith("cut: price unknown")
+
+
+def test_max_nodes_cuts_large_models() -> None:
+    advice = advise_train(405e9, max_nodes=2)
+    assert by_name(advice.cut, "p5.48xlarge").reason.startswith("cut: does not fit in 2 node(s)")
+
+
+def test_405b_training_and_serving() -> None:
+    train = advise_train(405e9)
+    assert train.chosen and all(o.nodes > 1 for o in train.chosen if o.instance.name == "p5.48xlarge")
+    infer = advise_infer(405e9, context=8192, concurrency=16)
+    assert names(infer.chosen)[0] == "p5en.48xlarge"
+    p5 = by_name(infer.cut, "p5.48xlarge")  # 2 nodes would work, but single-node options exist
+    assert p5.nodes == 2 and "single-node options fit" in p5.reason
+
+
+def test_cpu_hosts_appear_for_a_tiny_model() -> None:
+    advice = advise_infer(125e6, context=2048, concurrency=4)
+    cpu = [o for o in advice.chosen if o.instance.accelerator is None]
+    assert {"c7i.xlarge", "m7i.large", "c7g.xlarge", "c8g.xlarge"} <= set(names(tuple(cpu)))
+    amx = by_name(advice.chosen, "m7i.large")
+    assert "Intel AMX" in amx.reason and amx.describe_accelerators() == "CPU 2 vCPU 8GiB (AMX)"
+    assert "Graviton" in by_name(advice.chosen, "c8g.xlarge").reason
+    assert names(advice.chosen)[0] == "m7i.large"  # cheapest priced option
+
+
+def test_cpu_hosts_cut_for_large_models() -> None:
+    advice = advise_infer(7e9)
+    assert by_name(advice.cut, "m7i.48xlarge").reason == "cut: CPU hosts only for models <= 3e+09 params"
+
+
+def test_inferentia_and_trainium_serve() -> None:
+    advice = advise_infer(7e9, context=4096, concurrency=1)
+    inf2 = by_name(advice.chosen, "inf2.xlarge")
+    assert "Neuron" in inf2.reason
+    assert "trn1.2xlarge" in names(advice.chosen)
+
+
+def test_json_round_trip() -> None:
+    data = advise_train(7e9, tokens=1e11).to_json()
+    text = json.dumps(data)
+    assert json.loads(text)["task"] == "train"
+    assert data["chosen"] and data["cut"]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"params": -1}, "--params must be positive"),
+        ({"params": 1e15}, "absurd"),
+        ({"params": 7e9, "max_nodes": 0}, "--max-nodes must be at least 1"),
+        ({"params": 7e9, "budget_per_hour": 0}, "--budget-per-hour must be positive"),
+        ({"params": 7e9, "headroom": 0.95}, "--headroom"),
+        ({"params": 7e9, "tokens": -1}, "--tokens"),
+        ({"params": 7e9, "mfu": 1.5}, "--mfu"),
+        ({"params": 7e9, "zero_stage": 4}, "ZeRO stage"),
+        ({"params": 7e9, "precision": "int4"}, "training precision"),
+    ],
+)
+def test_train_input_errors(kwargs: dict[str, object], message: str) -> None:
+    with pytest.raises(InputError, match=message):
+        advise_train(**kwargs)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"params": 0}, "--params must be positive"),
+        ({"params": 7e9, "context": 0}, "--context"),
+        ({"params": 7e9, "concurrency": 10**9}, "--concurrency"),
+        ({"params": 7e9, "precision": "fp4"}, "unknown precision"),
+    ],
+)
+def test_infer_input_errors(kwargs: dict[str, object], message: str) -> None:
+    with pytest.raises(InputError, match=message):
+        advise_infer(**kwargs)  # type: ignore[arg-type]
+
+
+def test_catalog_instance_lookup_used_by_advisor_is_consistent() -> None:
+    advice = advise_infer(7e9)
+    assert {o.instance for o in advice.options} == {get_instance(o.instance.name) for o in advice.options}
+    assert len(advice.options) == len({o.instance.name for o in advice.options})
