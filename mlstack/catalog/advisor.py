@@ -280,7 +280,7 @@ def advise_train(
             est_cost = None if price is None else est_hours * price
         demoted = nodes > 1 and it.gpudirect_rdma is False and acc.kind == "gpu"
         if reason is None:
-            parts = [f"fits: {_fmt_gib(used)}/{_fmt_gib(usable)} GiB per device at {nodes * acc.count} devices"]
+            parts = [f"fits: {_fmt_gib(used)}/{_fmt_gib(usable)} GiB per device at {nodes * acc.count} device(s)"]
             if nodes > 1:
                 parts.append(f"EFA {it.efa_gbps:g} Gbps/node")
                 if demoted:
@@ -420,7 +420,7 @@ def advise_infer(
         nodes, used = fit
         reason_cut = _budget_cut(it, nodes, budget_per_hour)
         if reason_cut is None:
-            parts = [f"fits: {_fmt_gib(used)}/{_fmt_gib(usable)} GiB per device over {nodes * acc.count} devices"]
+            parts = [f"fits: {_fmt_gib(used)}/{_fmt_gib(usable)} GiB per device over {nodes * acc.count} device(s)"]
             if nodes > 1:
                 parts.append(f"multi-node over EFA {it.efa_gbps:g} Gbps/node")
             if acc.kind != "gpu":

@@ -303,8 +303,9 @@ def _cmd_catalog(args: argparse.Namespace) -> int:
         ]
         for it in instances
     ]
-    print(f"mlstack instance catalog v{catalog().version} (reviewed {catalog().reviewed}); SageMaker H/T/P = ")
-    print("hosting/training/HyperPod; prices us-east-1 on-demand $/h from an undated snapshot")
+    print(f"mlstack instance catalog v{catalog().version} (reviewed {catalog().reviewed})")
+    print("SM = SageMaker Hosting/Training/hyperPod; GDR = GPUDirect RDMA; Gbps from the API string ('Up to' = burst);")
+    print("$/h = us-east-1 on-demand from an undated snapshot (see `mlstack catalog TYPE` for each price's note)")
     print(
         render_table(
             ["instance", "accelerators", "vCPU", "GiB", "Gbps", "EFA", "NVMe GB", "GDR", "SM", "$/h"],
