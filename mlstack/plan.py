@@ -19,7 +19,10 @@ HOURS_PER_MONTH = 730
 NAT_GATEWAY_PER_HOUR = 0.045
 INTERFACE_ENDPOINT_PER_AZ_HOUR = 0.01
 VPC_PRICE_DATE: str | None = None  # not re-verified offline: see the source line
-VPC_PRICE_SOURCE = "Amazon VPC pricing page, us-east-1 list price as remembered (NAT $0.045/h, PrivateLink $0.01/AZ-h), not re-verified offline; per-GB processing extra"
+VPC_PRICE_SOURCE = (
+    "Amazon VPC pricing page, us-east-1 list price as remembered (NAT $0.045/h, PrivateLink $0.01/AZ-h), "
+    "not re-verified offline; per-GB processing extra"
+)
 
 
 @dataclass(frozen=True)
@@ -99,9 +102,7 @@ def plan_network(config: BlueprintConfig, plan: Plan) -> None:
     plan.resources.append(Resource(stack, "Private subnet", f"/{net.private_subnet_mask}, {kind}", len(zones)))
     if net.nat_gateways:
         plan.resources.append(Resource(stack, "NAT gateway", "with an Elastic IP", net.nat_gateways))
-        plan.costs.append(
-            Cost("NAT gateway", net.nat_gateways, NAT_GATEWAY_PER_HOUR, VPC_PRICE_DATE, VPC_PRICE_SOURCE)
-        )
+        plan.costs.append(Cost("NAT gateway", net.nat_gateways, NAT_GATEWAY_PER_HOUR, VPC_PRICE_DATE, VPC_PRICE_SOURCE))
         plan.quotas.append(Quota("ec2", "EC2-VPC Elastic IPs", "L-0263D0A3", net.nat_gateways))
     if net.interface_endpoints:
         plan.resources.append(
@@ -154,18 +155,27 @@ def render(plan: Plan) -> str:
     lines = [f"Blueprint {plan.blueprint}: {plan.description}", f"Region {plan.region}; removal: {plan.removal}", ""]
     lines.append("Stacks: " + ", ".join(plan.stacks))
     lines.append("")
-    lines += _table(["stack", "resource", "count", "detail"], [[r.stack, r.kind, str(r.count), r.detail] for r in plan.resources])
+    lines += _table(
+        ["stack", "resource", "count", "detail"], [[r.stack, r.kind, str(r.count), r.detail] for r in plan.resources]
+    )
     for title, rows in plan.details.get("sections", []):
         lines += ["", title]
         lines += [f"  {row}" for row in rows]
     lines.append("")
     cost_rows = [
-        [c.item, f"{c.quantity:g}", "unknown" if c.unit_per_hour is None else f"${c.unit_per_hour:,.4f}",
-         "unknown" if c.per_hour is None else f"${c.per_hour:,.2f}", c.price_date or "-"]
+        [
+            c.item,
+            f"{c.quantity:g}",
+            "unknown" if c.unit_per_hour is None else f"${c.unit_per_hour:,.4f}",
+            "unknown" if c.per_hour is None else f"${c.per_hour:,.2f}",
+            c.price_date or "-",
+        ]
         for c in plan.costs
     ]
     lines += _table(["cost item", "qty", "unit $/h", "$/h", "price date"], cost_rows)
-    lines.append(f"Total (known prices): ${plan.per_hour:,.2f}/hour, ${plan.per_month:,.0f}/month ({HOURS_PER_MONTH} h)")
+    lines.append(
+        f"Total (known prices): ${plan.per_hour:,.2f}/hour, ${plan.per_month:,.0f}/month ({HOURS_PER_MONTH} h)"
+    )
     if plan.unpriced:
         lines.append("No price known for: " + ", ".join(plan.unpriced))
     sources = sorted({c.source for c in plan.costs})

@@ -50,11 +50,35 @@ DEFAULT_INTERFACE_ENDPOINTS: tuple[str, ...] = (
 """The set the foundation issue asks for: image pulls, credentials, logs/metrics, SageMaker, SSM."""
 
 # CloudWatch Logs accepts only these retention periods (PutRetentionPolicy API).
-LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653)
+LOG_RETENTION_DAYS = (
+    1,
+    3,
+    5,
+    7,
+    14,
+    30,
+    60,
+    90,
+    120,
+    150,
+    180,
+    365,
+    400,
+    545,
+    731,
+    1096,
+    1827,
+    2192,
+    2557,
+    2922,
+    3288,
+    3653,
+)
 
 _AZ_NAME = re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-\d[a-z]$")
 _AZ_ID = re.compile(r"^[a-z]{2,4}\d-az\d{1,2}$")
 
+GatewayEndpoint = Literal["s3", "dynamodb"]
 EndpointKey = Annotated[str, Field(description=f"One of: {', '.join(INTERFACE_ENDPOINTS)}")]
 
 
@@ -86,7 +110,7 @@ class NetworkConfig(StrictModel):
     private_subnet_mask: int = Field(default=18, ge=16, le=28)
     """Prefix length of each private subnet (/18 = 16,379 usable IPs)."""
     interface_endpoints: list[EndpointKey] = Field(default_factory=lambda: list(DEFAULT_INTERFACE_ENDPOINTS))
-    gateway_endpoints: list[Literal["s3", "dynamodb"]] = Field(default_factory=lambda: ["s3"])
+    gateway_endpoints: list[GatewayEndpoint] = Field(default_factory=lambda: list[GatewayEndpoint](["s3"]))
     flow_logs: FlowLogConfig = Field(default_factory=FlowLogConfig)
 
     @field_validator("cidr")

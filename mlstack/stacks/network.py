@@ -40,17 +40,14 @@ class NetworkStack(MlStack):
         )
         # CloudWatch Logs encrypts log groups of this account and region with the key (flow logs, EKS, ...).
         stack = Stack.of(self)
+        logs_arn = f"arn:{stack.partition}:logs:{stack.region}:{stack.account}:*"
         self.key.add_to_resource_policy(
             iam.PolicyStatement(
                 sid="AllowCloudWatchLogs",
                 principals=[iam.ServicePrincipal(f"logs.{stack.region}.amazonaws.com")],
                 actions=["kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:Describe*"],
                 resources=["*"],
-                conditions={
-                    "ArnLike": {
-                        "kms:EncryptionContext:aws:logs:arn": f"arn:{stack.partition}:logs:{stack.region}:{stack.account}:*"
-                    }
-                },
+                conditions={"ArnLike": {"kms:EncryptionContext:aws:logs:arn": logs_arn}},
             )
         )
         self.network = MlVpc(

@@ -14,6 +14,7 @@ from syrupy.extensions.json import JSONSnapshotExtension
 
 from tests.conftest import selected_blueprints
 from tests.synth import ROOT, Session
+
 _ASSET_HASH = re.compile(r"[0-9a-f]{64}")
 
 
@@ -59,9 +60,7 @@ def test_cfn_lint_finds_no_errors_or_warnings(session: Session) -> None:
     for name, bp in session.blueprints.items():
         region = bp.built.config.env.region
         for stack_id, template in bp.templates.items():
-            matches = lint(
-                json.dumps(template), config=ManualArgs(regions=[region], ignore_checks=_cfn_lint_ignores())
-            )
+            matches = lint(json.dumps(template), config=ManualArgs(regions=[region], ignore_checks=_cfn_lint_ignores()))
             problems += [f"{name}/{stack_id}: {m.rule.id} {m.message} @ {'/'.join(map(str, m.path))}" for m in matches]
     assert problems == []
 

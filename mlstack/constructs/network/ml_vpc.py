@@ -67,7 +67,9 @@ class MlVpc(Construct):
             self._pin_subnets_by_az_id()
 
         for service in network.gateway_endpoints:
-            gateway = ec2.GatewayVpcEndpointAwsService.S3 if service == "s3" else ec2.GatewayVpcEndpointAwsService.DYNAMODB
+            gateway = (
+                ec2.GatewayVpcEndpointAwsService.S3 if service == "s3" else ec2.GatewayVpcEndpointAwsService.DYNAMODB
+            )
             self.vpc.add_gateway_endpoint(f"{service.capitalize()}Gateway", service=gateway)
         self.endpoint_security_group: ec2.SecurityGroup | None = None
         if network.interface_endpoints:

@@ -1,0 +1,43 @@
+"""The real `npx cdk` CLI, offline and without credentials: list, synth one stack, and a bad blueprint."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from tests.synth import ROOT
+
+_NO_CREDENTIALS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE")
+
+
+def _cdk(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in _NO_CREDENTIALS}
+    env.update(
+        PATH=f"{ROOT / 'node_modules' / '.bin'}:{os.environ['PATH']}",
+        AWS_CONFIG_FILE="/dev/null",
+        AWS_SHARED_CREDENTIALS_FILE="/dev/null",
+        CDK_DISABLE_CLI_TELEMETRY="true",
+    )
+    return subprocess.run(
+        ["npx", "--no-install", "cdk", *args], cwd=ROOT, env=env, capture_output=True, text=True, check=False
+    )
+
+
+def test_cdk_list_and_synth_network_stack_offline(tmp_path: Path) -> None:
+    listed = _cdk("list", "--output", str(tmp_path / "list.out"))
+    assert listed.returncode == 0, listed.stderr
+    assert "NetworkStack" in listed.stdout
+    synth = _cdk("synth", "NetworkStack", "--quiet", "--output", str(tmp_path / "synth.out"))
+    assert synth.returncode == 0, synth.stderr
+    assert "Node 20 is end-of-life" not in synth.stderr  # the project's Node 22 is the one that ran
+    assert (tmp_path / "synth.out" / "NetworkStack.template.json").is_file()
+
+
+def test_cdk_synth_with_a_bad_blueprint_prints_the_problem_not_a_traceback(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("description: bad\nnetwork: {cidr: 10.0.0.0/33}\n")
+    result = _cdk("synth", "-c", f"blueprint={bad}", "--quiet", "--output", str(tmp_path / "out"))
+    assert result.returncode != 0
+    assert f"error: {bad}: network.cidr:" in result.stderr
+    assert "Traceback" not in result.stderr

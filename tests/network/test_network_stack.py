@@ -1,0 +1,162 @@
+"""NetworkStack / MlVpc: private placement, NAT or isolated, endpoints, flow logs, the project key, AZ pinning."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import aws_cdk as cdk
+import pytest
+from aws_cdk.assertions import Match, Template
+
+from mlstack import blueprint
+from mlstack.config import BlueprintConfig
+from mlstack.synth_all import cdk_json_context
+from tests.synth import TEST_CONTEXT, Session, template
+
+
+@pytest.fixture(scope="module")
+def default(session: Session) -> Template:
+    return template(session, "eks-gpu-training", "NetworkStack")
+
+
+def _variant(**network: object) -> BlueprintConfig:
+    return BlueprintConfig.model_validate(
+        {"name": "variant", "description": "test", "env": {"region": "eu-west-1"}, "network": network}
+    )
+
+
+@pytest.fixture(scope="module")
+def variants(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Template]:
+    """Two non-default networks in one small App: isolated with AZ names, and endpoints switched off."""
+    app = cdk.App(outdir=str(tmp_path_factory.mktemp("variants")), context={**cdk_json_context(), **TEST_CONTEXT})
+    configs = {
+        "isolated": _variant(
+            availability_zones=["eu-west-1b", "eu-west-1c", "eu-west-1a"],
+            nat_gateways=0,
+            interface_endpoints=["sts", "ecr.api", "ecr.dkr", "logs"],
+            gateway_endpoints=["s3", "dynamodb"],
+            flow_logs={"retention_days": 30, "traffic": "REJECT"},
+        ),
+        "bare": _variant(interface_endpoints=[], nat_gateways=2),
+    }
+    stacks = {name: blueprint.build(cdk.Stage(app, name), cfg).network for name, cfg in configs.items()}
+    return {name: Template.from_stack(stack) for name, stack in stacks.items()}
+
+
+def test_project_key_rotates_and_is_retained(default: Template) -> None:
+    default.has_resource(
+        "AWS::KMS::Key",
+        {
+            "Properties": {"EnableKeyRotation": True},
+            "DeletionPolicy": "Retain",
+            "UpdateReplacePolicy": "Retain",
+        },
+    )
+
+
+def test_key_lets_cloudwatch_logs_of_this_account_encrypt(default: Template) -> None:
+    default.has_resource_properties(
+        "AWS::KMS::Key",
+        {
+            "KeyPolicy": {
+                "Statement": Match.array_with(
+                    [
+                        Match.object_like(
+                            {
+                                "Sid": "AllowCloudWatchLogs",
+                                "Principal": {"Service": "logs.us-east-1.amazonaws.com"},
+                                "Condition": {"ArnLike": Match.any_value()},
+                            }
+                        )
+                    ]
+                )
+            }
+        },
+    )
+
+
+def test_flow_logs_go_to_an_encrypted_retained_log_group(default: Template) -> None:
+    default.has_resource_properties("AWS::EC2::FlowLog", {"ResourceType": "VPC", "TrafficType": "ALL"})
+    default.has_resource(
+        "AWS::Logs::LogGroup",
+        {
+            "Properties": {
+                "RetentionInDays": 365,
+                "KmsKeyId": {"Fn::GetAtt": [Match.string_like_regexp("ProjectKey"), "Arn"]},
+            },
+            "DeletionPolicy": "Retain",
+        },
+    )
+
+
+def test_subnets_are_pinned_by_az_id_and_never_map_public_ips(default: Template) -> None:
+    subnets = default.find_resources("AWS::EC2::Subnet")
+    assert len(subnets) == 4
+    assert sorted(s["Properties"]["AvailabilityZoneId"] for s in subnets.values()) == [
+        "use1-az4",
+        "use1-az4",
+        "use1-az6",
+        "use1-az6",
+    ]
+    assert all("AvailabilityZone" not in s["Properties"] for s in subnets.values())
+    assert all(s["Properties"]["MapPublicIpOnLaunch"] is False for s in subnets.values())
+
+
+def test_one_nat_gateway_and_the_default_interface_endpoints(default: Template) -> None:
+    default.resource_count_is("AWS::EC2::NatGateway", 1)
+    endpoints = default.find_resources("AWS::EC2::VPCEndpoint")
+    services = sorted(str(e["Properties"]["ServiceName"]) for e in endpoints.values())
+    for suffix in ("ecr.api", "ecr.dkr", "sts", "logs", "monitoring", "sagemaker.api", "sagemaker.runtime", "ssm"):
+        assert any(s.endswith(f".{suffix}") for s in services), suffix
+    gateway = [e for e in endpoints.values() if e["Properties"].get("VpcEndpointType") == "Gateway"]
+    assert len(gateway) == 1
+
+
+def test_endpoint_security_group_allows_https_from_the_vpc_only(default: Template) -> None:
+    default.has_resource_properties(
+        "AWS::EC2::SecurityGroup",
+        {
+            "GroupDescription": "Interface VPC endpoints: HTTPS from inside the VPC",
+            "SecurityGroupIngress": [{"CidrIp": "10.0.0.0/16", "FromPort": 443, "ToPort": 443, "IpProtocol": "tcp"}],
+            "SecurityGroupEgress": [Match.object_like({"CidrIp": "255.255.255.255/32"})],
+        },
+    )
+
+
+def test_default_security_group_is_restricted(default: Template) -> None:
+    default.resource_count_is("Custom::VpcRestrictDefaultSG", 1)
+
+
+def test_isolated_network_has_no_nat_no_igw_no_public_subnets(variants: dict[str, Template]) -> None:
+    t = variants["isolated"]
+    t.resource_count_is("AWS::EC2::NatGateway", 0)
+    t.resource_count_is("AWS::EC2::InternetGateway", 0)
+    t.resource_count_is("AWS::EC2::Subnet", 3)
+    t.resource_count_is("AWS::EC2::Route", 0)
+
+
+def test_az_names_are_used_in_the_given_order(variants: dict[str, Template]) -> None:
+    subnets = variants["isolated"].find_resources("AWS::EC2::Subnet")
+    zones = [s["Properties"]["AvailabilityZone"] for s in subnets.values()]
+    assert zones == ["eu-west-1b", "eu-west-1c", "eu-west-1a"]
+
+
+def test_endpoint_set_and_flow_log_settings_are_configurable(variants: dict[str, Template]) -> None:
+    t = variants["isolated"]
+    t.resource_count_is("AWS::EC2::VPCEndpoint", 6)
+    t.has_resource_properties("AWS::EC2::FlowLog", {"TrafficType": "REJECT"})
+    t.has_resource_properties("AWS::Logs::LogGroup", {"RetentionInDays": 30})
+
+
+def test_no_interface_endpoints_means_no_endpoint_security_group(variants: dict[str, Template]) -> None:
+    t = variants["bare"]
+    t.resource_count_is("AWS::EC2::NatGateway", 2)
+    t.resource_count_is("AWS::EC2::VPCEndpoint", 1)
+    t.resource_count_is("AWS::EC2::SecurityGroup", 0)
+
+
+def test_stack_name_carries_the_blueprint_and_synth_needs_no_lookup(session: Session) -> None:
+    stack = session.blueprints["eks-gpu-training"].built.network
+    assert stack.stack_name == "eks-gpu-training-NetworkStack"
+    manifest = (Path(session.outdir) / "assembly-eks-gpu-training" / "manifest.json").read_text()
+    assert '"missing"' not in manifest  # no context lookups were requested
