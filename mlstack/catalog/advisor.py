@@ -28,6 +28,7 @@ from mlstack.catalog.memory import (
     GIB,
     MAX_PARAMS,
     ModelShape,
+    ModelStateMemory,
     activation_memory,
     inference_memory,
     model_state_memory,
@@ -36,7 +37,7 @@ from mlstack.catalog.memory import (
 )
 from mlstack.errors import InputError
 
-__all__ = ["Advice", "Option", "advise_infer", "advise_train", "node_counts"]
+__all__ = ["Advice", "Option", "TrainingMemory", "advise_infer", "advise_train", "node_counts", "training_memory"]
 
 Task = Literal["train", "infer"]
 
@@ -183,6 +184,60 @@ def _budget_cut(it: InstanceType, nodes: int, budget: float | None) -> str | Non
     return None
 
 
+@dataclass(frozen=True)
+class TrainingMemory:
+    """Per-device training memory: model states + activations + ZeRO-3 gather buffers (bytes)."""
+
+    states: ModelStateMemory
+    activations_bytes: float
+    gather_bytes: float
+
+    @property
+    def total_bytes(self) -> float:
+        return self.states.total_bytes + self.activations_bytes + self.gather_bytes
+
+
+def training_memory(
+    params: float,
+    devices: int,
+    *,
+    precision: str = "bf16",
+    zero_stage: int = 3,
+    seq_len: int = 4096,
+    micro_batch: int = 1,
+    shape: ModelShape | None = None,
+) -> TrainingMemory:
+    """Per-device bytes for data-parallel training with ZeRO over `devices` accelerators.
+
+    Model states per the ZeRO paper (mixed-precision Adam, K=12; fp32 Adam K=8), activations with full
+    checkpointing and flash attention (Korthikanti et al. 2022, no tensor parallelism), and for ZeRO-3 two layers
+    of gathered 16-bit weights (the layer being computed and the prefetched next one). `shape` defaults to the
+    published architecture nearest to `params`. Used by the advisor and by `mlstack plan`'s fit check.
+    """
+    key = precision.lower()
+    if key not in TRAIN_PRECISIONS:
+        raise InputError(
+            f"training precision must be one of {', '.join(TRAIN_PRECISIONS)} (got {precision!r}); "
+            "fp8/int training keeps bf16 master weights, model it as bf16"
+        )
+    param_bytes, grad_bytes, k = TRAIN_PRECISIONS[key]
+    shape = shape or shape_for_params(params)
+    states = model_state_memory(
+        params, devices, zero_stage, optimizer_multiplier=k, param_bytes=param_bytes, grad_bytes=grad_bytes
+    )
+    acts = activation_memory(
+        layers=shape.layers,
+        hidden=shape.hidden,
+        seq_len=seq_len,
+        micro_batch=micro_batch,
+        heads=shape.heads,
+        checkpointing="full",
+        flash_attention=True,
+    ).total_bytes
+    gather = 2 * param_bytes * params / shape.layers if zero_stage == 3 else 0.0
+    return TrainingMemory(states=states, activations_bytes=acts, gather_bytes=gather)
+
+
 def advise_train(
     params: float,
     *,
@@ -211,19 +266,7 @@ def advise_train(
         raise InputError(f"--mfu must be in (0, 1], got {mfu:g}")
     if zero_stage not in (0, 1, 2, 3):
         raise InputError(f"ZeRO stage must be 0, 1, 2 or 3, got {zero_stage!r}")
-    param_bytes, grad_bytes, k = TRAIN_PRECISIONS[key]
     shape = shape or shape_for_params(params)
-    acts = activation_memory(
-        layers=shape.layers,
-        hidden=shape.hidden,
-        seq_len=seq_len,
-        micro_batch=micro_batch,
-        heads=shape.heads,
-        checkpointing="full",
-        flash_attention=True,
-    ).total_bytes
-    # ZeRO-3 gathers one layer's parameters for compute and prefetches the next: 2 layers of 16-bit weights.
-    gather = 2 * param_bytes * params / shape.layers if zero_stage == 3 else 0.0
     counts = node_counts(max_nodes)
     options: list[Option] = []
     for it in all_instances():
@@ -239,10 +282,15 @@ def advise_train(
         last_used = 0.0
 
         def _train_bytes(n: int, count: int = acc.count) -> float:
-            states = model_state_memory(
-                params, n * count, zero_stage, optimizer_multiplier=k, param_bytes=param_bytes, grad_bytes=grad_bytes
-            )
-            return states.total_bytes + acts + gather
+            return training_memory(
+                params,
+                n * count,
+                precision=key,
+                zero_stage=zero_stage,
+                seq_len=seq_len,
+                micro_batch=micro_batch,
+                shape=shape,
+            ).total_bytes
 
         for n in counts:
             last_used = _train_bytes(n)
@@ -305,7 +353,8 @@ def advise_train(
             )
         )
     assumptions = (
-        f"model states: ZeRO-{zero_stage}, {key} mixed precision Adam (K={k:g}) [Rajbhandari et al. 2020]",
+        f"model states: ZeRO-{zero_stage}, {key} Adam (K={TRAIN_PRECISIONS[key][2]:g}) [Rajbhandari et al. 2020]"
+        + (", plus 2 layers of gathered weights" if zero_stage == 3 else ""),
         f"activations: full checkpointing, flash attention, seq {seq_len}, micro-batch {micro_batch}, no tensor "
         f"parallelism [Korthikanti et al. 2022]; shape {shape.describe()}",
         f"fits = per-device estimate <= {1 - headroom:.0%} of device memory (headroom {headroom:.0%})",

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from mlstack.catalog.advisor import Option, advise_infer, advise_train, node_counts
+from mlstack.catalog.advisor import Option, advise_infer, advise_train, node_counts, training_memory
 from mlstack.catalog.instances import get_instance
 from mlstack.catalog.memory import GIB
 from mlstack.errors import InputError
@@ -177,3 +177,18 @@ def test_catalog_instance_lookup_used_by_advisor_is_consistent() -> None:
     advice = advise_infer(7e9)
     assert {o.instance for o in advice.options} == {get_instance(o.instance.name) for o in advice.options}
     assert len(advice.options) == len({o.instance.name for o in advice.options})
+
+
+def test_training_memory_worked_example() -> None:
+    # 70B, bf16 Adam, ZeRO-3 over 16 devices, Llama-3.1-70B shape (80 layers, hidden 8192), seq 4096, micro-batch 1:
+    #   states      16 B x 70e9 / 16                          = 70e9
+    #   activations 80 x 2sbh + sbh x 34 (one layer recomputed) = 80 x 67_108_864 + 1_140_850_688 = 6_509_559_808
+    #   gather      2 layers x 2 B x 70e9 / 80                  = 3.5e9
+    m = training_memory(70e9, 16, zero_stage=3)
+    assert m.states.total_bytes == pytest.approx(70e9)
+    assert m.activations_bytes == 6_509_559_808
+    assert m.gather_bytes == pytest.approx(3.5e9)
+    assert m.total_bytes == pytest.approx(80_009_559_808)
+    assert training_memory(70e9, 16, zero_stage=2).gather_bytes == 0.0
+    with pytest.raises(InputError, match="training precision"):
+        training_memory(7e9, 8, precision="int8")
