@@ -84,6 +84,15 @@ class BlueprintConfig(StrictModel):
                 )
         return self
 
+    @model_validator(mode="after")
+    def _training_zones(self) -> BlueprintConfig:
+        # Cross-section rules of the training layer (AZs must be the network's; EFA and FSx share one AZ).
+        if self.training is not None:
+            problems = self.training.check_zones(self.zones)
+            if problems:
+                raise ValueError(problems[0])
+        return self
+
     @property
     def zones(self) -> list[str]:
         """AZ names or IDs of the network, in order."""

@@ -25,6 +25,12 @@ PINNED_LOGICAL_IDS: dict[str, dict[str, str]] = {
         "ProjectKeyFDD03260": "AWS::KMS::Key",
         "NetworkFlowLogGroup4F8CEEEF": "AWS::Logs::LogGroup",
     },
+    "TrainingClusterStack": {
+        "FsxFileSystem7053E557": "AWS::FSx::FileSystem",
+        # Log groups of CDK's kubectl-provider functions (aws_eks_v2 creates and retains them).
+        "TrainingClusterKubectlProviderHandlerLogGroupF5270D71": "AWS::Logs::LogGroup",
+        "TrainingClusterKubectlProviderframeworkonEventLogGroup2BA49C21": "AWS::Logs::LogGroup",
+    },
 }
 
 

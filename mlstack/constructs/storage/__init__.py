@@ -1,0 +1,1 @@
+"""Storage-layer constructs: FSx for Lustre for training data and checkpoints."""

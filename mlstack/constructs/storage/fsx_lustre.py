@@ -1,0 +1,165 @@
+"""`FsxLustre`: FSx for Lustre for a training cluster, in the training AZ, encrypted, linked to S3, retained."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jsii
+from aws_cdk import RemovalPolicy
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_fsx as fsx
+from aws_cdk import aws_kms as kms
+from constructs import Construct
+
+from mlstack.config.training import FsxConfig
+
+LUSTRE_PORTS = (ec2.Port.tcp(988), ec2.Port.tcp_range(1018, 1023))
+"""LNET traffic between clients and servers and among servers (domain.md §1.3 / pitfall P19)."""
+
+LUSTRE_VERSION = "2.15"
+"""Required for PERSISTENT_2 with a metadata configuration ([BOTO]); recommended for all new file systems."""
+
+
+@jsii.implements(ec2.IConnectable)
+class FsxLustre(Construct):
+    """A Lustre file system (PERSISTENT_2 by default) and its security group.
+
+    - One subnet (Lustre is single-AZ): the training AZ's, so clients reach it without crossing AZs.
+    - The security group admits Lustre ports from itself and from `clients`; clients accept them back.
+    - Encrypted with `key` (customer-managed), LZ4 compression, metadata mode AUTOMATIC (PERSISTENT_2).
+    - An optional data repository association links an S3 prefix (lazy import + export of changes).
+    - `removal_policy` applies to the file system (RETAIN keeps the data when the stack goes).
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        vpc: ec2.IVpc,
+        subnet: ec2.ISubnet,
+        key: kms.IKey,
+        config: FsxConfig,
+        clients: ec2.IConnectable,
+        removal_policy: RemovalPolicy,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.config = config
+        self.subnet = subnet
+        self.security_group = ec2.SecurityGroup(
+            self,
+            "SecurityGroup",
+            vpc=vpc,
+            description="FSx for Lustre: LNET ports from the file system itself and its clients",
+            allow_all_outbound=False,
+        )
+        for port in LUSTRE_PORTS:
+            self.security_group.connections.allow_internally(port, "Lustre between file servers")
+            self.security_group.connections.allow_from(clients, port, "Lustre from training nodes")
+            self.security_group.connections.allow_to(clients, port, "Lustre to training nodes")
+
+        lustre: dict[str, Any] = {
+            "deployment_type": config.deployment_type,
+            "data_compression_type": config.data_compression,
+        }
+        if config.deployment_type == "PERSISTENT_2":
+            lustre["per_unit_storage_throughput"] = config.per_unit_storage_throughput
+            lustre["metadata_configuration"] = fsx.CfnFileSystem.MetadataConfigurationProperty(mode="AUTOMATIC")
+            lustre["automatic_backup_retention_days"] = config.automatic_backup_retention_days
+            if config.automatic_backup_retention_days:
+                lustre["copy_tags_to_backups"] = True
+        self.file_system = fsx.CfnFileSystem(
+            self,
+            "FileSystem",
+            file_system_type="LUSTRE",
+            file_system_type_version=LUSTRE_VERSION,
+            storage_capacity=config.storage_capacity_gib,
+            storage_type="SSD",
+            subnet_ids=[subnet.subnet_id],
+            security_group_ids=[self.security_group.security_group_id],
+            kms_key_id=key.key_arn,
+            lustre_configuration=fsx.CfnFileSystem.LustreConfigurationProperty(**lustre),
+        )
+        self.file_system.apply_removal_policy(removal_policy)
+
+        self.data_repository: fsx.CfnDataRepositoryAssociation | None = None
+        repo = config.data_repository
+        if repo is not None:
+            self.data_repository = fsx.CfnDataRepositoryAssociation(
+                self,
+                "DataRepository",
+                file_system_id=self.file_system.ref,
+                file_system_path=repo.file_system_path,
+                data_repository_path=repo.s3_path,
+                batch_import_meta_data_on_create=True,
+                s3=fsx.CfnDataRepositoryAssociation.S3Property(
+                    auto_import_policy=fsx.CfnDataRepositoryAssociation.AutoImportPolicyProperty(
+                        events=list(repo.import_events)
+                    ),
+                    auto_export_policy=fsx.CfnDataRepositoryAssociation.AutoExportPolicyProperty(
+                        events=list(repo.export_events)
+                    ),
+                ),
+            )
+
+    @property
+    def connections(self) -> ec2.Connections:
+        return self.security_group.connections
+
+    @property
+    def file_system_id(self) -> str:
+        return self.file_system.ref
+
+    @property
+    def dns_name(self) -> str:
+        return self.file_system.attr_dns_name
+
+    @property
+    def mount_name(self) -> str:
+        return self.file_system.attr_lustre_mount_name
+
+    def kubernetes_manifests(self, *, namespace: str, claim_name: str = "fsx") -> list[dict[str, Any]]:
+        """StorageClass, PersistentVolume and PersistentVolumeClaim that mount this file system through the FSx CSI
+        driver (static provisioning: the file system exists, nothing is created or deleted by Kubernetes)."""
+        storage_class = "fsx-lustre-static"
+        capacity = f"{self.config.storage_capacity_gib}Gi"
+        return [
+            {
+                "apiVersion": "storage.k8s.io/v1",
+                "kind": "StorageClass",
+                "metadata": {"name": storage_class},
+                "provisioner": "fsx.csi.aws.com",
+                "reclaimPolicy": "Retain",
+                "volumeBindingMode": "Immediate",
+            },
+            {
+                "apiVersion": "v1",
+                "kind": "PersistentVolume",
+                "metadata": {"name": f"{namespace}-{claim_name}"},
+                "spec": {
+                    "capacity": {"storage": capacity},
+                    "volumeMode": "Filesystem",
+                    "accessModes": ["ReadWriteMany"],
+                    "persistentVolumeReclaimPolicy": "Retain",
+                    "storageClassName": storage_class,
+                    "mountOptions": ["flock"],
+                    "csi": {
+                        "driver": "fsx.csi.aws.com",
+                        "volumeHandle": self.file_system_id,
+                        "volumeAttributes": {"dnsname": self.dns_name, "mountname": self.mount_name},
+                    },
+                    "claimRef": {"namespace": namespace, "name": claim_name},
+                },
+            },
+            {
+                "apiVersion": "v1",
+                "kind": "PersistentVolumeClaim",
+                "metadata": {"name": claim_name, "namespace": namespace},
+                "spec": {
+                    "accessModes": ["ReadWriteMany"],
+                    "storageClassName": storage_class,
+                    "resources": {"requests": {"storage": capacity}},
+                    "volumeName": f"{namespace}-{claim_name}",
+                },
+            },
+        ]

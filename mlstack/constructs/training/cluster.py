@@ -1,0 +1,242 @@
+"""`TrainingCluster`: the EKS control plane, system nodes, add-ons and Helm charts of a training cluster."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, cast
+
+from aws_cdk import Acknowledgment, Stack, Validations
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_kms as kms
+from aws_cdk.lambda_layer_kubectl_v36 import KubectlV36Layer
+from constructs import Construct
+
+from mlstack.config.training import TrainingConfig
+from mlstack.constructs.training import versions
+from mlstack.constructs.training.node_group import (
+    EFA_TAINT,
+    GPU_TAINT,
+    LABEL_PREFIX,
+    NEURON_TAINT,
+    acknowledge_node_role,
+)
+
+ADMIN_POLICY = "AmazonEKSClusterAdminPolicy"
+_BEFORE_NODES = ("vpc-cni", "kube-proxy", "eks-pod-identity-agent")
+
+_ALL_LOGS = [
+    eks.ClusterLoggingTypes.API,
+    eks.ClusterLoggingTypes.AUDIT,
+    eks.ClusterLoggingTypes.AUTHENTICATOR,
+    eks.ClusterLoggingTypes.CONTROLLER_MANAGER,
+    eks.ClusterLoggingTypes.SCHEDULER,
+]
+
+
+def _tolerate(*keys: str) -> list[dict[str, str]]:
+    return [{"key": k, "operator": "Exists", "effect": "NoSchedule"} for k in keys]
+
+
+def _on_label(key: str, values: Sequence[str]) -> dict[str, Any]:
+    return {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [{"key": key, "operator": "In", "values": list(values)}]}]
+            }
+        }
+    }
+
+
+class TrainingCluster(Construct):
+    """An EKS cluster (aws_eks_v2) for training.
+
+    - Private API endpoint by default, access entries for the blueprint's admins, all five control-plane log
+      types, Kubernetes secrets encrypted with the project key.
+    - A small system node group (AL2023, on-demand) for cluster services; accelerated groups are added by the
+      caller with `AcceleratedNodeGroup`.
+    - Managed add-ons: VPC CNI (EFA-only capable), kube-proxy, Pod Identity agent, CoreDNS, FSx CSI driver.
+    - Helm charts (versions in `versions.py`): NVIDIA or Neuron device plugin, the EFA device plugin tolerating
+      the accelerator taints (its chart default tolerates none: pitfall P5), the Kubeflow Trainer operator and,
+      for GPUs, the DCGM exporter (Prometheus metrics).
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        vpc: ec2.IVpc,
+        subnets: Sequence[ec2.ISubnet],
+        key: kms.IKey,
+        config: TrainingConfig,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.config = config
+        cluster_config = config.cluster
+        self.cluster = eks.Cluster(
+            self,
+            "Cluster",
+            version=eks.KubernetesVersion.of(cluster_config.kubernetes_version),
+            vpc=vpc,
+            vpc_subnets=[ec2.SubnetSelection(subnets=list(subnets))],
+            endpoint_access=(
+                eks.EndpointAccess.PRIVATE
+                if cluster_config.endpoint_access == "private"
+                else eks.EndpointAccess.PUBLIC_AND_PRIVATE
+            ),
+            default_capacity_type=eks.DefaultCapacityType.NODEGROUP,
+            default_capacity=0,
+            bootstrap_self_managed_addons=False,
+            cluster_logging=_ALL_LOGS,
+            secrets_encryption_key=key,
+            kubectl_provider_options=eks.KubectlProviderOptions(kubectl_layer=KubectlV36Layer(self, "KubectlLayer")),
+        )
+        # jsii stubs: Cluster lacks a member of the ICluster protocol in Python typing only.
+        self.cluster_ref = cast(eks.ICluster, self.cluster)
+        self._acknowledge_generated()
+        for i, arn in enumerate(cluster_config.admin_principal_arns):
+            eks.AccessEntry(
+                self,
+                f"Admin{i}",
+                cluster=self.cluster_ref,
+                principal=arn,
+                access_policies=[
+                    eks.AccessPolicy.from_access_policy_name(
+                        ADMIN_POLICY, access_scope_type=eks.AccessScopeType.CLUSTER
+                    )
+                ],
+            )
+
+        self.addons: dict[str, eks.Addon] = {}
+        for name in _BEFORE_NODES:
+            self.addons[name] = eks.Addon(
+                self, _addon_id(name), cluster=self.cluster_ref, addon_name=name, addon_version=versions.ADDONS[name]
+            )
+
+        system = config.system_node_group
+        self.system_nodes = eks.Nodegroup(
+            self,
+            "SystemNodes",
+            cluster=self.cluster_ref,
+            instance_types=[ec2.InstanceType(system.instance_type)],
+            ami_type=eks.NodegroupAmiType.AL2023_X86_64_STANDARD,
+            capacity_type=eks.CapacityType.ON_DEMAND,
+            desired_size=system.desired_size,
+            min_size=system.min_size,
+            max_size=system.max_size,
+            disk_size=system.disk_size_gib,
+            subnets=ec2.SubnetSelection(subnets=list(subnets)),
+            labels={f"{LABEL_PREFIX}/node-group": "system"},
+        )
+        acknowledge_node_role(self.system_nodes)
+        for addon in self.addons.values():
+            self.system_nodes.node.add_dependency(addon)
+        # CoreDNS and the FSx CSI driver run pods: create them once nodes can join.
+        for name in ("coredns", "aws-fsx-csi-driver"):
+            addon = eks.Addon(
+                self, _addon_id(name), cluster=self.cluster_ref, addon_name=name, addon_version=versions.ADDONS[name]
+            )
+            addon.node.add_dependency(self.system_nodes)
+            self.addons[name] = addon
+
+        kinds = {g.instance.accelerator.kind for g in config.node_groups if g.instance.accelerator is not None}
+        self.charts: dict[str, eks.HelmChart] = {}
+        accel_taints = [GPU_TAINT, NEURON_TAINT, EFA_TAINT]
+        if "gpu" in kinds:
+            self._chart(
+                versions.NVIDIA_DEVICE_PLUGIN,
+                {
+                    "tolerations": _tolerate(*accel_taints),
+                    # The chart's default affinity needs node-feature-discovery labels; select on ours instead.
+                    "affinity": _on_label(f"{LABEL_PREFIX}/accelerator-kind", ["gpu"]),
+                },
+            )
+            self._chart(
+                versions.DCGM_EXPORTER,
+                {
+                    "tolerations": _tolerate(*accel_taints),
+                    "nodeSelector": {f"{LABEL_PREFIX}/accelerator-kind": "gpu"},
+                    "serviceMonitor": {"enabled": False},
+                    "podAnnotations": {"prometheus.io/scrape": "true", "prometheus.io/port": "9400"},
+                },
+            )
+        if kinds & {"trainium", "inferentia"}:
+            # Device plugin + scheduler extension; the node problem detector is left off (EKS node monitoring
+            # covers it). Values keys per the chart README: check them when bumping the version.
+            self._chart(
+                versions.NEURON_HELM_CHART,
+                {"npd": {"enabled": False}, "devicePlugin": {"tolerations": _tolerate(*accel_taints)}},
+            )
+        if any(g.efa for g in config.node_groups):
+            self._chart(versions.EFA_DEVICE_PLUGIN, {"tolerations": _tolerate(*accel_taints)})
+        self._chart(versions.KUBEFLOW_TRAINER, {})
+
+    def _chart(self, chart: versions.Chart, values: dict[str, Any]) -> eks.HelmChart:
+        helm = self.cluster.add_helm_chart(
+            "".join(part.capitalize() for part in chart.release.split("-")) + "Chart",
+            chart=chart.chart,
+            repository=chart.repository,
+            version=chart.version,
+            release=chart.release,
+            namespace=chart.namespace,
+            create_namespace=chart.namespace != "kube-system",
+            values=values,
+            wait=False,
+        )
+        helm.node.add_dependency(self.system_nodes)
+        self.charts[chart.release] = helm
+        return helm
+
+    def _acknowledge_generated(self) -> None:
+        """cdk-nag findings on roles and functions that aws_eks_v2 generates (not configurable from here)."""
+        managed = "Policy::arn:<AWS::Partition>:iam::aws:policy"
+        Validations.of(self.cluster.role).acknowledge(
+            Acknowledgment(
+                id=f"AwsSolutions-IAM4[{managed}/AmazonEKSClusterPolicy]",
+                reason="the EKS service role must carry AmazonEKSClusterPolicy (EKS User Guide, cluster IAM role)",
+            )
+        )
+        provider = self.cluster.node.find_child("KubectlProvider")
+        handler = provider.node.find_child("Handler")
+        stack = Stack.of(self)
+        handler_fn = handler.node.default_child
+        assert handler_fn is not None
+        ecr_public = (
+            '{"Fn::If":["'
+            + stack.get_logical_id(handler.node.find_child("HasEcrPublic"))  # type: ignore[arg-type]
+            + '",{"Fn::Join":["",["arn:",{"Ref":"AWS::Partition"},":iam::aws:policy/'
+            'AmazonElasticContainerRegistryPublicReadOnly"]]},{"Ref":"AWS::NoValue"}]}'
+        )
+        reasons = {
+            f"AwsSolutions-IAM4[{managed}/service-role/AWSLambdaBasicExecutionRole]": (
+                "CDK's kubectl provider functions: CloudWatch Logs for their own log streams only"
+            ),
+            f"AwsSolutions-IAM4[{managed}/service-role/AWSLambdaVPCAccessExecutionRole]": (
+                "CDK's kubectl provider runs in the VPC to reach the private API endpoint; ENI management only"
+            ),
+            f"AwsSolutions-IAM4[{managed}/AmazonEC2ContainerRegistryReadOnly]": (
+                "the kubectl handler pulls Helm charts from ECR OCI registries (read-only)"
+            ),
+            f"AwsSolutions-IAM4[Policy::{ecr_public}]": (
+                "the kubectl handler pulls Helm charts from ECR Public (public.ecr.aws/neuron), read-only"
+            ),
+            "AwsSolutions-L1": "runtime of CDK's generated kubectl-provider function is fixed by aws-cdk-lib 2.275.0",
+            f"AwsSolutions-IAM5[Resource::<{stack.get_logical_id(handler_fn)}.Arn>:*]": (  # type: ignore[arg-type]
+                "the provider framework invokes versions/aliases of the kubectl handler function only"
+            ),
+        }
+        for rule_id, reason in reasons.items():
+            Validations.of(provider).acknowledge(Acknowledgment(id=rule_id, reason=reason))
+
+    @property
+    def cluster_security_group_id(self) -> str:
+        """The EKS-created cluster security group (it allows all traffic within itself, EFA included)."""
+        return self.cluster.cluster_security_group_id
+
+    def add_manifest(self, construct_id: str, *manifest: dict[str, Any]) -> eks.KubernetesManifest:
+        return self.cluster.add_manifest(construct_id, *manifest)
+
+
+def _addon_id(name: str) -> str:
+    return "".join(part.capitalize() for part in name.split("-")) + "Addon"

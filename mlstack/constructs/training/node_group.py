@@ -1,0 +1,232 @@
+"""`AcceleratedNodeGroup`: an EKS managed node group of one instance type, wired for EFA from the catalog."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_cdk import Acknowledgment, Fn, Validations
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_kms as kms
+from constructs import Construct
+
+from mlstack.catalog import InstanceType, efa_layout
+from mlstack.config.training import NodeGroupConfig
+from mlstack.constructs.training.efa import EfaNetworking
+
+GPU_TAINT = "nvidia.com/gpu"
+NEURON_TAINT = "aws.amazon.com/neuron"
+EFA_TAINT = "vpc.amazonaws.com/efa"
+LABEL_PREFIX = "mlstack.io"
+
+_USER_DATA_BOUNDARY = "MLSTACK"
+
+
+def ami_type(it: InstanceType) -> str:
+    """The EKS AMI type for `it` (AL2023: AL2 AMIs end with Kubernetes 1.32, domain.md P21).
+
+    Set as a raw CloudFormation value: CDK's own GPU check does not know p5/p6/trn (toolchain.md §2 item 2).
+    """
+    arm = it.arch == "arm64"
+    if it.accelerator is None:
+        return "AL2023_ARM_64_STANDARD" if arm else "AL2023_x86_64_STANDARD"
+    if it.accelerator.kind == "gpu":
+        return "AL2023_ARM_64_NVIDIA" if arm else "AL2023_x86_64_NVIDIA"
+    return "AL2023_x86_64_NEURON"  # trainium / inferentia
+
+
+def accelerator_taint_key(it: InstanceType) -> str | None:
+    if it.accelerator is None:
+        return None
+    return GPU_TAINT if it.accelerator.kind == "gpu" else NEURON_TAINT
+
+
+def accelerator_resource(it: InstanceType) -> str | None:
+    """The extended resource a pod requests for this instance's accelerators."""
+    if it.accelerator is None:
+        return None
+    return "nvidia.com/gpu" if it.accelerator.kind == "gpu" else "aws.amazon.com/neuron"
+
+
+def node_labels(config: NodeGroupConfig) -> dict[str, str]:
+    """Kubernetes labels with the instance facts jobs select on."""
+    it = config.instance
+    labels = {
+        f"{LABEL_PREFIX}/node-group": config.name,
+        f"{LABEL_PREFIX}/capacity": config.capacity.type.replace("_", "-"),
+        f"{LABEL_PREFIX}/efa-interfaces": str(len(efa_layout(it.name)) if config.efa else 0),
+        f"{LABEL_PREFIX}/network-gbps": f"{it.network_gbps:g}",
+    }
+    if it.accelerator is not None:
+        labels[f"{LABEL_PREFIX}/accelerator-kind"] = it.accelerator.kind
+        labels[f"{LABEL_PREFIX}/accelerator"] = it.accelerator.model
+        labels[f"{LABEL_PREFIX}/accelerator-count"] = str(it.accelerator.count)
+        labels[f"{LABEL_PREFIX}/accelerator-memory-gib"] = f"{it.accelerator.memory_gib:g}"
+    if it.gpudirect_rdma is not None:
+        labels[f"{LABEL_PREFIX}/gpudirect-rdma"] = str(it.gpudirect_rdma).lower()
+    return labels
+
+
+def node_taints(config: NodeGroupConfig) -> list[eks.TaintSpec]:
+    """Accelerator nodes only take pods that tolerate their accelerator (and EFA) taints."""
+    keys = [k for k in (accelerator_taint_key(config.instance), EFA_TAINT if config.efa else None) if k]
+    return [eks.TaintSpec(effect=eks.TaintEffect.NO_SCHEDULE, key=key, value="true") for key in keys]
+
+
+def local_nvme_user_data() -> str:
+    """AL2023 nodeadm NodeConfig (MIME part) that stripes the instance-store NVMe disks into one RAID0 volume and
+    puts containerd and kubelet state on it. EKS merges it with the node group's own NodeConfig."""
+    node_config = "\n".join(
+        [
+            "---",
+            "apiVersion: node.eks.aws/v1alpha1",
+            "kind: NodeConfig",
+            "spec:",
+            "  instance:",
+            "    localStorage:",
+            "      strategy: RAID0",
+        ]
+    )
+    return "\n".join(
+        [
+            "MIME-Version: 1.0",
+            f'Content-Type: multipart/mixed; boundary="{_USER_DATA_BOUNDARY}"',
+            "",
+            f"--{_USER_DATA_BOUNDARY}",
+            "Content-Type: application/node.eks.aws",
+            "",
+            node_config,
+            "",
+            f"--{_USER_DATA_BOUNDARY}--",
+            "",
+        ]
+    )
+
+
+NODE_ROLE_POLICIES = {
+    "AmazonEKSWorkerNodePolicy": "kubelet registration and node describe calls (EKS managed node group node role)",
+    "AmazonEKS_CNI_Policy": "the VPC CNI attaches ENIs and IPs to pods (EKS node role requirement)",
+    "AmazonEC2ContainerRegistryReadOnly": "nodes pull add-on and workload images from ECR (read-only)",
+}
+
+
+def acknowledge_node_role(nodegroup: eks.Nodegroup) -> None:
+    """The three AWS managed policies every EKS node role needs (EKS User Guide, node IAM role)."""
+    for policy, reason in NODE_ROLE_POLICIES.items():
+        rule = f"AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/{policy}]"
+        Validations.of(nodegroup.role).acknowledge(Acknowledgment(id=rule, reason=reason))
+
+
+class AcceleratedNodeGroup(Construct):
+    """A managed node group whose launch template carries every EFA of the instance (catalog layout).
+
+    - Launch template: instance type, one network interface per EFA (each with the EFA group and the cluster
+      group, deleted with the instance, no public IP), IMDSv2 required, encrypted gp3 root volume with `key`,
+      local NVMe as a RAID0 for containers where the instance has it, the placement group unless a reservation
+      fixes placement, and the capacity reservation / Capacity Block market options.
+    - Node group: one subnet for EFA groups, AL2023 accelerated AMI type, taints and labels with instance facts,
+      On-Demand / Spot / reserved capacity type, the blueprint's sizes (desired 0 by default).
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        cluster: eks.ICluster,
+        config: NodeGroupConfig,
+        subnets: list[ec2.ISubnet],
+        key: kms.IKey,
+        cluster_security_group_id: str,
+        efa: EfaNetworking | None = None,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        it = config.instance
+        self.config = config
+        self.instance = it
+        self.efa = efa
+        if config.efa and efa is None:
+            raise ValueError(f"node group {config.name!r} asks for EFA: pass an EfaNetworking")
+        if config.efa and len(subnets) != 1:
+            raise ValueError(f"node group {config.name!r}: an EFA group takes exactly one subnet, got {len(subnets)}")
+
+        data: dict[str, Any] = {
+            "instance_type": it.name,
+            "metadata_options": ec2.CfnLaunchTemplate.MetadataOptionsProperty(
+                http_tokens="required",
+                http_endpoint="enabled",
+                # 2 hops: pods on the host network stack still reach IMDS; IMDSv2 tokens are required either way.
+                http_put_response_hop_limit=2,
+            ),
+            "block_device_mappings": [
+                ec2.CfnLaunchTemplate.BlockDeviceMappingProperty(
+                    device_name="/dev/xvda",
+                    ebs=ec2.CfnLaunchTemplate.EbsProperty(
+                        volume_size=config.root_volume_gib,
+                        volume_type="gp3",
+                        encrypted=True,
+                        kms_key_id=key.key_arn,
+                        delete_on_termination=True,
+                    ),
+                )
+            ],
+            "monitoring": ec2.CfnLaunchTemplate.MonitoringProperty(enabled=True),
+        }
+        if efa is not None and config.efa:
+            data["network_interfaces"] = efa.network_interfaces(
+                it.name,
+                efa_on_every_card=config.efa_on_every_card,
+                extra_security_group_ids=[cluster_security_group_id],
+            )
+            if efa.placement_group is not None:
+                data["placement"] = ec2.CfnLaunchTemplate.PlacementProperty(
+                    group_name=efa.placement_group.placement_group_name
+                )
+        else:
+            data["security_group_ids"] = [cluster_security_group_id]
+        if it.has_local_nvme:
+            data["user_data"] = Fn.base64(local_nvme_user_data())
+        if config.capacity.is_reservation:
+            data["capacity_reservation_specification"] = ec2.CfnLaunchTemplate.CapacityReservationSpecificationProperty(
+                capacity_reservation_target=ec2.CfnLaunchTemplate.CapacityReservationTargetProperty(
+                    capacity_reservation_id=config.capacity.reservation_id
+                )
+            )
+        if config.capacity.type == "capacity_block":
+            data["instance_market_options"] = ec2.CfnLaunchTemplate.InstanceMarketOptionsProperty(
+                market_type="capacity-block"
+            )
+        self.launch_template = ec2.CfnLaunchTemplate(
+            self,
+            "LaunchTemplate",
+            launch_template_data=ec2.CfnLaunchTemplate.LaunchTemplateDataProperty(**data),
+        )
+
+        capacity_type = {
+            "on_demand": eks.CapacityType.ON_DEMAND,
+            "spot": eks.CapacityType.SPOT,
+            "capacity_reservation": eks.CapacityType.ON_DEMAND,
+            "capacity_block": eks.CapacityType.CAPACITY_BLOCK,
+        }[config.capacity.type]
+        self.nodegroup = eks.Nodegroup(
+            self,
+            "Nodegroup",
+            cluster=cluster,
+            # The instance type lives in the launch template (needed for Capacity Blocks; also keeps CDK's
+            # GPU-family check, which does not know p5/p6/trn, out of the way).
+            launch_template_spec=eks.LaunchTemplateSpec(
+                id=self.launch_template.ref, version=self.launch_template.attr_latest_version_number
+            ),
+            subnets=ec2.SubnetSelection(subnets=subnets),
+            capacity_type=capacity_type,
+            desired_size=config.desired_size,
+            min_size=config.min_size,
+            max_size=config.max_size,
+            labels=node_labels(config),
+            taints=node_taints(config),
+        )
+        acknowledge_node_role(self.nodegroup)
+        cfn = self.nodegroup.node.default_child
+        assert isinstance(cfn, eks.CfnNodegroup)
+        cfn.add_property_override("AmiType", ami_type(it))
+        self.ami_type = ami_type(it)

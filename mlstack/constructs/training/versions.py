@@ -1,0 +1,83 @@
+"""Every Helm chart and EKS add-on version of the training cluster, pinned in this one module.
+
+Charts are recorded at synth and fetched by the kubectl-provider Lambda at deploy time (nothing here is
+downloaded or validated offline: toolchain.md §6). Bump a version here, review the values in `cluster.py`,
+and redeploy. Sources for each pin are given next to it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Chart:
+    release: str
+    chart: str
+    repository: str
+    """`https://...` Helm repository, or the full `oci://...` chart reference."""
+    version: str
+    namespace: str
+    source: str
+
+
+NVIDIA_DEVICE_PLUGIN = Chart(
+    release="nvidia-device-plugin",
+    chart="nvidia-device-plugin",
+    repository="https://nvidia.github.io/k8s-device-plugin",
+    version="0.17.1",
+    namespace="kube-system",
+    source="github.com/NVIDIA/k8s-device-plugin; version as pinned by aws-ia/terraform-aws-eks-blueprints patterns",
+)
+
+NEURON_HELM_CHART = Chart(
+    release="neuron-helm-chart",
+    chart="neuron-helm-chart",
+    repository="oci://public.ecr.aws/neuron/neuron-helm-chart",
+    version="1.9.0",
+    namespace="kube-system",
+    source="github.com/aws-neuron/neuron-helm-charts release 1.9.0 (Neuron SDK 2.31.0): device plugin + scheduler ext.",
+)
+
+EFA_DEVICE_PLUGIN = Chart(
+    release="aws-efa-k8s-device-plugin",
+    chart="aws-efa-k8s-device-plugin",
+    repository="https://aws.github.io/eks-charts",
+    version="v0.5.30",
+    namespace="kube-system",
+    source="aws/eks-charts stable/aws-efa-k8s-device-plugin Chart.yaml @ 5239609 (domain.md §2.4)",
+)
+
+KUBEFLOW_TRAINER = Chart(
+    release="kubeflow-trainer",
+    chart="kubeflow-trainer",
+    repository="oci://ghcr.io/kubeflow/charts/kubeflow-trainer",
+    version="2.3.0",
+    namespace="kubeflow-system",
+    source="github.com/kubeflow/trainer release v2.3.0 (TrainJob / TrainingRuntime CRDs, JobSet bundled)",
+)
+
+DCGM_EXPORTER = Chart(
+    release="dcgm-exporter",
+    chart="dcgm-exporter",
+    repository="https://nvidia.github.io/dcgm-exporter/helm-charts",
+    version="3.5.0",
+    namespace="monitoring",
+    source="github.com/NVIDIA/dcgm-exporter helm chart 3.5.0 (Prometheus /metrics on :9400)",
+)
+
+ADDONS: dict[str, str | None] = {
+    # None = the EKS default version for the cluster's Kubernetes version. For the versions this project allows
+    # (>= 1.33, see mlstack.config.training.KubernetesVersion) the default VPC CNI is newer than 1.18.5, the first
+    # release that supports EFA-only interfaces (domain.md §2.4, P20) [INFERRED from the EKS add-on release cadence;
+    # check with `aws eks describe-addon-versions --addon-name vpc-cni` before deploying].
+    "vpc-cni": None,
+    "kube-proxy": None,
+    "eks-pod-identity-agent": None,
+    "coredns": None,
+    "aws-fsx-csi-driver": None,
+}
+"""Managed EKS add-ons, in creation order (the first three before nodes join, the rest once they have)."""
+
+VPC_CNI_MIN_VERSION = "1.18.5"
+"""Oldest VPC CNI that supports `efa-only` interfaces (domain.md §2.1 item 7)."""
