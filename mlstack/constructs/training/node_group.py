@@ -54,7 +54,7 @@ def node_labels(config: NodeGroupConfig) -> dict[str, str]:
     labels = {
         f"{LABEL_PREFIX}/node-group": config.name,
         f"{LABEL_PREFIX}/capacity": config.capacity.type.replace("_", "-"),
-        f"{LABEL_PREFIX}/efa-interfaces": str(len(efa_layout(it.name)) if config.efa else 0),
+        f"{LABEL_PREFIX}/efa-interfaces": str(sum(n.is_efa for n in efa_layout(it.name)) if config.efa else 0),
         f"{LABEL_PREFIX}/network-gbps": f"{it.network_gbps:g}",
     }
     if it.accelerator is not None:
