@@ -1,9 +1,386 @@
-"""The `inference:` section of a blueprint (InferenceStack). Owned by the inference layer."""
+"""The `inference:` section of a blueprint (InferenceStack): one model, its endpoints, and the traffic they serve.
+
+Domain rules checked here, each with a message that names the fix (limits: shared/reference/domain.md §1.4, §6):
+- a variant's instance type must be in the catalog and offered for SageMaker hosting;
+- serverless memory is one of 1024..6144 MB in 1024 steps, concurrency 1-200, provisioned <= max;
+- autoscaling min <= max; real-time variants cannot scale to zero (that needs inference components, P13);
+- a KMS volume key cannot be asked for when a variant's host has local NVMe (SageMaker rejects KmsKeyId there);
+- an async endpoint needs an output path.
+"""
 
 from __future__ import annotations
 
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from mlstack.catalog import get_instance
 from mlstack.config.base import StrictModel
+from mlstack.errors import CatalogError
+
+SERVERLESS_MEMORY_MB = (1024, 2048, 3072, 4096, 5120, 6144)
+"""`ServerlessConfig.MemorySizeInMB` values SageMaker accepts (botocore sagemaker model)."""
+
+InferenceAmiVersion = Literal[
+    "al2-ami-sagemaker-inference-gpu-2",
+    "al2-ami-sagemaker-inference-gpu-2-1",
+    "al2-ami-sagemaker-inference-gpu-3-1",
+    "al2-ami-sagemaker-inference-neuron-2",
+    "al2023-ami-sagemaker-inference-gpu-4-1",
+]
+"""`ProductionVariant.InferenceAmiVersion` values (botocore sagemaker model)."""
+NEURON_AMI: InferenceAmiVersion = "al2-ami-sagemaker-inference-neuron-2"
+
+_NAME = r"^[a-z][a-z0-9-]{0,30}[a-z0-9]$"
+_VARIANT = r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$"
+_S3_KEY = r"^[A-Za-z0-9!_.*'()/-]+$"
+_PREFIX = r"^[A-Za-z0-9!_.*'()-]+(/[A-Za-z0-9!_.*'()-]+)*$"
+
+
+class ArtifactConfig(StrictModel):
+    """Where `model.tar.gz` is: in the bucket the stack creates (default) or in an existing bucket."""
+
+    key: str = Field(min_length=1, max_length=1024, pattern=_S3_KEY)
+    """Object key of the artifact, e.g. `llama-3-8b/model.tar.gz`. The execution role may read this object only."""
+    existing_bucket: str | None = Field(default=None, pattern=r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+    """Name of a bucket that already holds the artifact. Default: the stack creates a bucket (project KMS key,
+    TLS only, versioned, access-logged, retained) and you upload the artifact there."""
+    existing_bucket_key_arn: str | None = Field(default=None, pattern=r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:key/.+$")
+    """KMS key of the existing bucket, if it is SSE-KMS encrypted (the role gets kms:Decrypt on it)."""
+
+    @model_validator(mode="after")
+    def _key_only_with_bucket(self) -> ArtifactConfig:
+        if self.existing_bucket_key_arn and not self.existing_bucket:
+            raise ValueError(
+                "existing_bucket_key_arn is only for an existing_bucket; the stack's own bucket uses the project key"
+            )
+        return self
+
+
+class EcrImage(StrictModel):
+    """A serving image in a repository of this account (your own build, e.g. OpenVINO Model Server)."""
+
+    source: Literal["ecr"]
+    repository: str = Field(pattern=r"^[a-z0-9]+(?:[._-][a-z0-9]+)*(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*$")
+    tag: str = Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+
+
+class DlcImage(StrictModel):
+    """An AWS Deep Learning Container (or any image in another account's ECR that grants SageMaker pulls)."""
+
+    source: Literal["dlc"]
+    account: str = Field(pattern=r"^\d{12}$")
+    """The registry account, e.g. 763104351884 (AWS DLCs in most commercial regions)."""
+    region: str | None = None
+    """Registry region. Default: the blueprint's region (DLC registries are regional)."""
+    repository: str = Field(pattern=r"^[a-z0-9]+(?:[._-][a-z0-9]+)*(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*$")
+    tag: str = Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+
+
+ImageConfig = Annotated[EcrImage | DlcImage, Field(discriminator="source")]
+
+
+class ModelConfig(StrictModel):
+    artifact: ArtifactConfig
+    image: ImageConfig
+    parameters_billion: float = Field(gt=0, le=10_000)
+    """Model size in billions of parameters (for the plan's memory check; the stack does not use it)."""
+    precision: Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4"] = "bf16"
+    """Precision of the served weights (for the plan's memory check)."""
+    environment: dict[str, str] = Field(default_factory=dict)
+    """Container environment (e.g. HF_MODEL_ID, OPTION_TENSOR_PARALLEL_DEGREE). No secrets: it is in the template."""
+
+
+class TrafficConfig(StrictModel):
+    """Assumptions for `mlstack plan`: what the endpoint serves and what one instance can do."""
+
+    requests_per_second: float = Field(gt=0)
+    """Average request rate over a month."""
+    throughput_per_instance: float | None = Field(default=None, gt=0)
+    """Requests per second one instance sustains at the target latency (measure it: load-test your model)."""
+    average_duration_ms: float | None = Field(default=None, gt=0)
+    """Average time per request (serverless compute and async backlog estimates)."""
+
+
+class RealtimeScalingConfig(StrictModel):
+    """Target tracking on `SageMakerVariantInvocationsPerInstance` (invocations per instance per minute)."""
+
+    min_instances: int = Field(ge=0, le=1000)
+    max_instances: int = Field(ge=1, le=1000)
+    target_invocations_per_instance: float = Field(gt=0)
+    """Invocations per instance per minute to hold (load-test: ~ throughput x 60 x 0.5 leaves headroom)."""
+    scale_in_cooldown_seconds: int = Field(default=300, ge=0, le=3600)
+    scale_out_cooldown_seconds: int = Field(default=60, ge=0, le=3600)
+
+    @model_validator(mode="after")
+    def _min_max(self) -> RealtimeScalingConfig:
+        if self.min_instances > self.max_instances:
+            raise ValueError(
+                f"autoscaling min_instances ({self.min_instances}) exceeds max_instances ({self.max_instances}); "
+                "raise max_instances or lower min_instances"
+            )
+        return self
+
+
+def _check_hosting_type(value: str) -> str:
+    if not value.startswith("ml."):
+        raise ValueError(f"SageMaker instance types start with 'ml.', e.g. 'ml.{value}'")
+    try:
+        instance = get_instance(value)
+    except CatalogError as err:
+        raise ValueError(str(err)) from None
+    if not instance.sagemaker_hosting:
+        raise ValueError(
+            f"{value} is not offered for SageMaker hosting (real-time/async endpoints); "
+            "pick a hosting type from `mlstack catalog`"
+        )
+    return value
+
+
+class VariantConfig(StrictModel):
+    name: str = Field(default="AllTraffic", pattern=_VARIANT)
+    instance_type: str
+    """A SageMaker hosting type such as `ml.g5.2xlarge` (checked against the catalog)."""
+    instance_count: int = Field(default=1, ge=1, le=1000)
+    """Initial instances (autoscaling then moves between its min and max)."""
+    weight: float = Field(default=1.0, ge=0)
+    """Share of traffic relative to the other variants' weights (A/B tests)."""
+    inference_ami_version: InferenceAmiVersion | None = None
+    """Host AMI. Default: the Neuron AMI for inf1/inf2/trn hosts, SageMaker's default otherwise."""
+    autoscaling: RealtimeScalingConfig | None = None
+
+    _hosting_type = field_validator("instance_type")(_check_hosting_type)
+
+    @property
+    def has_local_nvme(self) -> bool:
+        return get_instance(self.instance_type).has_local_nvme
+
+    @property
+    def is_neuron(self) -> bool:
+        accelerator = get_instance(self.instance_type).accelerator
+        return accelerator is not None and accelerator.vendor == "aws"
+
+    @property
+    def ami_version(self) -> str | None:
+        """The InferenceAmiVersion to set: the blueprint's, or the Neuron AMI on Neuron hosts."""
+        if self.inference_ami_version is not None:
+            return self.inference_ami_version
+        return NEURON_AMI if self.is_neuron else None
+
+
+class DataCaptureConfig(StrictModel):
+    """Request/response capture to the stack's data bucket (KMS), for Model Monitor."""
+
+    sampling_percent: int = Field(ge=1, le=100)
+    mode: Literal["Input", "Output", "InputAndOutput"] = "InputAndOutput"
+    prefix: str = Field(default="data-capture", pattern=_PREFIX)
+
+
+class AlarmConfig(StrictModel):
+    latency_p99_ms: float = Field(default=1000, gt=0)
+    """ModelLatency p99 above this for 3 of 5 minutes alarms."""
+    errors_5xx: int = Field(default=1, ge=1)
+    """Invocation5XXErrors per minute at or above this for 3 of 5 minutes alarms."""
+
+
+class _EndpointBase(StrictModel):
+    name: str = Field(pattern=_NAME)
+    """Short lower-case name, unique in the blueprint: the construct ID (never a physical name)."""
+    traffic: TrafficConfig | None = None
+    alarms: AlarmConfig = Field(default_factory=AlarmConfig)
+
+
+class RealtimeEndpointConfig(_EndpointBase):
+    mode: Literal["realtime"]
+    variants: list[VariantConfig] = Field(min_length=1, max_length=10)
+    volume_kms_key: bool | None = None
+    """Encrypt the hosts' EBS volumes with the project key. Default: yes unless a variant's host has local NVMe
+    (encrypted in hardware; SageMaker rejects a KmsKeyId there). `true` on an NVMe host is an error."""
+    data_capture: DataCaptureConfig | None = None
+
+    @model_validator(mode="after")
+    def _variants(self) -> RealtimeEndpointConfig:
+        names = [v.name for v in self.variants]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"variant names {', '.join(dupes)} appear more than once; name each variant once")
+        if sum(v.weight for v in self.variants) <= 0:
+            raise ValueError("every variant has weight 0: no traffic would be routed; give one a positive weight")
+        for v in self.variants:
+            if v.autoscaling is not None and v.autoscaling.min_instances == 0:
+                raise ValueError(
+                    f"variant {v.name}: autoscaling min_instances 0 is only possible for async endpoints (or "
+                    "inference components) on SageMaker; use min_instances >= 1 or mode: async"
+                )
+            if v.autoscaling is not None and not (
+                v.autoscaling.min_instances <= v.instance_count <= v.autoscaling.max_instances
+            ):
+                raise ValueError(
+                    f"variant {v.name}: instance_count {v.instance_count} is outside autoscaling "
+                    f"{v.autoscaling.min_instances}..{v.autoscaling.max_instances}; set it within the range"
+                )
+        nvme = [v.instance_type for v in self.variants if v.has_local_nvme]
+        if self.volume_kms_key and nvme:
+            raise ValueError(
+                f"volume_kms_key: true, but {', '.join(nvme)} has local NVMe storage, which SageMaker encrypts in "
+                "hardware and for which it rejects a KmsKeyId; remove volume_kms_key or pick a type without "
+                "local storage"
+            )
+        return self
+
+    @property
+    def uses_volume_key(self) -> bool:
+        return self.volume_kms_key is not False and not any(v.has_local_nvme for v in self.variants)
+
+
+class ServerlessEndpointConfig(_EndpointBase):
+    """Serverless: no instances, no VPC, no GPUs, no data capture (SageMaker limits, domain.md §6 item 2)."""
+
+    mode: Literal["serverless"]
+    memory_mb: int
+    max_concurrency: int = Field(ge=1, le=200)
+    provisioned_concurrency: int | None = Field(default=None, ge=1, le=200)
+
+    @field_validator("memory_mb")
+    @classmethod
+    def _memory(cls, value: int) -> int:
+        if value not in SERVERLESS_MEMORY_MB:
+            allowed = ", ".join(str(v) for v in SERVERLESS_MEMORY_MB)
+            raise ValueError(f"serverless memory_mb must be one of {allowed}")
+        return value
+
+    @model_validator(mode="after")
+    def _provisioned(self) -> ServerlessEndpointConfig:
+        if self.provisioned_concurrency is not None and self.provisioned_concurrency > self.max_concurrency:
+            raise ValueError(
+                f"provisioned_concurrency ({self.provisioned_concurrency}) exceeds max_concurrency "
+                f"({self.max_concurrency}); lower it or raise max_concurrency"
+            )
+        return self
+
+
+class AsyncScalingConfig(StrictModel):
+    """Target tracking on `ApproximateBacklogSizePerInstance`; min 0 scales to zero (with a scale-out-from-zero
+    step policy on `HasBacklogWithoutCapacity`)."""
+
+    min_instances: int = Field(default=0, ge=0, le=1000)
+    max_instances: int = Field(ge=1, le=1000)
+    target_backlog_per_instance: float = Field(default=5, gt=0)
+    scale_in_cooldown_seconds: int = Field(default=600, ge=0, le=3600)
+    scale_out_cooldown_seconds: int = Field(default=120, ge=0, le=3600)
+
+    @model_validator(mode="after")
+    def _min_max(self) -> AsyncScalingConfig:
+        if self.min_instances > self.max_instances:
+            raise ValueError(
+                f"autoscaling min_instances ({self.min_instances}) exceeds max_instances ({self.max_instances}); "
+                "raise max_instances or lower min_instances"
+            )
+        return self
+
+    @property
+    def scales_to_zero(self) -> bool:
+        return self.min_instances == 0
+
+
+class AsyncEndpointConfig(_EndpointBase):
+    mode: Literal["async"]
+    instance_type: str
+    instance_count: int = Field(default=1, ge=1, le=1000)
+    inference_ami_version: InferenceAmiVersion | None = None
+    output_path: str | None = Field(default=None, pattern=_PREFIX)
+    """Prefix in the stack's data bucket where SageMaker writes results (required)."""
+    failure_path: str | None = Field(default=None, pattern=_PREFIX)
+    """Prefix for error outputs. Default: `<output_path>-failures`."""
+    input_path: str = Field(default="async-input", pattern=_PREFIX)
+    """Prefix callers upload request payloads to (grant_invoke lets them write there)."""
+    notifications: bool = True
+    """SNS success and error topics (KMS-encrypted, TLS-only publish)."""
+    max_concurrent_invocations_per_instance: int | None = Field(default=None, ge=1, le=1000)
+    autoscaling: AsyncScalingConfig | None = None
+    data_capture: DataCaptureConfig | None = None
+
+    _hosting_type = field_validator("instance_type")(_check_hosting_type)
+
+    @model_validator(mode="after")
+    def _paths(self) -> AsyncEndpointConfig:
+        if self.output_path is None:
+            raise ValueError(
+                f"async endpoint {self.name!r} has no output_path; add output_path: <prefix> (the data-bucket "
+                "prefix where SageMaker writes results)"
+            )
+        paths = {self.output_path, self.failure_prefix, self.input_path}
+        if len(paths) < 3:
+            raise ValueError("output_path, failure_path and input_path must differ; give each its own prefix")
+        if self.autoscaling is not None and self.instance_count > self.autoscaling.max_instances:
+            raise ValueError(
+                f"instance_count {self.instance_count} exceeds autoscaling max_instances "
+                f"{self.autoscaling.max_instances}; lower instance_count or raise max_instances"
+            )
+        return self
+
+    @property
+    def failure_prefix(self) -> str:
+        return self.failure_path or f"{self.output_path}-failures"
+
+    @property
+    def variant(self) -> VariantConfig:
+        """The endpoint's single variant (async endpoints serve one)."""
+        return VariantConfig(
+            instance_type=self.instance_type,
+            instance_count=self.instance_count,
+            inference_ami_version=self.inference_ami_version,
+        )
+
+    @property
+    def uses_volume_key(self) -> bool:
+        return not self.variant.has_local_nvme
+
+
+EndpointConfig = Annotated[
+    RealtimeEndpointConfig | ServerlessEndpointConfig | AsyncEndpointConfig, Field(discriminator="mode")
+]
+
+
+class InvokeApiConfig(StrictModel):
+    """An HTTPS URL (Lambda function URL, IAM auth) in front of one real-time or serverless endpoint."""
+
+    endpoint: str
+    """Name of the endpoint in `endpoints` that the API invokes."""
+    timeout_seconds: int = Field(default=60, ge=1, le=900)
+    memory_mb: int = Field(default=256, ge=128, le=10240)
 
 
 class InferenceConfig(StrictModel):
-    """Placeholder until the inference issue lands: the section is rejected by `blueprint.build`."""
+    """A model and the endpoints that serve it."""
+
+    model: ModelConfig
+    endpoints: list[EndpointConfig] = Field(min_length=1, max_length=5)
+    invoke_api: InvokeApiConfig | None = None
+
+    @model_validator(mode="after")
+    def _references(self) -> InferenceConfig:
+        names = [e.name for e in self.endpoints]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"endpoint names {', '.join(dupes)} appear more than once; name each endpoint once")
+        if self.invoke_api is not None:
+            target = next((e for e in self.endpoints if e.name == self.invoke_api.endpoint), None)
+            if target is None:
+                raise ValueError(
+                    f"invoke_api.endpoint {self.invoke_api.endpoint!r} is not an endpoint here; use one of "
+                    f"{', '.join(names)}"
+                )
+            if target.mode == "async":
+                raise ValueError(
+                    f"invoke_api.endpoint {target.name!r} is async: callers upload to S3 and call "
+                    "InvokeEndpointAsync themselves; point invoke_api at a realtime or serverless endpoint"
+                )
+        return self
+
+    @property
+    def needs_data_bucket(self) -> bool:
+        return any(
+            isinstance(e, AsyncEndpointConfig) or (isinstance(e, RealtimeEndpointConfig) and e.data_capture)
+            for e in self.endpoints
+        )

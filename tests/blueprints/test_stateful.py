@@ -25,6 +25,12 @@ PINNED_LOGICAL_IDS: dict[str, dict[str, str]] = {
         "ProjectKeyFDD03260": "AWS::KMS::Key",
         "NetworkFlowLogGroup4F8CEEEF": "AWS::Logs::LogGroup",
     },
+    "InferenceStack": {
+        "AccessLogs8B620ECA": "AWS::S3::Bucket",
+        "ModelBucketB33D855B": "AWS::S3::Bucket",
+        "DataBucketE3889A50": "AWS::S3::Bucket",
+        "InvokeApiLogGroupC8B745FF": "AWS::Logs::LogGroup",
+    },
     "TrainingClusterStack": {
         "FsxFileSystem7053E557": "AWS::FSx::FileSystem",
         # Log groups of CDK's kubectl-provider functions (aws_eks_v2 creates and retains them).

@@ -1,0 +1,81 @@
+"""`InvokeApi`: an HTTPS URL with IAM auth in front of one SageMaker endpoint (Lambda function URL)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from mlstack.constructs.inference.model_endpoint import ModelEndpoint
+
+HANDLER_DIR = Path(__file__).resolve().parents[3] / "runtime" / "invoke"
+"""`runtime/invoke/`: the handler code, tested against moto in tests/runtime."""
+
+
+class InvokeApi(Construct):
+    """A Lambda function URL (AuthType AWS_IAM) that forwards POST bodies to `endpoint` with InvokeEndpoint.
+
+    Callers need `lambda:InvokeFunctionUrl` on the function (`grant_invoke_url`) and sign with SigV4; there is
+    no anonymous access. The function's role may invoke this endpoint only and write its own log group, which
+    is encrypted with `key` and kept per `removal_policy`. The function runs outside the VPC: it calls only the
+    SageMaker runtime API, and no host in the VPC accepts connections from it.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        endpoint: ModelEndpoint,
+        key: kms.IKey,
+        removal_policy: RemovalPolicy,
+        timeout: Duration = Duration.seconds(60),  # noqa: B008 - immutable
+        memory_size: int = 256,
+        log_retention: logs.RetentionDays = logs.RetentionDays.ONE_YEAR,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.log_group = logs.LogGroup(
+            self, "LogGroup", encryption_key=key, retention=log_retention, removal_policy=removal_policy
+        )
+        self.role = iam.Role(
+            self,
+            "Role",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            description="Invoke API: call one SageMaker endpoint, write its own logs",
+        )
+        # Its own log group only, instead of AWSLambdaBasicExecutionRole (logs:* on every group).
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["logs:CreateLogStream", "logs:PutLogEvents"],
+                resources=[self.log_group.log_group_arn],
+            )
+        )
+        self.function = lambda_.Function(
+            self,
+            "Function",
+            runtime=lambda_.Runtime.PYTHON_3_14,
+            architecture=lambda_.Architecture.ARM_64,
+            handler="handler.handler",
+            code=lambda_.Code.from_asset(str(HANDLER_DIR), exclude=["__pycache__", "*.pyc"]),
+            role=self.role,
+            timeout=timeout,
+            memory_size=memory_size,
+            log_group=self.log_group,
+            environment={"ENDPOINT_NAME": endpoint.endpoint_name},
+            description="HTTPS (IAM auth) -> SageMaker InvokeEndpoint",
+        )
+        endpoint.grant_invoke(self.function)
+        self.url = self.function.add_function_url(auth_type=lambda_.FunctionUrlAuthType.AWS_IAM)
+
+    @property
+    def url_string(self) -> str:
+        return self.url.url
+
+    def grant_invoke_url(self, grantee: iam.IGrantable) -> iam.Grant:
+        """Let `grantee` call the URL (lambda:InvokeFunctionUrl on this function)."""
+        return self.function.grant_invoke_url(grantee)

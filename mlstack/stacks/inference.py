@@ -1,0 +1,364 @@
+"""`InferenceStack`: model buckets and the blueprint's SageMaker endpoints; `plan_inference` for `mlstack plan`."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from aws_cdk import Acknowledgment, CfnOutput, Duration, Validations
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+from mlstack.catalog import get_instance
+from mlstack.catalog.memory import GIB, precision_bytes
+from mlstack.config import BlueprintConfig
+from mlstack.config.inference import (
+    AsyncEndpointConfig,
+    InferenceConfig,
+    RealtimeEndpointConfig,
+    ServerlessEndpointConfig,
+    TrafficConfig,
+    VariantConfig,
+)
+from mlstack.constructs.inference import InvokeApi, ModelEndpoint, ServingImage
+from mlstack.plan import HOURS_PER_MONTH, Cost, Plan, Quota, Resource
+from mlstack.stacks.base import MlStack
+from mlstack.stacks.network import NetworkStack
+
+STACK = "InferenceStack"
+_SECONDS_PER_MONTH = HOURS_PER_MONTH * 3600
+
+
+class InferenceStack(MlStack):
+    """The blueprint's model endpoints, in the NetworkStack's private subnets, encrypted with its key.
+
+    Creates (retained unless `removal: destroy`): an access-log bucket; the model bucket (unless the blueprint
+    names an existing one); a data bucket for data capture and async results when an endpoint needs one.
+    Then one `ModelEndpoint` per `inference.endpoints` entry and, if asked, an `InvokeApi`.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        blueprint: BlueprintConfig,
+        network: NetworkStack,
+        **kwargs: Any,
+    ) -> None:
+        config = blueprint.inference
+        if config is None:
+            raise ValueError("InferenceStack needs a blueprint with an `inference:` section")
+        super().__init__(
+            scope,
+            construct_id,
+            blueprint=blueprint,
+            description=f"mlstack {blueprint.name}: SageMaker endpoints ({', '.join(_modes(config))})",
+            **kwargs,
+        )
+        self.add_stack_dependency(network)
+        key = network.key
+        self.access_logs = s3.Bucket(
+            self,
+            "AccessLogs",
+            # S3 server access logging delivers only to SSE-S3 buckets.
+            encryption=s3.BucketEncryption.S3_MANAGED,
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            enforce_ssl=True,
+            versioned=True,
+            removal_policy=self.removal_policy,
+            auto_delete_objects=False,
+        )
+        Validations.of(self.access_logs).acknowledge(
+            Acknowledgment(
+                id="AwsSolutions-S1", reason="this is the access-log target bucket; logging it would recurse"
+            )
+        )
+        artifact = config.model.artifact
+        self.model_bucket: s3.IBucket
+        if artifact.existing_bucket is None:
+            self.model_bucket = self._bucket("ModelBucket", key)
+        else:
+            existing_key = (
+                kms.Key.from_key_arn(self, "ExistingModelKey", artifact.existing_bucket_key_arn)
+                if artifact.existing_bucket_key_arn
+                else None
+            )
+            self.model_bucket = s3.Bucket.from_bucket_attributes(
+                self, "ExistingModelBucket", bucket_name=artifact.existing_bucket, encryption_key=existing_key
+            )
+        self.data_bucket = self._bucket("DataBucket", key) if config.needs_data_bucket else None
+
+        image = ServingImage.from_config(config.model.image)
+        self.endpoints: dict[str, ModelEndpoint] = {}
+        for spec in config.endpoints:
+            endpoint = ModelEndpoint(
+                self,
+                _construct_id(spec.name),
+                spec=spec,
+                image=image,
+                artifact_bucket=self.model_bucket,
+                artifact_key=artifact.key,
+                key=key,
+                vpc=network.vpc,
+                subnets=network.network.private_subnets,
+                data_bucket=self.data_bucket,
+                environment=config.model.environment,
+            )
+            self.endpoints[spec.name] = endpoint
+            CfnOutput(self, f"{_construct_id(spec.name)}EndpointName", value=endpoint.endpoint_name)
+
+        self.invoke_api: InvokeApi | None = None
+        if config.invoke_api is not None:
+            self.invoke_api = InvokeApi(
+                self,
+                "InvokeApi",
+                endpoint=self.endpoints[config.invoke_api.endpoint],
+                key=key,
+                removal_policy=self.removal_policy,
+                timeout=Duration.seconds(config.invoke_api.timeout_seconds),
+                memory_size=config.invoke_api.memory_mb,
+                log_retention=logs.RetentionDays.ONE_YEAR,
+            )
+            CfnOutput(self, "InvokeUrl", value=self.invoke_api.url_string)
+        CfnOutput(self, "ModelArtifact", value=self.model_bucket.s3_url_for_object(artifact.key))
+
+    def _bucket(self, construct_id: str, key: kms.IKey) -> s3.Bucket:
+        return s3.Bucket(
+            self,
+            construct_id,
+            encryption=s3.BucketEncryption.KMS,
+            encryption_key=key,
+            bucket_key_enabled=True,
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            enforce_ssl=True,
+            versioned=True,
+            server_access_logs_bucket=self.access_logs,
+            server_access_logs_prefix=f"{construct_id}/",
+            removal_policy=self.removal_policy,
+        )
+
+
+def _construct_id(name: str) -> str:
+    """`llm-chat` -> `LlmChat` (construct IDs from the blueprint's stable endpoint names)."""
+    return "".join(part.capitalize() for part in name.split("-"))
+
+
+def _modes(config: InferenceConfig) -> list[str]:
+    return sorted({e.mode for e in config.endpoints})
+
+
+# ----- mlstack plan
+
+_HOSTING_PRICE_NOTE = (
+    "EC2 on-demand list price used as a stand-in: SageMaker hosting (ml.*) is billed at its own, higher rates "
+    "that the catalog does not hold; re-price with the SageMaker pricing page"
+)
+
+
+def plan_inference(config: BlueprintConfig, plan: Plan) -> None:
+    """Endpoints, instances at the blueprint's traffic, $/h, $/month and $ per million requests, quotas."""
+    inference = config.inference
+    if inference is None:
+        return
+    model = inference.model
+    weights_gib = model.parameters_billion * 1e9 * precision_bytes(model.precision) / GIB
+    artifact = model.artifact
+    where = artifact.existing_bucket or "<model-bucket>"
+    plan.resources.append(Resource(STACK, "S3 bucket", "access logs (SSE-S3, TLS only, versioned)"))
+    if artifact.existing_bucket is None:
+        plan.resources.append(Resource(STACK, "S3 bucket", "models (project KMS key, TLS only, versioned, logged)"))
+    if inference.needs_data_bucket:
+        plan.resources.append(
+            Resource(STACK, "S3 bucket", "data capture / async results (project KMS key, TLS only, logged)")
+        )
+    rows = [
+        f"model: {model.parameters_billion:g}B parameters at {model.precision} = {weights_gib:,.1f} GiB of weights",
+        f"artifact: s3://{where}/{artifact.key}",
+        f"image: {_image(config)}",
+    ]
+    sections: list[tuple[str, list[str]]] = [("Inference model", rows)]
+    for spec in inference.endpoints:
+        sections.append(_plan_endpoint(spec, plan, weights_gib))
+    if inference.invoke_api is not None:
+        plan.resources.append(
+            Resource(STACK, "Lambda function URL", f"IAM auth, invokes endpoint {inference.invoke_api.endpoint}")
+        )
+    plan.warnings.append(
+        "inference prices are EC2 on-demand list prices standing in for SageMaker hosting rates (which are higher); "
+        "serverless has no price in the catalog"
+    )
+    plan.details.setdefault("sections", []).extend(sections)
+    plan.details["inference"] = [_endpoint_figures(spec) for spec in inference.endpoints]
+
+
+def _image(config: BlueprintConfig) -> str:
+    assert config.inference is not None
+    image = config.inference.model.image
+    if image.source == "ecr":
+        return f"ECR {image.repository}:{image.tag} (this account)"
+    return f"{image.account}.dkr.ecr.{image.region or config.env.region}.amazonaws.com/{image.repository}:{image.tag}"
+
+
+def _plan_endpoint(
+    spec: RealtimeEndpointConfig | ServerlessEndpointConfig | AsyncEndpointConfig, plan: Plan, weights_gib: float
+) -> tuple[str, list[str]]:
+    title = f"Endpoint {spec.name} ({spec.mode})"
+    rows: list[str] = []
+    plan.resources.append(Resource(STACK, "SageMaker endpoint", f"{spec.name}: {spec.mode}"))
+    variant_count = len(spec.variants) if isinstance(spec, RealtimeEndpointConfig) else 1
+    plan.resources.append(
+        Resource(STACK, "CloudWatch alarm", f"{spec.name}: p99 latency and 5xx errors per variant", 2 * variant_count)
+    )
+    if isinstance(spec, ServerlessEndpointConfig):
+        rows.append(
+            f"serverless: {spec.memory_mb} MB, max concurrency {spec.max_concurrency}"
+            + (f", provisioned {spec.provisioned_concurrency}" if spec.provisioned_concurrency else "")
+        )
+        if weights_gib * GIB > spec.memory_mb * 2**20:
+            plan.warnings.append(
+                f"{spec.name}: {weights_gib:.1f} GiB of weights do not fit in {spec.memory_mb} MB of serverless memory"
+            )
+        plan.costs.append(
+            Cost(f"{spec.name}: serverless compute + requests", 1, None, None, "no serverless price in the catalog")
+        )
+        plan.quotas.append(
+            Quota("sagemaker", "Maximum total concurrency across all serverless endpoints", "-", spec.max_concurrency)
+        )
+        if spec.traffic and spec.traffic.average_duration_ms:
+            gb_seconds = (
+                (spec.traffic.requests_per_second * _SECONDS_PER_MONTH * spec.traffic.average_duration_ms / 1000)
+                * spec.memory_mb
+                / 1024
+            )
+            rows.append(f"compute at traffic: {gb_seconds:,.0f} GB-seconds/month (price per GB-s not in the catalog)")
+        rows += _traffic_rows(spec.traffic, None)
+        return title, rows
+    variants = spec.variants if isinstance(spec, RealtimeEndpointConfig) else [spec.variant]
+    weight_total = sum(v.weight for v in variants) or 1.0
+    for variant in variants:
+        instance = get_instance(variant.instance_type)
+        share = variant.weight / weight_total
+        count, how = _instances_at_traffic(spec, variant, share)
+        memory = instance.accelerator.describe() if instance.accelerator else f"{instance.memory_gib:g} GiB RAM (CPU)"
+        rows.append(
+            f"variant {variant.name}: {variant.instance_type} ({memory}), weight {share:.0%}, "
+            f"{how}; local NVMe: {'yes (no KMS volume key)' if instance.has_local_nvme else 'no (KMS volume key)'}"
+        )
+        available = instance.total_accelerator_memory_gib or instance.memory_gib
+        if weights_gib > available:
+            plan.warnings.append(
+                f"{spec.name}/{variant.name}: {weights_gib:.1f} GiB of weights exceed the "
+                f"{available:g} GiB of {'accelerator' if instance.accelerator else 'host'} memory of "
+                f"{variant.instance_type}"
+            )
+        plan.resources.append(
+            Resource(
+                STACK, "SageMaker instance", f"{spec.name}/{variant.name}: {variant.instance_type}", math.ceil(count)
+            )
+        )
+        plan.costs.append(
+            Cost(
+                f"{spec.name}/{variant.name}: {variant.instance_type} hosting (EC2 list price as proxy)",
+                round(count, 3),
+                instance.price_per_hour,
+                instance.price_date,
+                f"{instance.price_source}; {_HOSTING_PRICE_NOTE}"
+                if instance.price_per_hour
+                else (instance.price_note or "no price in the catalog"),
+            )
+        )
+        peak = _peak_instances(spec, variant)
+        plan.quotas.append(Quota("sagemaker", f"{variant.instance_type} for endpoint usage", "-", peak, "instances"))
+        if variant.is_neuron:
+            rows.append(
+                f"  {variant.name}: Neuron host, InferenceAmiVersion {variant.ami_version}; "
+                "no deployment guardrails on inf1 (all-at-once updates)"
+            )
+    if isinstance(spec, AsyncEndpointConfig):
+        rows.append(
+            f"async: results s3://<data-bucket>/{spec.output_path}/, failures {spec.failure_prefix}/, "
+            f"requests uploaded to {spec.input_path}/"
+            + ("; SNS success and error topics" if spec.notifications else "")
+        )
+        if spec.notifications:
+            plan.resources.append(Resource(STACK, "SNS topic", f"{spec.name}: success and error (KMS)", 2))
+    if spec.data_capture is not None:
+        rows.append(
+            f"data capture: {spec.data_capture.sampling_percent}% {spec.data_capture.mode} to "
+            f"s3://<data-bucket>/{spec.data_capture.prefix}/ (KMS)"
+        )
+    instance_hourly = _hourly(spec)
+    rows += _traffic_rows(spec.traffic, instance_hourly)
+    return title, rows
+
+
+def _instances_at_traffic(
+    spec: RealtimeEndpointConfig | AsyncEndpointConfig, variant: VariantConfig, share: float
+) -> tuple[float, str]:
+    """Average instances this variant runs at the blueprint's traffic, and how that number was reached."""
+    scaling = variant.autoscaling if isinstance(spec, RealtimeEndpointConfig) else spec.autoscaling
+    traffic = spec.traffic
+    if scaling is None:
+        return float(variant.instance_count), f"{variant.instance_count} instance(s), fixed"
+    low, high = scaling.min_instances, scaling.max_instances
+    if traffic is None or traffic.throughput_per_instance is None:
+        start = max(low, 1) if isinstance(spec, RealtimeEndpointConfig) else low
+        return float(start), f"autoscaling {low}..{high}; at its minimum (no throughput given)"
+    needed = traffic.requests_per_second * share / traffic.throughput_per_instance
+    if isinstance(spec, AsyncEndpointConfig) and spec.autoscaling and spec.autoscaling.scales_to_zero:
+        count = min(max(needed, low), high)  # busy fraction: it scales to zero between jobs
+        return count, f"autoscaling {low}..{high}; {count:.2f} instances on average (scales to zero)"
+    count = float(min(max(math.ceil(needed), low), high))
+    return count, f"autoscaling {low}..{high}; {count:g} at traffic"
+
+
+def _peak_instances(spec: RealtimeEndpointConfig | AsyncEndpointConfig, variant: VariantConfig) -> int:
+    scaling = variant.autoscaling if isinstance(spec, RealtimeEndpointConfig) else spec.autoscaling
+    return scaling.max_instances if scaling else variant.instance_count
+
+
+def _hourly(spec: RealtimeEndpointConfig | AsyncEndpointConfig) -> float | None:
+    """$/h of the endpoint's instances at traffic, None when any price is unknown."""
+    variants = spec.variants if isinstance(spec, RealtimeEndpointConfig) else [spec.variant]
+    total_weight = sum(v.weight for v in variants) or 1.0
+    total = 0.0
+    for variant in variants:
+        price = get_instance(variant.instance_type).price_per_hour
+        if price is None:
+            return None
+        total += price * _instances_at_traffic(spec, variant, variant.weight / total_weight)[0]
+    return total
+
+
+def _traffic_rows(traffic: TrafficConfig | None, hourly: float | None) -> list[str]:
+    if traffic is None:
+        return ["traffic: not given (no per-request cost)"]
+    rows = [
+        f"traffic: {traffic.requests_per_second:g} requests/s on average"
+        + (f", {traffic.throughput_per_instance:g}/s per instance" if traffic.throughput_per_instance else "")
+    ]
+    if hourly is None:
+        rows.append("cost: unknown (no price for this instance type in the catalog)")
+        return rows
+    per_million = hourly / (traffic.requests_per_second * 3600) * 1e6
+    rows.append(
+        f"cost at traffic: ${hourly:,.2f}/h, ${hourly * HOURS_PER_MONTH:,.0f}/month, "
+        f"${per_million:,.2f} per 1M requests (EC2 list price as proxy for SageMaker hosting)"
+    )
+    return rows
+
+
+def _endpoint_figures(spec: RealtimeEndpointConfig | ServerlessEndpointConfig | AsyncEndpointConfig) -> dict[str, Any]:
+    """Machine-readable figures for `mlstack plan --json` and the tests."""
+    hourly = None if isinstance(spec, ServerlessEndpointConfig) else _hourly(spec)
+    rps = spec.traffic.requests_per_second if spec.traffic else None
+    return {
+        "endpoint": spec.name,
+        "mode": spec.mode,
+        "per_hour": None if hourly is None else round(hourly, 4),
+        "per_month": None if hourly is None else round(hourly * HOURS_PER_MONTH, 2),
+        "per_million_requests": None if hourly is None or not rps else round(hourly / (rps * 3600) * 1e6, 4),
+    }
