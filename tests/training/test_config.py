@@ -1,0 +1,176 @@
+"""The `training:` section: every domain rule fires on a bad blueprint file with its own clear line.
+
+Each test writes a small blueprint, breaks one thing and loads it through the loader, so the message format
+(`file: field.path: problem; fix`) is checked too.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from mlstack.config import load
+from mlstack.config.training import TrainingConfig
+from mlstack.errors import BlueprintError
+from mlstack.stacks.training import memory_warnings
+
+BASE: dict[str, Any] = {
+    "description": "training test blueprint",
+    "env": {"region": "us-east-1"},
+    "network": {"cidr": "10.0.0.0/16", "availability_zone_ids": ["use1-az4", "use1-az6"]},
+    "training": {
+        "node_groups": [
+            {"name": "p5", "instance_type": "p5.48xlarge", "max_size": 2, "availability_zones": ["use1-az4"]}
+        ],
+        "fsx": {"storage_capacity_gib": 1200, "per_unit_storage_throughput": 250},
+        "max_nodes": 4,
+    },
+}
+
+
+def _load(tmp_path: Path, data: dict[str, Any]) -> Any:
+    path = tmp_path / "bp.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return load(path)
+
+
+def _problem(tmp_path: Path, data: dict[str, Any]) -> str:
+    with pytest.raises(BlueprintError) as info:
+        _load(tmp_path, data)
+    (line,) = info.value.problems
+    assert line.startswith(f"{tmp_path / 'bp.yaml'}: "), line
+    return line
+
+
+def _group(data: dict[str, Any], **changes: Any) -> dict[str, Any]:
+    data["training"]["node_groups"][0].update(changes)
+    return data
+
+
+@pytest.fixture
+def bp() -> dict[str, Any]:
+    return copy.deepcopy(BASE)
+
+
+def test_the_base_blueprint_is_valid_and_cost_safe(tmp_path: Path, bp: dict[str, Any]) -> None:
+    config = _load(tmp_path, bp)
+    group = config.training.node_groups[0]
+    assert group.desired_size == 0 and group.min_size == 0
+    assert group.efa and group.uses_placement_group
+    assert config.training.fsx.deployment_type == "PERSISTENT_2"
+    assert config.training.cluster.endpoint_access == "private"
+
+
+def test_unknown_instance_type_names_close_matches(tmp_path: Path, bp: dict[str, Any]) -> None:
+    line = _problem(tmp_path, _group(bp, instance_type="p5.96xlarge"))
+    assert "training.node_groups.0.instance_type:" in line
+    assert "unknown instance type 'p5.96xlarge'" in line and "p5.48xlarge" in line
+
+
+def test_efa_on_an_instance_without_efa(tmp_path: Path, bp: dict[str, Any]) -> None:
+    line = _problem(tmp_path, _group(bp, instance_type="g6e.xlarge"))
+    assert "training.node_groups.0: node group 'p5': g6e.xlarge does not support EFA; set efa: false" in line
+
+
+def test_efa_with_more_than_one_az(tmp_path: Path, bp: dict[str, Any]) -> None:
+    line = _problem(tmp_path, _group(bp, availability_zones=["use1-az4", "use1-az6"]))
+    assert "EFA needs one subnet in one AZ, got 2 (use1-az4, use1-az6)" in line
+
+
+def test_efa_groups_in_different_azs(tmp_path: Path, bp: dict[str, Any]) -> None:
+    bp["training"]["node_groups"].append(
+        {"name": "p5b", "instance_type": "p5.48xlarge", "max_size": 2, "availability_zones": ["use1-az6"]}
+    )
+    line = _problem(tmp_path, bp)
+    assert "EFA node groups span several AZs (use1-az4, use1-az6)" in line
+
+
+def test_placement_group_with_a_reservation(tmp_path: Path, bp: dict[str, Any]) -> None:
+    capacity = {"type": "capacity_block", "reservation_id": "cr-0123456789abcdef0"}
+    line = _problem(tmp_path, _group(bp, placement_group=True, capacity=capacity))
+    assert "a placement group cannot be combined with a capacity_block" in line and "remove placement_group" in line
+
+
+def test_reservation_without_an_id(tmp_path: Path, bp: dict[str, Any]) -> None:
+    line = _problem(tmp_path, _group(bp, capacity={"type": "capacity_reservation"}))
+    assert "training.node_groups.0.capacity:" in line and "needs reservation_id (cr-...)" in line
+
+
+def test_reservation_id_format(tmp_path: Path, bp: dict[str, Any]) -> None:
+    line = _problem(tmp_path, _group(bp, capacity={"type": "capacity_reservation", "reservation_id": "odcr-1"}))
+    assert "'odcr-1' is not a capacity reservation ID" in line
+
+
+def test_spot_with_multi_node_efa(tmp_path: Path, bp: dict[str, Any]) -> None:
+    line = _problem(tmp_path, _group(bp, capacity={"type": "spot"}))
+    assert "Spot capacity with multi-node EFA (max_size 2)" in line
+
+
+def test_node_count_above_the_blueprint_max(tmp_path: Path, bp: dict[str, Any]) -> None:
+    line = _problem(tmp_path, _group(bp, max_size=6))
+    assert "training: node_groups allow 6 nodes in all (sum of max_size) but max_nodes is 4" in line
+
+
+def test_sizes_out_of_order(tmp_path: Path, bp: dict[str, Any]) -> None:
+    line = _problem(tmp_path, _group(bp, desired_size=3))
+    assert "min_size <= desired_size <= max_size, got 0 <= 3 <= 2" in line
+
+
+def test_zone_not_in_the_network(tmp_path: Path, bp: dict[str, Any]) -> None:
+    line = _problem(tmp_path, _group(bp, availability_zones=["use1-az2"]))
+    assert "training.node_groups.0.availability_zones: 'use1-az2' is not one of the network's zones" in line
+
+
+def test_fsx_in_a_different_az_from_the_efa_group(tmp_path: Path, bp: dict[str, Any]) -> None:
+    bp["training"]["fsx"]["availability_zone"] = "use1-az6"
+    line = _problem(tmp_path, bp)
+    assert "training.fsx.availability_zone: 'use1-az6' differs from the EFA node group's AZ 'use1-az4'" in line
+
+
+def test_fsx_capacity_steps(tmp_path: Path, bp: dict[str, Any]) -> None:
+    bp["training"]["fsx"]["storage_capacity_gib"] = 3600
+    line = _problem(tmp_path, bp)
+    assert "training.fsx.storage_capacity_gib:" in line and "1200, 2400 or a multiple of 2400 GiB" in line
+
+
+def test_fsx_throughput_values(tmp_path: Path, bp: dict[str, Any]) -> None:
+    bp["training"]["fsx"]["per_unit_storage_throughput"] = 200
+    line = _problem(tmp_path, bp)
+    assert "must be one of 125, 250, 500, 1000 MB/s/TiB, got 200" in line
+
+
+def test_admin_principal_must_be_an_iam_arn(tmp_path: Path, bp: dict[str, Any]) -> None:
+    bp["training"]["cluster"] = {"admin_principal_arns": ["admin"]}
+    line = _problem(tmp_path, bp)
+    assert "training.cluster.admin_principal_arns:" in line and "is not an IAM role or user ARN" in line
+
+
+def test_duplicate_node_group_names(tmp_path: Path, bp: dict[str, Any]) -> None:
+    bp["training"]["node_groups"].append(dict(bp["training"]["node_groups"][0], max_size=1))
+    bp["training"]["max_nodes"] = 8
+    line = _problem(tmp_path, bp)
+    assert "names must be unique, p5 repeated" in line
+
+
+def test_unknown_key_in_the_training_section(tmp_path: Path, bp: dict[str, Any]) -> None:
+    line = _problem(tmp_path, _group(bp, efa_cards=4))
+    assert "training.node_groups.0.efa_cards: unknown key" in line
+
+
+def test_a_model_that_does_not_fit_is_a_warning_not_an_error(tmp_path: Path, bp: dict[str, Any]) -> None:
+    bp["training"]["model"] = {"params": 70e9, "precision": "bf16", "zero_stage": 0}
+    config = _load(tmp_path, bp)  # loads: the fit check never blocks a blueprint
+    assert isinstance(config.training, TrainingConfig)
+    (warning,) = memory_warnings(config.training)
+    assert "node group 'p5': a 70B-parameter model (bf16, ZeRO stage 0)" in warning
+    assert "more than the 80 GiB of a H100" in warning
+
+
+def test_a_model_that_fits_gives_no_warning(tmp_path: Path, bp: dict[str, Any]) -> None:
+    bp["training"]["model"] = {"params": 7e9, "zero_stage": 3}
+    config = _load(tmp_path, bp)
+    assert memory_warnings(config.training) == []
