@@ -362,10 +362,14 @@ def plan_training(config: BlueprintConfig, plan: Plan) -> None:
             plan.quotas.append(Quota("ec2", name, code, needed, "vCPU (at max_size)"))
     for group in training.node_groups:
         if group.capacity.is_reservation:
+            quota_note = (
+                "an ODCR counts against the On-Demand vCPU quota"
+                if group.capacity.type == "capacity_reservation"
+                else "Capacity Block instances are not counted in the On-Demand quota above"
+            )
             plan.warnings.append(
                 f"node group {group.name!r} uses {group.capacity.type} {group.capacity.reservation_id}: it must be in "
-                f"{training.zone_of(group, zones)} and hold {group.instance_type}; its vCPUs do not count against "
-                "the on-demand quota"
+                f"{training.zone_of(group, zones)} and hold {group.instance_type}; {quota_note}"
             )
     sections.append(("Job manifest (kubectl apply -f -)", render_job_yaml(config).rstrip().splitlines()))
     plan.details.setdefault("sections", []).extend(sections)

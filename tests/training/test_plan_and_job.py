@@ -1,0 +1,96 @@
+"""`mlstack plan` for training blueprints and the rendered job manifest (no synth: config only)."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from mlstack.config import load
+from mlstack.constructs.training.job import IMAGE_PLACEHOLDER, LEGACY_ENV, render_job, render_job_yaml
+from mlstack.plan import build_plan, render
+from tests.training.test_config import BASE
+
+
+def _load(tmp_path: Path, data: dict[str, Any]) -> Any:
+    path = tmp_path / "bp.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return load(path)
+
+
+def test_default_blueprint_plan_lists_nodes_efa_storage_costs_and_quotas() -> None:
+    plan = build_plan(load("eks-gpu-training"))
+    sections = dict(plan.details["sections"])
+    assert list(sections) == [
+        "Nodes",
+        "Accelerators",
+        "EFA and network",
+        "FSx for Lustre",
+        "Job manifest (kubectl apply -f -)",
+    ]
+    assert "p5: p5.48xlarge x desired 0 (min 0, max 4) in use1-az4" in sections["Nodes"][0]
+    assert (
+        "32 EFA interfaces per node (1 with an IP, 31 efa-only); 3200 Gbps per node" in sections["EFA and network"][0]
+    )
+    assert "8x H100 80GiB per node" in sections["Accelerators"][0]
+    assert sections["FSx for Lustre"][0].startswith("PERSISTENT_2, 4800 GiB")
+    quotas = {q.code: q for q in plan.quotas}
+    assert quotas["L-417A185B"].name == "Running On-Demand P instances" and quotas["L-417A185B"].needed == 4 * 192
+    assert quotas["L-1194D53C"].service == "eks"
+    p5_cost = next(c for c in plan.costs if c.item.startswith("p5.48xlarge"))
+    assert p5_cost.unit_per_hour == 98.32 and p5_cost.quantity == 0  # desired 0: nothing billed until scaled
+    text = render(plan)
+    assert "kind: TrainJob" in text and "Running On-Demand P instances" in text
+    assert any("max_size 4 would cost $393.28/hour" in w for w in plan.warnings)
+
+
+def test_spot_group_uses_the_spot_quota_and_has_no_price(tmp_path: Path) -> None:
+    data = copy.deepcopy(BASE)
+    data["training"]["node_groups"].append(
+        {"name": "cpu", "instance_type": "m7i.xlarge", "efa": False, "max_size": 2, "capacity": {"type": "spot"}}
+    )
+    plan = build_plan(_load(tmp_path, data))
+    spot = next(c for c in plan.costs if "cpu" in c.item)
+    assert spot.unit_per_hour is None and "Spot" in spot.item
+    assert any(q.code == "L-34B43A08" and q.needed == 8 for q in plan.quotas)
+    assert any(c.startswith("m7i.xlarge cpu") for c in plan.unpriced)
+
+
+def test_capacity_block_is_reported_with_its_reservation(tmp_path: Path) -> None:
+    data = copy.deepcopy(BASE)
+    data["training"]["node_groups"][0]["capacity"] = {
+        "type": "capacity_block",
+        "reservation_id": "cr-0123456789abcdef0",
+    }
+    plan = build_plan(_load(tmp_path, data))
+    assert any("capacity_block cr-0123456789abcdef0: it must be in use1-az4" in w for w in plan.warnings)
+    assert not any(q.code == "L-417A185B" for q in plan.quotas)
+    nodes = dict(plan.details["sections"])["Nodes"][0]
+    assert "placement group: none" in nodes
+
+
+def test_model_that_does_not_fit_is_a_plan_warning(tmp_path: Path) -> None:
+    data = copy.deepcopy(BASE)
+    data["training"]["model"] = {"params": 70e9, "zero_stage": 0}
+    plan = build_plan(_load(tmp_path, data))
+    assert any("70B-parameter model" in w for w in plan.warnings)
+
+
+def test_trainium_job_requests_neuron_devices_and_runs_one_process_per_core() -> None:
+    runtime, job = render_job(load("eks-trn1-training"))
+    pod = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["resources"]["limits"]["aws.amazon.com/neuron"] == 16
+    assert container["resources"]["limits"]["vpc.amazonaws.com/efa"] == 8
+    assert container["command"][:2] == ["torchrun", "--nproc-per-node=32"]
+    assert {t["key"] for t in pod["tolerations"]} == {"aws.amazon.com/neuron", "vpc.amazonaws.com/efa"}
+    assert not {e["name"] for e in container["env"]} & (LEGACY_ENV | {"NCCL_DEBUG"})
+    assert job["spec"]["runtimeRef"]["name"] == runtime["metadata"]["name"] == "torch-efa-trn1"
+
+
+def test_job_without_an_image_renders_a_placeholder_and_warns(tmp_path: Path) -> None:
+    config = _load(tmp_path, copy.deepcopy(BASE))
+    assert IMAGE_PLACEHOLDER in render_job_yaml(config)
+    assert any("training.job.image is not set" in w for w in build_plan(config).warnings)
