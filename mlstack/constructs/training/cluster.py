@@ -24,6 +24,7 @@ from mlstack.constructs.training.node_group import (
 
 ADMIN_POLICY = "AmazonEKSClusterAdminPolicy"
 _BEFORE_NODES = ("vpc-cni", "kube-proxy", "eks-pod-identity-agent")
+AFTER_NODES = ("coredns", "aws-fsx-csi-driver", "eks-node-monitoring-agent")
 
 _ALL_LOGS = [
     eks.ClusterLoggingTypes.API,
@@ -55,7 +56,8 @@ class TrainingCluster(Construct):
       types, Kubernetes secrets encrypted with the project key.
     - A small system node group (AL2023, on-demand) for cluster services; accelerated groups are added by the
       caller with `AcceleratedNodeGroup`.
-    - Managed add-ons: VPC CNI (EFA-only capable), kube-proxy, Pod Identity agent, CoreDNS, FSx CSI driver.
+    - Managed add-ons: VPC CNI (EFA-only capable), kube-proxy, Pod Identity agent, CoreDNS, FSx CSI driver and the
+      node monitoring agent (node conditions such as AcceleratedHardwareReady, used by node auto repair).
     - Helm charts (versions in `versions.py`): NVIDIA or Neuron device plugin, the EFA device plugin tolerating
       the accelerator taints (its chart default tolerates none: pitfall P5), the Kubeflow Trainer operator and,
       for GPUs, the DCGM exporter (Prometheus metrics).
@@ -92,6 +94,14 @@ class TrainingCluster(Construct):
             secrets_encryption_key=key,
             kubectl_provider_options=eks.KubectlProviderOptions(kubectl_layer=KubectlV36Layer(self, "KubectlLayer")),
         )
+        if cluster_config.endpoint_access != "private":
+            Validations.of(self.cluster).acknowledge(
+                Acknowledgment(
+                    id="AwsSolutions-EKS1",
+                    reason="the blueprint sets training.cluster.endpoint_access: public_and_private (labs only); "
+                    "requests still need IAM authentication and an access entry",
+                )
+            )
         # jsii stubs: Cluster lacks a member of the ICluster protocol in Python typing only.
         self.cluster_ref = cast(eks.ICluster, self.cluster)
         self._acknowledge_generated()
@@ -132,8 +142,8 @@ class TrainingCluster(Construct):
         acknowledge_node_role(self.system_nodes)
         for addon in self.addons.values():
             self.system_nodes.node.add_dependency(addon)
-        # CoreDNS and the FSx CSI driver run pods: create them once nodes can join.
-        for name in ("coredns", "aws-fsx-csi-driver"):
+        # These run pods: create them once nodes can join.
+        for name in AFTER_NODES:
             addon = eks.Addon(
                 self, _addon_id(name), cluster=self.cluster_ref, addon_name=name, addon_version=versions.ADDONS[name]
             )

@@ -224,6 +224,9 @@ class AcceleratedNodeGroup(Construct):
             max_size=config.max_size,
             labels=node_labels(config),
             taints=node_taints(config),
+            # Replace or reboot nodes whose GPUs/Neuron devices or runtime go unhealthy (node monitoring agent
+            # conditions; domain.md §8.4).
+            enable_node_auto_repair=True,
         )
         acknowledge_node_role(self.nodegroup)
         cfn = self.nodegroup.node.default_child

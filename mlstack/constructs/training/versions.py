@@ -54,7 +54,7 @@ KUBEFLOW_TRAINER = Chart(
     repository="oci://ghcr.io/kubeflow/charts/kubeflow-trainer",
     version="2.3.0",
     namespace="kubeflow-system",
-    source="github.com/kubeflow/trainer release v2.3.0 (TrainJob / TrainingRuntime CRDs, JobSet bundled)",
+    source="github.com/kubeflow/trainer release v2.3.0 (TrainJob / TrainingRuntime CRDs)",
 )
 
 DCGM_EXPORTER = Chart(
@@ -76,6 +76,7 @@ ADDONS: dict[str, str | None] = {
     "eks-pod-identity-agent": None,
     "coredns": None,
     "aws-fsx-csi-driver": None,
+    "eks-node-monitoring-agent": None,
 }
 """Managed EKS add-ons, in creation order (the first three before nodes join, the rest once they have)."""
 
