@@ -93,6 +93,15 @@ class BlueprintConfig(StrictModel):
                 raise ValueError(problems[0])
         return self
 
+    @model_validator(mode="after")
+    def _inference_network(self) -> BlueprintConfig:
+        # Cross-section rule of the inference layer (an isolated network needs ECR and S3 endpoints).
+        if self.inference is not None:
+            problems = self.inference.check_network(self.network)
+            if problems:
+                raise ValueError(problems[0])
+        return self
+
     @property
     def zones(self) -> list[str]:
         """AZ names or IDs of the network, in order."""

@@ -16,6 +16,7 @@ from pydantic import Field, field_validator, model_validator
 
 from mlstack.catalog import get_instance
 from mlstack.config.base import StrictModel
+from mlstack.config.network import NetworkConfig
 from mlstack.errors import CatalogError
 
 SERVERLESS_MEMORY_MB = (1024, 2048, 3072, 4096, 5120, 6144)
@@ -377,6 +378,25 @@ class InferenceConfig(StrictModel):
                     "InvokeEndpointAsync themselves; point invoke_api at a realtime or serverless endpoint"
                 )
         return self
+
+    def check_network(self, network: NetworkConfig) -> list[str]:
+        """Cross-section rule: without NAT, hosts in the VPC reach ECR and S3 only through VPC endpoints."""
+        in_vpc = [e.name for e in self.endpoints if not isinstance(e, ServerlessEndpointConfig)]
+        if network.nat_gateways or not in_vpc:
+            return []
+        missing = [
+            f"{k} in network.interface_endpoints"
+            for k in ("ecr.api", "ecr.dkr")
+            if k not in network.interface_endpoints
+        ]
+        if "s3" not in network.gateway_endpoints:
+            missing.append("s3 in network.gateway_endpoints")
+        if not missing:
+            return []
+        return [
+            f"network.nat_gateways is 0, so endpoint(s) {', '.join(in_vpc)} can pull the image and the model "
+            f"artifact only through VPC endpoints; add {' and '.join(missing)} (or a NAT gateway)"
+        ]
 
     @property
     def needs_data_bucket(self) -> bool:

@@ -186,10 +186,13 @@ def plan_inference(config: BlueprintConfig, plan: Plan) -> None:
         plan.resources.append(
             Resource(STACK, "Lambda function URL", f"IAM auth, invokes endpoint {inference.invoke_api.endpoint}")
         )
-    plan.warnings.append(
-        "inference prices are EC2 on-demand list prices standing in for SageMaker hosting rates (which are higher); "
-        "serverless has no price in the catalog"
-    )
+    if any(not isinstance(e, ServerlessEndpointConfig) for e in inference.endpoints):
+        plan.warnings.append(
+            "inference instance prices are EC2 on-demand list prices standing in for SageMaker hosting (ml.*) rates, "
+            "which are higher: re-price before deciding"
+        )
+    if any(isinstance(e, ServerlessEndpointConfig) for e in inference.endpoints):
+        plan.warnings.append("serverless inference has no price in the catalog: its cost is left unknown")
     plan.details.setdefault("sections", []).extend(sections)
     plan.details["inference"] = [_endpoint_figures(spec) for spec in inference.endpoints]
 

@@ -1,0 +1,222 @@
+"""Inference blueprints, from the session synth: each strategy's endpoint shape, isolation, encryption, plan."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import pytest
+
+from mlstack.catalog import get_instance
+from mlstack.config import load
+from mlstack.plan import HOURS_PER_MONTH, build_plan
+from tests.conftest import selected_blueprints
+from tests.synth import Session
+
+INFERENCE = [name for name in selected_blueprints() if name.startswith("inference-")]
+
+
+def _only(name: str) -> list[str]:
+    """`[name]` when the session synthesizes it (MLSTACK_TEST_BLUEPRINTS may narrow the session)."""
+    return [name] if name in INFERENCE else []
+
+
+def _resources(session: Session, name: str, kind: str) -> dict[str, dict[str, Any]]:
+    template = session.blueprints[name].templates["InferenceStack"]
+    return {k: v for k, v in template["Resources"].items() if v["Type"] == kind}
+
+
+def _props(session: Session, name: str, kind: str) -> list[dict[str, Any]]:
+    return [r["Properties"] for r in _resources(session, name, kind).values()]
+
+
+def test_there_is_a_blueprint_per_strategy() -> None:
+    if not INFERENCE:
+        return  # the session was narrowed to other blueprints
+    strategies = {
+        "inference-gpu-realtime",
+        "inference-inferentia2",
+        "inference-intel-amx",
+        "inference-graviton",
+        "inference-serverless",
+        "inference-async",
+    }
+    assert strategies <= set(INFERENCE)
+
+
+@pytest.mark.parametrize("name", INFERENCE)
+def test_builds_the_network_and_inference_stacks(session: Session, name: str) -> None:
+    assert list(session.blueprints[name].templates) == ["NetworkStack", "InferenceStack"]
+
+
+@pytest.mark.parametrize("name", INFERENCE)
+def test_hosted_models_are_network_isolated_in_the_private_subnets(session: Session, name: str) -> None:
+    serverless = {e.name for e in session.blueprints[name].built.config.inference.endpoints if e.mode == "serverless"}  # type: ignore[union-attr]
+    for logical_id, model in _resources(session, name, "AWS::SageMaker::Model").items():
+        props = model["Properties"]
+        if any(logical_id.lower().startswith(s) for s in serverless):
+            assert "VpcConfig" not in props
+            continue
+        assert props["EnableNetworkIsolation"] is True
+        assert props["VpcConfig"]["Subnets"] and all(
+            "PrivateSubnet" in json.dumps(s) for s in props["VpcConfig"]["Subnets"]
+        )
+
+
+@pytest.mark.parametrize("name", INFERENCE)
+def test_no_physical_names_on_replaceable_sagemaker_resources(session: Session, name: str) -> None:
+    for kind, prop in [
+        ("AWS::SageMaker::Model", "ModelName"),
+        ("AWS::SageMaker::EndpointConfig", "EndpointConfigName"),
+        ("AWS::SageMaker::Endpoint", "EndpointName"),
+    ]:
+        assert all(prop not in p for p in _props(session, name, kind)), kind
+
+
+@pytest.mark.parametrize("name", INFERENCE)
+def test_buckets_are_encrypted_tls_only_versioned_and_logged(session: Session, name: str) -> None:
+    buckets = _resources(session, name, "AWS::S3::Bucket")
+    for logical_id, bucket in buckets.items():
+        props = bucket["Properties"]
+        assert props["VersioningConfiguration"] == {"Status": "Enabled"}
+        assert props["PublicAccessBlockConfiguration"]["BlockPublicPolicy"] is True
+        rule = props["BucketEncryption"]["ServerSideEncryptionConfiguration"][0]["ServerSideEncryptionByDefault"]
+        if logical_id.startswith("AccessLogs"):
+            assert rule == {"SSEAlgorithm": "AES256"}  # S3 server access logging delivers to SSE-S3 only
+            continue
+        assert rule["SSEAlgorithm"] == "aws:kms"
+        assert "ProjectKey" in json.dumps(rule["KMSMasterKeyID"])  # the NetworkStack's key
+        assert props["LoggingConfiguration"]["DestinationBucketName"] == {"Ref": next(iter(buckets))}
+    for policy in _props(session, name, "AWS::S3::BucketPolicy"):
+        statements = policy["PolicyDocument"]["Statement"]
+        assert any(
+            s["Effect"] == "Deny" and s.get("Condition") == {"Bool": {"aws:SecureTransport": "false"}}
+            for s in statements
+        )
+
+
+@pytest.mark.parametrize("name", INFERENCE)
+def test_execution_roles_have_no_managed_policies(session: Session, name: str) -> None:
+    for role in _props(session, name, "AWS::IAM::Role"):
+        assert "ManagedPolicyArns" not in role
+    assert "FullAccess" not in json.dumps(session.blueprints[name].templates["InferenceStack"])
+
+
+@pytest.mark.parametrize("name", _only("inference-gpu-realtime"))
+def test_gpu_realtime_ab_tests_g5_against_g6_without_a_volume_key(session: Session, name: str) -> None:
+    (config,) = _props(session, name, "AWS::SageMaker::EndpointConfig")
+    variants = [(v["InstanceType"], v["InitialVariantWeight"]) for v in config["ProductionVariants"]]
+    assert variants == [("ml.g5.2xlarge", 0.8), ("ml.g6.xlarge", 0.2)]
+    assert "KmsKeyId" not in config  # both hosts have local NVMe
+    assert config["DataCaptureConfig"]["InitialSamplingPercentage"] == 10
+    assert len(_resources(session, name, "AWS::ApplicationAutoScaling::ScalableTarget")) == 2
+    (url,) = _props(session, name, "AWS::Lambda::Url")
+    assert url["AuthType"] == "AWS_IAM"
+
+
+@pytest.mark.parametrize("name", _only("inference-inferentia2"))
+def test_inferentia2_uses_the_neuron_ami_and_container_and_a_volume_key(session: Session, name: str) -> None:
+    (config,) = _props(session, name, "AWS::SageMaker::EndpointConfig")
+    (variant,) = config["ProductionVariants"]
+    assert (variant["InstanceType"], variant["InferenceAmiVersion"]) == (
+        "ml.inf2.xlarge",
+        "al2-ami-sagemaker-inference-neuron-2",
+    )
+    assert "ProjectKey" in json.dumps(config["KmsKeyId"])
+    (model,) = _props(session, name, "AWS::SageMaker::Model")
+    assert "763104351884.dkr.ecr." in json.dumps(model["PrimaryContainer"]["Image"])
+    assert "djl-inference:0.29.0-neuronx" in json.dumps(model["PrimaryContainer"]["Image"])
+
+
+@pytest.mark.parametrize("name", _only("inference-intel-amx"))
+def test_intel_amx_serves_the_users_ecr_image_without_nat(session: Session, name: str) -> None:
+    (config,) = _props(session, name, "AWS::SageMaker::EndpointConfig")
+    assert config["ProductionVariants"][0]["InstanceType"] == "ml.c7i.8xlarge"
+    assert get_instance("ml.c7i.8xlarge").intel_amx
+    (model,) = _props(session, name, "AWS::SageMaker::Model")
+    image = json.dumps(model["PrimaryContainer"]["Image"])
+    assert '{"Ref": "AWS::AccountId"}' in image and "openvino-model-server-sagemaker:2025.3" in image
+    network = session.blueprints[name].templates["NetworkStack"]["Resources"].values()
+    assert not [r for r in network if r["Type"] == "AWS::EC2::NatGateway"]
+    endpoints = json.dumps([r for r in network if r["Type"] == "AWS::EC2::VPCEndpoint"])
+    assert ".ecr.dkr" in endpoints and ".s3" in endpoints
+
+
+@pytest.mark.parametrize("name", _only("inference-graviton"))
+def test_graviton_runs_the_arm64_container_on_c7g(session: Session, name: str) -> None:
+    (config,) = _props(session, name, "AWS::SageMaker::EndpointConfig")
+    assert config["ProductionVariants"][0]["InstanceType"] == "ml.c7g.xlarge"
+    assert get_instance("ml.c7g.xlarge").graviton
+    (model,) = _props(session, name, "AWS::SageMaker::Model")
+    assert "pytorch-inference-graviton" in json.dumps(model["PrimaryContainer"]["Image"])
+
+
+@pytest.mark.parametrize("name", _only("inference-serverless"))
+def test_serverless_has_memory_concurrency_and_no_vpc(session: Session, name: str) -> None:
+    (config,) = _props(session, name, "AWS::SageMaker::EndpointConfig")
+    (variant,) = config["ProductionVariants"]
+    assert variant["ServerlessConfig"] == {"MaxConcurrency": 20, "MemorySizeInMB": 4096, "ProvisionedConcurrency": 2}
+    assert "DataCaptureConfig" not in config
+    assert not _resources(session, name, "AWS::EC2::SecurityGroup")
+    assert _props(session, name, "AWS::Lambda::Url")[0]["AuthType"] == "AWS_IAM"
+
+
+@pytest.mark.parametrize("name", _only("inference-async"))
+def test_async_writes_to_s3_notifies_and_scales_from_zero(session: Session, name: str) -> None:
+    (config,) = _props(session, name, "AWS::SageMaker::EndpointConfig")
+    output = config["AsyncInferenceConfig"]["OutputConfig"]
+    assert json.dumps(output["S3OutputPath"]).endswith('"/async-output"]]}')
+    assert {"SuccessTopic", "ErrorTopic"} <= set(output["NotificationConfig"])
+    (target,) = _props(session, name, "AWS::ApplicationAutoScaling::ScalableTarget")
+    assert (target["MinCapacity"], target["MaxCapacity"]) == (0, 4)
+    kinds = sorted(p["PolicyType"] for p in _props(session, name, "AWS::ApplicationAutoScaling::ScalingPolicy"))
+    assert kinds == ["StepScaling", "TargetTrackingScaling"]
+    assert len(_resources(session, name, "AWS::SNS::Topic")) == 2
+
+
+# ----- mlstack plan (no synth)
+
+
+@pytest.mark.parametrize("name", INFERENCE)
+def test_plan_gives_hour_month_and_per_million_figures(name: str) -> None:
+    plan = build_plan(load(name))
+    titles = [title for title, _ in plan.details["sections"]]
+    assert "Inference model" in titles
+    for figures, endpoint in zip(plan.details["inference"], load(name).inference.endpoints, strict=True):  # type: ignore[union-attr]
+        assert figures["endpoint"] == endpoint.name
+        if figures["per_hour"] is None:
+            assert plan.unpriced  # an unknown price is listed, never guessed
+            continue
+        assert figures["per_month"] == pytest.approx(figures["per_hour"] * HOURS_PER_MONTH, abs=0.01)
+        assert endpoint.traffic is not None
+        rps = endpoint.traffic.requests_per_second
+        assert figures["per_million_requests"] == pytest.approx(figures["per_hour"] / (rps * 3600) * 1e6, rel=1e-3)
+    assert any("EC2 on-demand list prices standing in" in w or "serverless" in w for w in plan.warnings)
+
+
+def test_plan_sizes_the_gpu_blueprint_from_traffic_and_catalog_prices() -> None:
+    plan = build_plan(load("inference-gpu-realtime"))
+    (figures,) = plan.details["inference"]
+    g5, g6 = get_instance("g5.2xlarge").price_per_hour, get_instance("g6.xlarge").price_per_hour
+    assert g5 is not None and g6 is not None
+    # 2 req/s at 1.5/s per instance: 80% -> ceil(1.07) = 2 x g5, 20% -> ceil(0.27) = 1 x g6 (the minimum).
+    assert figures["per_hour"] == pytest.approx(2 * g5 + g6, abs=1e-4)
+    quotas = {q.name: q.needed for q in plan.quotas}
+    assert quotas["ml.g5.2xlarge for endpoint usage"] == 4  # autoscaling max
+
+
+def test_plan_async_scale_to_zero_pays_for_the_busy_fraction_only() -> None:
+    plan = build_plan(load("inference-async"))
+    (figures,) = plan.details["inference"]
+    price = get_instance("g5.xlarge").price_per_hour
+    assert price is not None
+    assert figures["per_hour"] == pytest.approx(0.01 / 0.05 * price, abs=1e-4)
+    assert math.isclose(figures["per_month"], figures["per_hour"] * HOURS_PER_MONTH, abs_tol=0.01)
+
+
+def test_plan_leaves_serverless_unpriced_and_says_so() -> None:
+    plan = build_plan(load("inference-serverless"))
+    assert plan.unpriced == ["sentiment: serverless compute + requests"]
+    rows = dict(plan.details["sections"])["Endpoint sentiment (serverless)"]
+    assert any("GB-seconds/month" in row for row in rows)

@@ -1,0 +1,416 @@
+"""ModelEndpoint and InvokeApi: per mode the variant/config shape, autoscaling, data capture, IAM scope, isolation."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import aws_cdk as cdk
+import pytest
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
+from aws_cdk.assertions import Template
+
+from mlstack import blueprint
+from mlstack.config import BlueprintConfig
+from mlstack.stacks.inference import InferenceStack
+from mlstack.synth_all import cdk_json_context
+from tests.synth import TEST_CONTEXT
+
+MODEL = {
+    "artifact": {"key": "m/model.tar.gz"},
+    "image": {"source": "ecr", "repository": "serving/ovms", "tag": "v1"},
+    "parameters_billion": 1,
+}
+ENDPOINTS: list[dict[str, Any]] = [
+    {
+        "name": "gpu",
+        "mode": "realtime",
+        "variants": [
+            {
+                "name": "blue",
+                "instance_type": "ml.g5.2xlarge",
+                "weight": 3,
+                "autoscaling": {
+                    "min_instances": 1,
+                    "max_instances": 4,
+                    "target_invocations_per_instance": 70,
+                    "scale_in_cooldown_seconds": 400,
+                    "scale_out_cooldown_seconds": 30,
+                },
+            },
+            {"name": "green", "instance_type": "ml.g6.xlarge", "weight": 1},
+        ],
+        "data_capture": {"sampling_percent": 25, "prefix": "capture/gpu"},
+    },
+    {"name": "cpu", "mode": "realtime", "variants": [{"instance_type": "ml.c7i.8xlarge", "instance_count": 2}]},
+    {"name": "neuron", "mode": "realtime", "variants": [{"instance_type": "ml.inf2.xlarge"}]},
+    {"name": "tiny", "mode": "serverless", "memory_mb": 2048, "max_concurrency": 10, "provisioned_concurrency": 2},
+    {
+        "name": "batch",
+        "mode": "async",
+        "instance_type": "ml.c7g.xlarge",
+        "output_path": "out",
+        "max_concurrent_invocations_per_instance": 3,
+        "autoscaling": {"min_instances": 0, "max_instances": 3, "target_backlog_per_instance": 2},
+    },
+]
+
+
+def _config(name: str, **inference: Any) -> BlueprintConfig:
+    return BlueprintConfig.model_validate(
+        {
+            "name": name,
+            "description": "test",
+            "network": {"availability_zone_ids": ["use1-az4", "use1-az6"]},
+            "inference": {"model": MODEL, "endpoints": ENDPOINTS, **inference},
+        }
+    )
+
+
+class Built:
+    def __init__(self, stack: InferenceStack, caller: iam.Role, client: ec2.SecurityGroup) -> None:
+        self.stack, self.caller, self.client = stack, caller, client
+        self.template = Template.from_stack(stack)
+        self.json: dict[str, Any] = dict(self.template.to_json())
+
+    def resolve(self, value: Any) -> Any:
+        return self.stack.resolve(value)
+
+    def resources(self, kind: str) -> dict[str, dict[str, Any]]:
+        return {k: v for k, v in self.json["Resources"].items() if v["Type"] == kind}
+
+    def one(self, kind: str, prefix: str) -> dict[str, Any]:
+        found = [v for k, v in self.resources(kind).items() if k.startswith(prefix)]
+        assert len(found) == 1, (kind, prefix, list(self.resources(kind)))
+        return found[0]
+
+    def policy_statements(self, role_prefix: str) -> list[dict[str, Any]]:
+        statements: list[dict[str, Any]] = []
+        for policy in self.resources("AWS::IAM::Policy").values():
+            if any(r.get("Ref", "").startswith(role_prefix) for r in policy["Properties"]["Roles"]):
+                statements += policy["Properties"]["PolicyDocument"]["Statement"]
+        return statements
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
+    """One small App: every mode in one InferenceStack, a caller role and a client security group."""
+    app = cdk.App(outdir=str(tmp_path_factory.mktemp("inference")), context={**cdk_json_context(), **TEST_CONTEXT})
+    result = blueprint.build(cdk.Stage(app, "unit"), _config("unit", invoke_api={"endpoint": "tiny"}))
+    stack = result.inference
+    assert stack is not None
+    caller = iam.Role(stack, "Caller", assumed_by=iam.AccountRootPrincipal())
+    stack.endpoints["gpu"].grant_invoke(caller)
+    stack.endpoints["batch"].grant_invoke(caller)
+    client = ec2.SecurityGroup(stack, "Client", vpc=result.network.vpc, allow_all_outbound=False)
+    client.connections.allow_to(stack.endpoints["cpu"], ec2.Port.tcp(443), "client to endpoint")
+    return Built(stack, caller, client)
+
+
+# ----- every mode
+
+
+@pytest.mark.parametrize(
+    ("kind", "name_property"),
+    [
+        ("AWS::SageMaker::Model", "ModelName"),
+        ("AWS::SageMaker::EndpointConfig", "EndpointConfigName"),
+        ("AWS::SageMaker::Endpoint", "EndpointName"),
+    ],
+)
+def test_physical_names_are_left_to_cloudformation(built: Built, kind: str, name_property: str) -> None:
+    # A fixed name would make the replacement most endpoint-config changes need fail on "already exists".
+    resources = built.resources(kind)
+    assert len(resources) == 5
+    assert [r for r in resources.values() if name_property in r["Properties"]] == []
+
+
+def test_model_waits_for_its_role_policy(built: Built) -> None:
+    for logical_id, model in built.resources("AWS::SageMaker::Model").items():
+        prefix = logical_id.removesuffix(logical_id[-8:]).removesuffix("Model")
+        assert any(d.startswith(f"{prefix}ExecutionRoleDefaultPolicy") for d in model["DependsOn"]), logical_id
+
+
+def test_no_managed_policies_and_no_full_access(built: Built) -> None:
+    for role in built.resources("AWS::IAM::Role").values():
+        assert "ManagedPolicyArns" not in role["Properties"]
+    assert "FullAccess" not in json.dumps(built.json)
+
+
+# The statements that need Resource "*": actions without resource-level permissions (IAM service reference).
+_STAR_ACTIONS = {
+    "ecr:GetAuthorizationToken",
+    "ec2:DescribeDhcpOptions",
+    "ec2:DescribeNetworkInterfaces",
+    "ec2:DescribeSecurityGroups",
+    "ec2:DescribeSubnets",
+    "ec2:DescribeVpcs",
+    "cloudwatch:PutMetricData",
+}
+
+
+def test_execution_roles_use_resource_star_only_where_iam_has_no_resource_level_permissions(built: Built) -> None:
+    for prefix in ("Gpu", "Cpu", "Neuron", "Tiny", "Batch"):
+        statements = built.policy_statements(f"{prefix}ExecutionRole")
+        assert statements, prefix
+        for statement in statements:
+            actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+            if statement["Resource"] == "*":
+                assert set(actions) <= _STAR_ACTIONS, (prefix, actions)
+            assert not any(a.endswith("*") for a in actions), (prefix, actions)
+        put_metric = [s for s in statements if s["Action"] == "cloudwatch:PutMetricData"]
+        assert put_metric[0]["Condition"]["StringLike"]["cloudwatch:namespace"]
+
+
+def test_execution_role_reads_exactly_the_artifact(built: Built) -> None:
+    statements = built.policy_statements("GpuExecutionRole")
+    reads = [s for s in statements if s["Action"] == "s3:GetObject"]
+    model_bucket = built.resolve(built.stack.model_bucket.bucket_arn)
+    assert reads == [
+        {"Action": "s3:GetObject", "Effect": "Allow", "Resource": {"Fn::Join": ["", [model_bucket, "/m/model.tar.gz"]]}}
+    ]
+
+
+def test_execution_role_pulls_only_the_serving_repository(built: Built) -> None:
+    pulls = [s for s in built.policy_statements("GpuExecutionRole") if "ecr:BatchGetImage" in s["Action"]]
+    assert len(pulls) == 1
+    assert pulls[0]["Resource"]["Fn::Join"][1][-1].endswith(":repository/serving/ovms")
+
+
+def test_alarms_on_latency_and_5xx_per_variant(built: Built) -> None:
+    alarms = [a["Properties"] for a in built.resources("AWS::CloudWatch::Alarm").values()]
+    gpu = [a for a in alarms if a.get("AlarmDescription", "").startswith("gpu/")]
+    assert sorted((a["MetricName"], a["Dimensions"][1]["Value"]) for a in gpu) == [
+        ("Invocation5XXErrors", "blue"),
+        ("Invocation5XXErrors", "green"),
+        ("ModelLatency", "blue"),
+        ("ModelLatency", "green"),
+    ]
+    latency = next(a for a in gpu if a["MetricName"] == "ModelLatency")
+    assert latency["ExtendedStatistic"] == "p99"
+    assert latency["Threshold"] == 1000 * 1000  # default 1000 ms, in microseconds
+
+
+# ----- real-time
+
+
+def test_realtime_variants_carry_weights_types_and_counts(built: Built) -> None:
+    config = built.one("AWS::SageMaker::EndpointConfig", "GpuConfig")["Properties"]
+    variants = [
+        (v["VariantName"], v["InstanceType"], v["InitialInstanceCount"], v["InitialVariantWeight"])
+        for v in config["ProductionVariants"]
+    ]
+    assert variants == [("blue", "ml.g5.2xlarge", 1, 3), ("green", "ml.g6.xlarge", 1, 1)]
+
+
+def test_realtime_model_is_network_isolated_in_the_private_subnets(built: Built) -> None:
+    model = built.one("AWS::SageMaker::Model", "CpuModel")["Properties"]
+    assert model["EnableNetworkIsolation"] is True
+    subnets = model["VpcConfig"]["Subnets"]
+    assert len(subnets) == 2
+    assert all("PrivateSubnet" in json.dumps(s) for s in subnets)
+    assert len(model["VpcConfig"]["SecurityGroupIds"]) == 1
+
+
+def test_endpoint_security_group_allows_only_https_out(built: Built) -> None:
+    group = built.one("AWS::EC2::SecurityGroup", "CpuSecurityGroup")["Properties"]
+    (egress,) = group["SecurityGroupEgress"]
+    assert (egress["CidrIp"], egress["IpProtocol"], egress["FromPort"], egress["ToPort"]) == (
+        "0.0.0.0/0",
+        "tcp",
+        443,
+        443,
+    )
+    assert "SecurityGroupIngress" not in group
+
+
+def test_volume_key_only_where_no_host_has_local_nvme(built: Built) -> None:
+    key_arn = built.resolve(built.stack.endpoints["cpu"].key.key_arn)
+    assert built.one("AWS::SageMaker::EndpointConfig", "CpuConfig")["Properties"]["KmsKeyId"] == key_arn
+    assert built.one("AWS::SageMaker::EndpointConfig", "NeuronConfig")["Properties"]["KmsKeyId"] == key_arn
+    # g5 and g6 have local NVMe: SageMaker rejects a KmsKeyId for them.
+    assert "KmsKeyId" not in built.one("AWS::SageMaker::EndpointConfig", "GpuConfig")["Properties"]
+
+
+def test_neuron_hosts_get_the_neuron_ami(built: Built) -> None:
+    (variant,) = built.one("AWS::SageMaker::EndpointConfig", "NeuronConfig")["Properties"]["ProductionVariants"]
+    assert variant["InferenceAmiVersion"] == "al2-ami-sagemaker-inference-neuron-2"
+    (cpu,) = built.one("AWS::SageMaker::EndpointConfig", "CpuConfig")["Properties"]["ProductionVariants"]
+    assert "InferenceAmiVersion" not in cpu
+
+
+def test_realtime_autoscaling_tracks_invocations_per_instance(built: Built) -> None:
+    target = built.one("AWS::ApplicationAutoScaling::ScalableTarget", "GpublueScaling")["Properties"]
+    assert (target["MinCapacity"], target["MaxCapacity"]) == (1, 4)
+    assert target["ScalableDimension"] == "sagemaker:variant:DesiredInstanceCount"
+    endpoint = built.resolve(built.stack.endpoints["gpu"].endpoint_name)
+    assert target["ResourceId"] == {"Fn::Join": ["", ["endpoint/", endpoint, "/variant/blue"]]}
+    # The service-linked role, not a role of our own.
+    assert "AWSServiceRoleForApplicationAutoScaling_SageMakerEndpoint" in json.dumps(target["RoleARN"])
+    policy = built.one("AWS::ApplicationAutoScaling::ScalingPolicy", "GpublueScalingInvocations")["Properties"]
+    assert policy["TargetTrackingScalingPolicyConfiguration"] == {
+        "PredefinedMetricSpecification": {"PredefinedMetricType": "SageMakerVariantInvocationsPerInstance"},
+        "ScaleInCooldown": 400,
+        "ScaleOutCooldown": 30,
+        "TargetValue": 70,
+    }
+    # Only the variant that asked for autoscaling has a scalable target.
+    assert not [k for k in built.resources("AWS::ApplicationAutoScaling::ScalableTarget") if "green" in k]
+
+
+def test_data_capture_goes_to_the_data_bucket_with_kms(built: Built) -> None:
+    capture = built.one("AWS::SageMaker::EndpointConfig", "GpuConfig")["Properties"]["DataCaptureConfig"]
+    bucket = built.resolve(built.stack.data_bucket.bucket_name) if built.stack.data_bucket else None
+    assert capture["EnableCapture"] is True
+    assert capture["InitialSamplingPercentage"] == 25
+    assert capture["DestinationS3Uri"] == {"Fn::Join": ["", ["s3://", bucket, "/capture/gpu"]]}
+    assert capture["KmsKeyId"] == built.resolve(built.stack.endpoints["gpu"].key.key_arn)
+    assert capture["CaptureOptions"] == [{"CaptureMode": "Input"}, {"CaptureMode": "Output"}]
+    writes = [s for s in built.policy_statements("GpuExecutionRole") if s["Action"] == "s3:PutObject"]
+    data_bucket = built.resolve(built.stack.data_bucket.bucket_arn) if built.stack.data_bucket else None
+    assert writes[0]["Resource"] == {"Fn::Join": ["", [data_bucket, "/capture/gpu/*"]]}
+
+
+def test_grant_invoke_is_scoped_to_the_endpoint(built: Built) -> None:
+    statements = built.policy_statements("Caller")
+    invoke = [s for s in statements if isinstance(s["Action"], list) and "sagemaker:InvokeEndpoint" in s["Action"]]
+    assert invoke == [
+        {
+            "Action": ["sagemaker:InvokeEndpoint", "sagemaker:InvokeEndpointWithResponseStream"],
+            "Effect": "Allow",
+            "Resource": built.resolve(built.stack.endpoints["gpu"].endpoint_arn),
+        }
+    ]
+
+
+def test_other_constructs_can_open_connections_to_it(built: Built) -> None:
+    # client.connections.allow_to(endpoint) made jsii read endpoint.connections from the JS side.
+    group = built.resolve(built.stack.endpoints["cpu"].connections.security_groups[0].security_group_id)
+    built.template.has_resource_properties(
+        "AWS::EC2::SecurityGroupIngress",
+        {
+            "FromPort": 443,
+            "ToPort": 443,
+            "GroupId": group,
+            "SourceSecurityGroupId": built.resolve(built.client.security_group_id),
+        },
+    )
+
+
+def test_grant_principal_is_the_execution_role(built: Built) -> None:
+    endpoint = built.stack.endpoints["cpu"]
+    assert endpoint.grant_principal is endpoint.role
+
+
+# ----- serverless
+
+
+def test_serverless_variant_has_memory_and_concurrency_and_no_instances(built: Built) -> None:
+    (variant,) = built.one("AWS::SageMaker::EndpointConfig", "TinyConfig")["Properties"]["ProductionVariants"]
+    assert variant["ServerlessConfig"] == {"MaxConcurrency": 10, "MemorySizeInMB": 2048, "ProvisionedConcurrency": 2}
+    assert "InstanceType" not in variant and "InitialInstanceCount" not in variant
+
+
+def test_serverless_model_has_no_vpc_and_no_isolation(built: Built) -> None:
+    # SageMaker serverless supports neither VPC config nor network isolation.
+    model = built.one("AWS::SageMaker::Model", "TinyModel")["Properties"]
+    assert "VpcConfig" not in model
+    assert model["EnableNetworkIsolation"] is False
+    assert not [k for k in built.resources("AWS::EC2::SecurityGroup") if k.startswith("Tiny")]
+    with pytest.raises(ValueError, match="no ENIs"):
+        _ = built.stack.endpoints["tiny"].connections
+
+
+# ----- async
+
+
+def test_async_config_writes_results_and_failures_with_kms_and_notifies(built: Built) -> None:
+    config = built.one("AWS::SageMaker::EndpointConfig", "BatchConfig")["Properties"]["AsyncInferenceConfig"]
+    bucket = built.resolve(built.stack.data_bucket.bucket_name) if built.stack.data_bucket else None
+    output = config["OutputConfig"]
+    assert output["S3OutputPath"] == {"Fn::Join": ["", ["s3://", bucket, "/out"]]}
+    assert output["S3FailurePath"] == {"Fn::Join": ["", ["s3://", bucket, "/out-failures"]]}
+    assert output["KmsKeyId"] == built.resolve(built.stack.endpoints["batch"].key.key_arn)
+    assert set(output["NotificationConfig"]) == {"SuccessTopic", "ErrorTopic", "IncludeInferenceResponseIn"}
+    assert config["ClientConfig"] == {"MaxConcurrentInvocationsPerInstance": 3}
+
+
+def test_async_topics_are_encrypted_and_tls_only(built: Built) -> None:
+    topics = {k: v for k, v in built.resources("AWS::SNS::Topic").items() if k.startswith("Batch")}
+    assert len(topics) == 2
+    for topic in topics.values():
+        assert "KmsMasterKeyId" in topic["Properties"]
+    for policy in (v for k, v in built.resources("AWS::SNS::TopicPolicy").items() if k.startswith("Batch")):
+        statement = policy["Properties"]["PolicyDocument"]["Statement"][0]
+        assert statement["Effect"] == "Deny"
+        assert statement["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+
+
+def test_async_scales_to_zero_on_backlog_and_out_of_zero_with_a_step_policy(built: Built) -> None:
+    target = built.one("AWS::ApplicationAutoScaling::ScalableTarget", "BatchScaling")["Properties"]
+    assert (target["MinCapacity"], target["MaxCapacity"]) == (0, 3)
+    tracking = built.one("AWS::ApplicationAutoScaling::ScalingPolicy", "BatchScalingBacklog")["Properties"]
+    metric = tracking["TargetTrackingScalingPolicyConfiguration"]["CustomizedMetricSpecification"]
+    assert metric["MetricName"] == "ApproximateBacklogSizePerInstance"
+    assert tracking["TargetTrackingScalingPolicyConfiguration"]["TargetValue"] == 2
+    step = built.one("AWS::ApplicationAutoScaling::ScalingPolicy", "BatchScalingScaleOutFromZero")["Properties"]
+    assert step["PolicyType"] == "StepScaling"
+    assert step["StepScalingPolicyConfiguration"]["StepAdjustments"] == [
+        {"MetricIntervalLowerBound": 0, "ScalingAdjustment": 1}
+    ]
+    alarm = built.one("AWS::CloudWatch::Alarm", "BatchScalingScaleOutFromZero")["Properties"]
+    assert alarm["MetricName"] == "HasBacklogWithoutCapacity"
+    (action,) = alarm["AlarmActions"]
+    assert action["Ref"].startswith("BatchScalingScaleOutFromZeroUpperPolicy")
+
+
+def test_async_grant_invoke_lets_callers_upload_requests_and_read_results(built: Built) -> None:
+    statements = built.policy_statements("Caller")
+    data = built.resolve(built.stack.data_bucket.bucket_arn) if built.stack.data_bucket else None
+    assert {
+        "Action": "sagemaker:InvokeEndpointAsync",
+        "Effect": "Allow",
+        "Resource": built.resolve(built.stack.endpoints["batch"].endpoint_arn),
+    } in statements
+    assert {
+        "Action": "s3:PutObject",
+        "Effect": "Allow",
+        "Resource": {"Fn::Join": ["", [data, "/async-input/*"]]},
+    } in statements
+    reads = next(s for s in statements if s["Action"] == "s3:GetObject")
+    assert sorted(map(json.dumps, reads["Resource"])) == sorted(
+        json.dumps({"Fn::Join": ["", [data, suffix]]}) for suffix in ("/out/*", "/out-failures/*")
+    )
+
+
+# ----- invoke API
+
+
+def test_invoke_api_is_an_iam_auth_function_url_that_may_invoke_only_its_endpoint(built: Built) -> None:
+    url = next(iter(built.resources("AWS::Lambda::Url").values()))["Properties"]
+    assert url["AuthType"] == "AWS_IAM"
+    statements = built.policy_statements("InvokeApiRole")
+    invoke = [s for s in statements if "sagemaker:InvokeEndpoint" in s["Action"]]
+    assert [s["Resource"] for s in invoke] == [built.resolve(built.stack.endpoints["tiny"].endpoint_arn)]
+    logs = [s for s in statements if "logs:PutLogEvents" in s["Action"]]
+    (log_statement,) = logs
+    assert log_statement["Resource"]["Fn::GetAtt"][0].startswith("InvokeApiLogGroup")
+
+
+def test_invoke_api_function_passes_the_endpoint_name_and_logs_to_an_encrypted_group(built: Built) -> None:
+    function = next(iter(built.resources("AWS::Lambda::Function").values()))["Properties"]
+    assert function["Environment"]["Variables"]["ENDPOINT_NAME"] == built.resolve(
+        built.stack.endpoints["tiny"].endpoint_name
+    )
+    assert function["Handler"] == "handler.handler"
+    group = built.one("AWS::Logs::LogGroup", "InvokeApiLogGroup")["Properties"]
+    assert "KmsKeyId" in group and group["RetentionInDays"] == 365
+
+
+def test_handler_directory_exists() -> None:
+    from mlstack.constructs.inference.invoke_api import HANDLER_DIR
+
+    assert (HANDLER_DIR / "handler.py").is_file()
+    assert Path(HANDLER_DIR).name == "invoke"
