@@ -127,7 +127,7 @@ class CapacityConfig(StrictModel):
 class NodeGroupConfig(StrictModel):
     """One accelerated (or CPU) EKS managed node group of one instance type, in one AZ."""
 
-    name: str = Field(pattern=r"^[a-z][a-z0-9-]{0,30}[a-z0-9]$")
+    name: str = Field(pattern=r"^[a-z]([a-z0-9-]{0,30}[a-z0-9])?$")
     """Short name; used in construct IDs and labels (a rename replaces the node group)."""
     instance_type: str
     desired_size: int = Field(default=0, ge=0)
