@@ -30,18 +30,8 @@ class BuiltBlueprint:
         return [s for s in (self.network, self.training, self.inference) if s is not None]
 
 
-def stack_ids(config: BlueprintConfig) -> list[str]:
-    """The stacks `build` creates for `config`, in deployment order, without building them."""
-    ids = ["NetworkStack"]
-    if config.training is not None:
-        ids.append("TrainingClusterStack")
-    if config.inference is not None:
-        ids.append("InferenceStack")
-    return ids
-
-
 def build(scope: Construct, config: BlueprintConfig) -> BuiltBlueprint:
-    """Add the blueprint's stacks to `scope`. Construct IDs are a contract: `NetworkStack`, ..."""
+    """Add the blueprint's stacks to `scope` (the ones `config.stack_ids` names; construct IDs are a contract)."""
     network = NetworkStack(scope, "NetworkStack", blueprint=config)
     training = inference = None
     if config.training is not None:

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 from mlstack import config as blueprint_config
-from mlstack.blueprint import stack_ids
 from mlstack.config import BlueprintConfig
 from mlstack.errors import BlueprintError
 
@@ -48,7 +47,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         if isinstance(loaded, BlueprintError):
             rows.append({"name": path.stem, "description": f"INVALID: {loaded.problems[0]}", "stacks": []})
         else:
-            rows.append({"name": loaded.name, "description": loaded.description, "stacks": stack_ids(loaded)})
+            rows.append({"name": loaded.name, "description": loaded.description, "stacks": loaded.stack_ids})
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
@@ -64,7 +63,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(loaded.model_dump(mode="json"), indent=2))
     else:
-        print(f"ok: {args.file}: blueprint {loaded.name!r} -> {', '.join(stack_ids(loaded))}")
+        print(f"ok: {args.file}: blueprint {loaded.name!r} -> {', '.join(loaded.stack_ids)}")
     return 0
 
 

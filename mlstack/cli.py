@@ -18,6 +18,7 @@ Handler = Callable[[argparse.Namespace], int]
 
 def build_parser() -> argparse.ArgumentParser:
     from mlstack import blueprint_cli
+    from mlstack.catalog import cli as catalog_cli
 
     parser = argparse.ArgumentParser(
         prog="mlstack",
@@ -25,12 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     blueprint_cli.register(sub)
-    try:
-        from mlstack.catalog import cli as catalog_cli
-    except ImportError:  # pragma: no cover - the catalog ships with mlstack; guard for partial checkouts
-        pass
-    else:
-        catalog_cli.register(sub)
+    catalog_cli.register(sub)
     return parser
 
 

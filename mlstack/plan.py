@@ -129,14 +129,12 @@ def plan_network(config: BlueprintConfig, plan: Plan) -> None:
 
 
 def build_plan(config: BlueprintConfig) -> Plan:
-    from mlstack.blueprint import stack_ids
-
     plan = Plan(
         blueprint=config.name,
         description=config.description,
         region=config.env.region,
         removal=config.removal,
-        stacks=stack_ids(config),
+        stacks=config.stack_ids,
     )
     plan_network(config, plan)
     if config.training is not None:

@@ -46,7 +46,7 @@ class EnvConfig(StrictModel):
 class BlueprintConfig(StrictModel):
     """A reference architecture: what to build, where, and how big."""
 
-    name: str = Field(pattern=r"^[a-z][a-z0-9-]{1,38}[a-z0-9]$")
+    name: str = Field(pattern=r"^[a-z][a-z0-9-]{0,38}[a-z0-9]$")
     """Lower-case name; CloudFormation stack names carry it, so two blueprints deploy side by side."""
     description: str = Field(min_length=1, max_length=200)
     """One line, shown by `mlstack list`."""
@@ -101,6 +101,16 @@ class BlueprintConfig(StrictModel):
             if problems:
                 raise ValueError(problems[0])
         return self
+
+    @property
+    def stack_ids(self) -> list[str]:
+        """The stacks this blueprint deploys, in order (stable construct IDs; `blueprint.build` creates them)."""
+        ids = ["NetworkStack"]
+        if self.training is not None:
+            ids.append("TrainingClusterStack")
+        if self.inference is not None:
+            ids.append("InferenceStack")
+        return ids
 
     @property
     def zones(self) -> list[str]:
