@@ -16,8 +16,10 @@ from mlstack.catalog.memory import GIB, precision_bytes
 from mlstack.config import BlueprintConfig
 from mlstack.config.inference import (
     AsyncEndpointConfig,
+    AsyncScalingConfig,
     InferenceConfig,
     RealtimeEndpointConfig,
+    RealtimeScalingConfig,
     ServerlessEndpointConfig,
     TrafficConfig,
     VariantConfig,
@@ -28,6 +30,12 @@ from mlstack.stacks.base import MlStack
 from mlstack.stacks.network import NetworkStack
 
 STACK = "InferenceStack"
+_NONCURRENT = s3.LifecycleRule(
+    id="ExpireOldVersions",
+    noncurrent_version_expiration=Duration.days(90),
+    abort_incomplete_multipart_upload_after=Duration.days(7),
+)
+"""Versioning keeps overwritten artifacts and results recoverable for 90 days, not forever."""
 _SECONDS_PER_MONTH = HOURS_PER_MONTH * 3600
 
 
@@ -69,7 +77,7 @@ class InferenceStack(MlStack):
             enforce_ssl=True,
             versioned=True,
             removal_policy=self.removal_policy,
-            auto_delete_objects=False,
+            lifecycle_rules=[_NONCURRENT],
         )
         Validations.of(self.access_logs).acknowledge(
             Acknowledgment(
@@ -138,6 +146,7 @@ class InferenceStack(MlStack):
             server_access_logs_bucket=self.access_logs,
             server_access_logs_prefix=f"{construct_id}/",
             removal_policy=self.removal_policy,
+            lifecycle_rules=[_NONCURRENT],
         )
 
 
@@ -276,9 +285,16 @@ def _plan_endpoint(
         peak = _peak_instances(spec, variant)
         plan.quotas.append(Quota("sagemaker", f"{variant.instance_type} for endpoint usage", "-", peak, "instances"))
         if variant.is_neuron:
+            rows.append(f"  {variant.name}: Neuron host, InferenceAmiVersion {variant.ami_version}")
+        if instance.family == "inf1":
+            plan.warnings.append(
+                f"{spec.name}/{variant.name}: SageMaker deployment guardrails (blue/green canary, linear, rolling) "
+                "are not available on inf1; updates go all at once"
+            )
+        if _scaling(spec, variant) is not None:
             rows.append(
-                f"  {variant.name}: Neuron host, InferenceAmiVersion {variant.ami_version}; "
-                "no deployment guardrails on inf1 (all-at-once updates)"
+                f"  {variant.name}: autoscaled; to change its instance type, deploy once without autoscaling, "
+                "then with the new type and autoscaling (UpdateEndpoint rejects the change while it is registered)"
             )
     if isinstance(spec, AsyncEndpointConfig):
         rows.append(
@@ -302,7 +318,7 @@ def _instances_at_traffic(
     spec: RealtimeEndpointConfig | AsyncEndpointConfig, variant: VariantConfig, share: float
 ) -> tuple[float, str]:
     """Average instances this variant runs at the blueprint's traffic, and how that number was reached."""
-    scaling = variant.autoscaling if isinstance(spec, RealtimeEndpointConfig) else spec.autoscaling
+    scaling = _scaling(spec, variant)
     traffic = spec.traffic
     if scaling is None:
         return float(variant.instance_count), f"{variant.instance_count} instance(s), fixed"
@@ -318,8 +334,14 @@ def _instances_at_traffic(
     return count, f"autoscaling {low}..{high}; {count:g} at traffic"
 
 
+def _scaling(
+    spec: RealtimeEndpointConfig | AsyncEndpointConfig, variant: VariantConfig
+) -> RealtimeScalingConfig | AsyncScalingConfig | None:
+    return variant.autoscaling if isinstance(spec, RealtimeEndpointConfig) else spec.autoscaling
+
+
 def _peak_instances(spec: RealtimeEndpointConfig | AsyncEndpointConfig, variant: VariantConfig) -> int:
-    scaling = variant.autoscaling if isinstance(spec, RealtimeEndpointConfig) else spec.autoscaling
+    scaling = _scaling(spec, variant)
     return scaling.max_instances if scaling else variant.instance_count
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import Any
@@ -72,8 +73,14 @@ def _config(name: str, **inference: Any) -> BlueprintConfig:
 class Built:
     def __init__(self, stack: InferenceStack, caller: iam.Role, client: ec2.SecurityGroup) -> None:
         self.stack, self.caller, self.client = stack, caller, client
-        self.template = Template.from_stack(stack)
-        self.json: dict[str, Any] = dict(self.template.to_json())
+
+    @functools.cached_property
+    def template(self) -> Template:
+        return Template.from_stack(self.stack)  # the first call synthesizes the whole App
+
+    @functools.cached_property
+    def json(self) -> dict[str, Any]:
+        return dict(self.template.to_json())
 
     def resolve(self, value: Any) -> Any:
         return self.stack.resolve(value)
@@ -94,9 +101,13 @@ class Built:
         return statements
 
 
+_EXISTING_KEY = "arn:aws:kms:us-east-1:111111111111:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+
+
 @pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
-    """One small App: every mode in one InferenceStack, a caller role and a client security group."""
+def stages(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Built]:
+    """One small App: every mode in one InferenceStack (plus a caller role and a client security group), and a
+    second blueprint whose artifact sits in an existing bucket. Both are built before the one synth."""
     app = cdk.App(outdir=str(tmp_path_factory.mktemp("inference")), context={**cdk_json_context(), **TEST_CONTEXT})
     result = blueprint.build(cdk.Stage(app, "unit"), _config("unit", invoke_api={"endpoint": "tiny"}))
     stack = result.inference
@@ -106,7 +117,31 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
     stack.endpoints["batch"].grant_invoke(caller)
     client = ec2.SecurityGroup(stack, "Client", vpc=result.network.vpc, allow_all_outbound=False)
     client.connections.allow_to(stack.endpoints["cpu"], ec2.Port.tcp(443), "client to endpoint")
-    return Built(stack, caller, client)
+
+    existing_model = {
+        **MODEL,
+        "artifact": {
+            "key": "team/m.tar.gz",
+            "existing_bucket": "team-models",
+            "existing_bucket_key_arn": _EXISTING_KEY,
+        },
+    }
+    existing_config = BlueprintConfig.model_validate(
+        {
+            "name": "existing",
+            "description": "test",
+            "network": {"availability_zone_ids": ["use1-az4", "use1-az6"]},
+            "inference": {"model": existing_model, "endpoints": [ENDPOINTS[1]]},
+        }
+    )
+    other = blueprint.build(cdk.Stage(app, "existing"), existing_config).inference
+    assert other is not None
+    return {"unit": Built(stack, caller, client), "existing": Built(other, caller, client)}
+
+
+@pytest.fixture(scope="module")
+def built(stages: dict[str, Built]) -> Built:
+    return stages["unit"]
 
 
 # ----- every mode
@@ -414,3 +449,19 @@ def test_handler_directory_exists() -> None:
 
     assert (HANDLER_DIR / "handler.py").is_file()
     assert Path(HANDLER_DIR).name == "invoke"
+
+
+# ----- existing model bucket
+
+
+def test_an_existing_bucket_is_read_in_place_with_its_key(stages: dict[str, Built]) -> None:
+    existing = stages["existing"]
+    buckets = sorted(existing.resources("AWS::S3::Bucket"))
+    assert [b for b in buckets if b.startswith("ModelBucket")] == []  # no bucket of ours for the model
+    statements = existing.policy_statements("CpuExecutionRole")
+    read = next(s for s in statements if s["Action"] == "s3:GetObject")
+    assert read["Resource"] == "arn:aws:s3:::team-models/team/m.tar.gz"
+    decrypt = [s for s in statements if s["Action"] == "kms:Decrypt"]
+    assert [s["Resource"] for s in decrypt] == [_EXISTING_KEY]
+    model = existing.one("AWS::SageMaker::Model", "CpuModel")["Properties"]
+    assert model["PrimaryContainer"]["ModelDataUrl"] == "s3://team-models/team/m.tar.gz"
