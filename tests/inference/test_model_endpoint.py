@@ -73,6 +73,7 @@ def _config(name: str, **inference: Any) -> BlueprintConfig:
 class Built:
     def __init__(self, stack: InferenceStack, caller: iam.Role, client: ec2.SecurityGroup) -> None:
         self.stack, self.caller, self.client = stack, caller, client
+        self.grants: list[iam.Grant] = []
 
     @functools.cached_property
     def template(self) -> Template:
@@ -113,8 +114,7 @@ def stages(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Built]:
     stack = result.inference
     assert stack is not None
     caller = iam.Role(stack, "Caller", assumed_by=iam.AccountRootPrincipal())
-    stack.endpoints["gpu"].grant_invoke(caller)
-    stack.endpoints["batch"].grant_invoke(caller)
+    grants = [stack.endpoints["gpu"].grant_invoke(caller), stack.endpoints["batch"].grant_invoke(caller)]
     client = ec2.SecurityGroup(stack, "Client", vpc=result.network.vpc, allow_all_outbound=False)
     client.connections.allow_to(stack.endpoints["cpu"], ec2.Port.tcp(443), "client to endpoint")
 
@@ -136,7 +136,9 @@ def stages(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Built]:
     )
     other = blueprint.build(cdk.Stage(app, "existing"), existing_config).inference
     assert other is not None
-    return {"unit": Built(stack, caller, client), "existing": Built(other, caller, client)}
+    unit = Built(stack, caller, client)
+    unit.grants = grants
+    return {"unit": unit, "existing": Built(other, caller, client)}
 
 
 @pytest.fixture(scope="module")
@@ -465,3 +467,22 @@ def test_an_existing_bucket_is_read_in_place_with_its_key(stages: dict[str, Buil
     assert [s["Resource"] for s in decrypt] == [_EXISTING_KEY]
     model = existing.one("AWS::SageMaker::Model", "CpuModel")["Properties"]
     assert model["PrimaryContainer"]["ModelDataUrl"] == "s3://team-models/team/m.tar.gz"
+
+
+def test_metrics_name_the_endpoint_and_variant(built: Built) -> None:
+    endpoint = built.stack.endpoints["gpu"]
+    name = built.resolve(endpoint.endpoint_name)
+    latency = endpoint.metric_model_latency(variant="green")
+    assert (latency.metric_name, latency.statistic, latency.namespace) == ("ModelLatency", "p99", "AWS/SageMaker")
+    assert built.resolve(latency.dimensions) == {"EndpointName": name, "VariantName": "green"}
+    assert endpoint.metric_invocations().statistic == "Sum"
+    assert built.resolve(endpoint.metric_invocation_5xx_errors().dimensions)["VariantName"] == "blue"
+    assert endpoint.metric_invocation_4xx_errors().metric_name == "Invocation4XXErrors"
+    backlog = built.stack.endpoints["batch"].metric_approximate_backlog_size_per_instance()
+    assert built.resolve(backlog.dimensions) == {
+        "EndpointName": built.resolve(built.stack.endpoints["batch"].endpoint_name)
+    }
+
+
+def test_grants_return_an_iam_grant_that_succeeded(built: Built) -> None:
+    assert [g.success for g in built.grants] == [True, True]

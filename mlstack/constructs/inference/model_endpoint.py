@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -57,8 +58,9 @@ class ServingImage:
         )
 
     def grant_pull(self, grantee: iam.IGrantable) -> iam.Grant:
-        iam.Grant.add_to_principal(grantee=grantee, actions=["ecr:GetAuthorizationToken"], resource_arns=["*"])
-        return iam.Grant.add_to_principal(grantee=grantee, actions=_ECR_PULL, resource_arns=[self.repository_arn])
+        token = iam.Grant.add_to_principal(grantee=grantee, actions=["ecr:GetAuthorizationToken"], resource_arns=["*"])
+        pull = iam.Grant.add_to_principal(grantee=grantee, actions=_ECR_PULL, resource_arns=[self.repository_arn])
+        return token.combine(pull)
 
 
 @jsii.implements(ec2.IConnectable, iam.IGrantable)
@@ -197,25 +199,30 @@ class ModelEndpoint(Construct):
             return iam.Grant.add_to_principal(grantee=grantee, actions=_INVOKE, resource_arns=[self.endpoint_arn])
         assert self.data_bucket is not None
         bucket, spec = self.data_bucket, self.spec
-        iam.Grant.add_to_principal(
-            grantee=grantee,
-            actions=["s3:PutObject"],
-            resource_arns=[bucket.arn_for_objects(f"{spec.input_path}/*")],
-        )
-        iam.Grant.add_to_principal(
-            grantee=grantee,
-            actions=["s3:GetObject"],
-            resource_arns=[
-                bucket.arn_for_objects(f"{spec.output_path}/*"),
-                bucket.arn_for_objects(f"{spec.failure_prefix}/*"),
-            ],
-        )
-        iam.Grant.add_to_principal(
-            grantee=grantee, actions=["kms:Decrypt", "kms:GenerateDataKey"], resource_arns=[self.key.key_arn]
-        )
-        return iam.Grant.add_to_principal(
-            grantee=grantee, actions=["sagemaker:InvokeEndpointAsync"], resource_arns=[self.endpoint_arn]
-        )
+        grants = [
+            iam.Grant.add_to_principal(
+                grantee=grantee,
+                actions=["sagemaker:InvokeEndpointAsync"],
+                resource_arns=[self.endpoint_arn],
+            ),
+            iam.Grant.add_to_principal(
+                grantee=grantee,
+                actions=["s3:PutObject"],
+                resource_arns=[bucket.arn_for_objects(f"{spec.input_path}/*")],
+            ),
+            iam.Grant.add_to_principal(
+                grantee=grantee,
+                actions=["s3:GetObject"],
+                resource_arns=[
+                    bucket.arn_for_objects(f"{spec.output_path}/*"),
+                    bucket.arn_for_objects(f"{spec.failure_prefix}/*"),
+                ],
+            ),
+            iam.Grant.add_to_principal(
+                grantee=grantee, actions=["kms:Decrypt", "kms:GenerateDataKey"], resource_arns=[self.key.key_arn]
+            ),
+        ]
+        return functools.reduce(lambda a, b: a.combine(b), grants)
 
     def metric(
         self,
