@@ -81,7 +81,9 @@ class DlcImage(StrictModel):
 ImageConfig = Annotated[EcrImage | DlcImage, Field(discriminator="source")]
 
 
-class ModelConfig(StrictModel):
+class InferenceModelConfig(StrictModel):
+    """The served model: artifact, serving image, and its size for the plan."""
+
     artifact: ArtifactConfig
     image: ImageConfig
     parameters_billion: float = Field(gt=0, le=10_000)
@@ -355,7 +357,7 @@ class InvokeApiConfig(StrictModel):
 class InferenceConfig(StrictModel):
     """A model and the endpoints that serve it."""
 
-    model: ModelConfig
+    model: InferenceModelConfig
     endpoints: list[EndpointConfig] = Field(min_length=1, max_length=5)
     invoke_api: InvokeApiConfig | None = None
 

@@ -246,7 +246,7 @@ def _plan_endpoint(
                 / 1024
             )
             rows.append(f"compute at traffic: {gb_seconds:,.0f} GB-seconds/month (price per GB-s not in the catalog)")
-        rows += _traffic_rows(spec.traffic, None)
+        rows += _traffic_rows(spec.traffic, None, unknown="no serverless price in the catalog")
         return title, rows
     variants = spec.variants if isinstance(spec, RealtimeEndpointConfig) else [spec.variant]
     weight_total = sum(v.weight for v in variants) or 1.0
@@ -254,11 +254,18 @@ def _plan_endpoint(
         instance = get_instance(variant.instance_type)
         share = variant.weight / weight_total
         count, how = _instances_at_traffic(spec, variant, share)
-        memory = instance.accelerator.describe() if instance.accelerator else f"{instance.memory_gib:g} GiB RAM (CPU)"
+        memory = (
+            instance.accelerator.describe() if instance.accelerator else f"CPU only, {instance.memory_gib:g} GiB RAM"
+        )
         rows.append(
             f"variant {variant.name}: {variant.instance_type} ({memory}), weight {share:.0%}, "
             f"{how}; local NVMe: {'yes (no KMS volume key)' if instance.has_local_nvme else 'no (KMS volume key)'}"
         )
+        throughput = spec.traffic.throughput_per_instance if spec.traffic else None
+        if throughput and instance.price_per_hour:
+            # Price-performance independent of traffic: what a fully used instance costs per request.
+            at_capacity = instance.price_per_hour / (throughput * 3600) * 1e6
+            rows.append(f"  {variant.name}: ${at_capacity:,.2f} per 1M requests at full load ({throughput:g}/s)")
         available = instance.total_accelerator_memory_gib or instance.memory_gib
         if weights_gib > available:
             plan.warnings.append(
@@ -291,11 +298,14 @@ def _plan_endpoint(
                 f"{spec.name}/{variant.name}: SageMaker deployment guardrails (blue/green canary, linear, rolling) "
                 "are not available on inf1; updates go all at once"
             )
-        if _scaling(spec, variant) is not None:
-            rows.append(
-                f"  {variant.name}: autoscaled; to change its instance type, deploy once without autoscaling, "
-                "then with the new type and autoscaling (UpdateEndpoint rejects the change while it is registered)"
-            )
+
+    autoscaled = [v.name for v in variants if _scaling(spec, v) is not None]
+    if autoscaled:
+        plan.warnings.append(
+            f"{spec.name}: to change the instance type of an autoscaled variant ({', '.join(autoscaled)}), deploy once "
+            "without its autoscaling, then with the new type and autoscaling: UpdateEndpoint rejects the change "
+            "while the variant is registered with Application Auto Scaling"
+        )
     if isinstance(spec, AsyncEndpointConfig):
         rows.append(
             f"async: results s3://<data-bucket>/{spec.output_path}/, failures {spec.failure_prefix}/, "
@@ -358,7 +368,9 @@ def _hourly(spec: RealtimeEndpointConfig | AsyncEndpointConfig) -> float | None:
     return total
 
 
-def _traffic_rows(traffic: TrafficConfig | None, hourly: float | None) -> list[str]:
+def _traffic_rows(
+    traffic: TrafficConfig | None, hourly: float | None, unknown: str = "no price for this instance type in the catalog"
+) -> list[str]:
     if traffic is None:
         return ["traffic: not given (no per-request cost)"]
     rows = [
@@ -366,7 +378,7 @@ def _traffic_rows(traffic: TrafficConfig | None, hourly: float | None) -> list[s
         + (f", {traffic.throughput_per_instance:g}/s per instance" if traffic.throughput_per_instance else "")
     ]
     if hourly is None:
-        rows.append("cost: unknown (no price for this instance type in the catalog)")
+        rows.append(f"cost: unknown ({unknown})")
         return rows
     per_million = hourly / (traffic.requests_per_second * 3600) * 1e6
     rows.append(
