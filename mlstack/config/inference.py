@@ -10,7 +10,7 @@ Domain rules checked here, each with a message that names the fix (limits: share
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Self
 
 from pydantic import Field, field_validator, model_validator
 
@@ -105,24 +105,27 @@ class TrafficConfig(StrictModel):
     """Average time per request (serverless compute and async backlog estimates)."""
 
 
-class RealtimeScalingConfig(StrictModel):
-    """Target tracking on `SageMakerVariantInvocationsPerInstance` (invocations per instance per minute)."""
-
+class _ScalingBase(StrictModel):
     min_instances: int = Field(ge=0, le=1000)
     max_instances: int = Field(ge=1, le=1000)
-    target_invocations_per_instance: float = Field(gt=0)
-    """Invocations per instance per minute to hold (load-test: ~ throughput x 60 x 0.5 leaves headroom)."""
     scale_in_cooldown_seconds: int = Field(default=300, ge=0, le=3600)
     scale_out_cooldown_seconds: int = Field(default=60, ge=0, le=3600)
 
     @model_validator(mode="after")
-    def _min_max(self) -> RealtimeScalingConfig:
+    def _min_max(self) -> Self:
         if self.min_instances > self.max_instances:
             raise ValueError(
                 f"autoscaling min_instances ({self.min_instances}) exceeds max_instances ({self.max_instances}); "
                 "raise max_instances or lower min_instances"
             )
         return self
+
+
+class RealtimeScalingConfig(_ScalingBase):
+    """Target tracking on `SageMakerVariantInvocationsPerInstance` (invocations per instance per minute)."""
+
+    target_invocations_per_instance: float = Field(gt=0)
+    """Invocations per instance per minute to hold (load-test: ~ throughput x 60 x 0.5 leaves headroom)."""
 
 
 def _check_hosting_type(value: str) -> str:
@@ -262,24 +265,14 @@ class ServerlessEndpointConfig(_EndpointBase):
         return self
 
 
-class AsyncScalingConfig(StrictModel):
+class AsyncScalingConfig(_ScalingBase):
     """Target tracking on `ApproximateBacklogSizePerInstance`; min 0 scales to zero (with a scale-out-from-zero
     step policy on `HasBacklogWithoutCapacity`)."""
 
     min_instances: int = Field(default=0, ge=0, le=1000)
-    max_instances: int = Field(ge=1, le=1000)
     target_backlog_per_instance: float = Field(default=5, gt=0)
     scale_in_cooldown_seconds: int = Field(default=600, ge=0, le=3600)
     scale_out_cooldown_seconds: int = Field(default=120, ge=0, le=3600)
-
-    @model_validator(mode="after")
-    def _min_max(self) -> AsyncScalingConfig:
-        if self.min_instances > self.max_instances:
-            raise ValueError(
-                f"autoscaling min_instances ({self.min_instances}) exceeds max_instances ({self.max_instances}); "
-                "raise max_instances or lower min_instances"
-            )
-        return self
 
     @property
     def scales_to_zero(self) -> bool:

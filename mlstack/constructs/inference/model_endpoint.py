@@ -551,36 +551,47 @@ class ModelEndpoint(Construct):
         )
 
     def _alarms(self) -> list[cloudwatch.Alarm]:
-        alarms: list[cloudwatch.Alarm] = []
         limits = self.spec.alarms
+        alarms: list[cloudwatch.Alarm] = []
         for variant in self.variant_names:
-            alarms.append(
-                cloudwatch.Alarm(
-                    self,
+            alarms += [
+                self._alarm(
                     f"{variant}LatencyAlarm",
-                    alarm_description=f"{self.spec.name}/{variant}: p99 latency above {limits.latency_p99_ms:g} ms",
-                    metric=self.metric("ModelLatency", variant=variant, statistic="p99"),
-                    threshold=limits.latency_p99_ms * 1000,  # ModelLatency is in microseconds
-                    comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-                    evaluation_periods=5,
-                    datapoints_to_alarm=3,
-                    treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
-                )
-            )
-            alarms.append(
-                cloudwatch.Alarm(
-                    self,
+                    f"{self.spec.name}/{variant}: p99 latency above {limits.latency_p99_ms:g} ms",
+                    self.metric_model_latency(variant=variant),
+                    limits.latency_p99_ms * 1000,  # ModelLatency is in microseconds
+                    cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                ),
+                self._alarm(
                     f"{variant}ErrorsAlarm",
-                    alarm_description=f"{self.spec.name}/{variant}: {limits.errors_5xx}+ 5xx errors per minute",
-                    metric=self.metric("Invocation5XXErrors", variant=variant, statistic="Sum"),
-                    threshold=limits.errors_5xx,
-                    comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-                    evaluation_periods=5,
-                    datapoints_to_alarm=3,
-                    treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
-                )
-            )
+                    f"{self.spec.name}/{variant}: {limits.errors_5xx}+ 5xx errors per minute",
+                    self.metric_invocation_5xx_errors(variant=variant),
+                    limits.errors_5xx,
+                    cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+                ),
+            ]
         return alarms
+
+    def _alarm(
+        self,
+        construct_id: str,
+        description: str,
+        metric: cloudwatch.Metric,
+        threshold: float,
+        comparison: cloudwatch.ComparisonOperator,
+    ) -> cloudwatch.Alarm:
+        """Breaching in 3 of 5 minutes; no data (an idle endpoint) is not an alarm."""
+        return cloudwatch.Alarm(
+            self,
+            construct_id,
+            alarm_description=description,
+            metric=metric,
+            threshold=threshold,
+            comparison_operator=comparison,
+            evaluation_periods=5,
+            datapoints_to_alarm=3,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
 
     def _endpoint_metric(self, metric_name: str) -> cloudwatch.Metric:
         return cloudwatch.Metric(
