@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -220,3 +222,10 @@ def test_plan_leaves_serverless_unpriced_and_says_so() -> None:
     assert plan.unpriced == ["sentiment: serverless compute + requests"]
     rows = dict(plan.details["sections"])["Endpoint sentiment (serverless)"]
     assert any("GB-seconds/month" in row for row in rows)
+
+
+def test_planning_does_not_import_the_cdk() -> None:
+    # `mlstack plan` must not start jsii/Node: the plan code lives apart from InferenceStack.
+    code = "import sys, mlstack.stacks.inference_plan; assert 'aws_cdk' not in sys.modules, 'aws_cdk imported'"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=60)
+    assert result.returncode == 0, result.stderr[-2000:]
