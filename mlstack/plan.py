@@ -138,11 +138,11 @@ def build_plan(config: BlueprintConfig) -> Plan:
     )
     plan_network(config, plan)
     if config.training is not None:
-        from mlstack.stacks.training import plan_training
+        from mlstack.stacks.training_plan import plan_training
 
         plan_training(config, plan)
     if config.inference is not None:
-        from mlstack.stacks.inference import plan_inference
+        from mlstack.stacks.inference_plan import plan_inference
 
         plan_inference(config, plan)
     return plan

@@ -77,7 +77,7 @@ def test_several_problems_give_one_line_each(tmp_path: Path) -> None:
 
 
 def test_missing_file_lists_the_shipped_names() -> None:
-    with pytest.raises(BlueprintError, match="no such blueprint file.*eks-gpu-training"):
+    with pytest.raises(BlueprintError, match=r"no such blueprint file.*eks-gpu-training"):
         load("no-such-blueprint")
 
 

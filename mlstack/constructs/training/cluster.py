@@ -14,13 +14,8 @@ from constructs import Construct
 
 from mlstack.config.training import TrainingConfig
 from mlstack.constructs.training import versions
-from mlstack.constructs.training.node_group import (
-    EFA_TAINT,
-    GPU_TAINT,
-    LABEL_PREFIX,
-    NEURON_TAINT,
-    acknowledge_node_role,
-)
+from mlstack.constructs.training.kube import EFA_TAINT, GPU_TAINT, LABEL_PREFIX, NEURON_TAINT
+from mlstack.constructs.training.node_group import acknowledge_node_role
 
 ADMIN_POLICY = "AmazonEKSClusterAdminPolicy"
 _BEFORE_NODES = ("vpc-cni", "kube-proxy", "eks-pod-identity-agent")

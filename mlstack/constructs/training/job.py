@@ -17,7 +17,7 @@ import yaml
 from mlstack.catalog import efa_layout
 from mlstack.config import BlueprintConfig
 from mlstack.config.training import TrainingConfig
-from mlstack.constructs.training.node_group import (
+from mlstack.constructs.training.kube import (
     EFA_TAINT,
     LABEL_PREFIX,
     accelerator_resource,

@@ -10,42 +10,17 @@ from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
-from mlstack.catalog import InstanceType, efa_layout
+from mlstack.catalog import efa_layout
 from mlstack.config.training import NodeGroupConfig
 from mlstack.constructs.training.efa import EfaNetworking
-
-GPU_TAINT = "nvidia.com/gpu"
-NEURON_TAINT = "aws.amazon.com/neuron"
-EFA_TAINT = "vpc.amazonaws.com/efa"
-LABEL_PREFIX = "mlstack.io"
+from mlstack.constructs.training.kube import (
+    EFA_TAINT,
+    LABEL_PREFIX,
+    accelerator_taint_key,
+    ami_type,
+)
 
 _USER_DATA_BOUNDARY = "MLSTACK"
-
-
-def ami_type(it: InstanceType) -> str:
-    """The EKS AMI type for `it` (AL2023: AL2 AMIs end with Kubernetes 1.32, domain.md P21).
-
-    Set as a raw CloudFormation value: CDK's own GPU check does not know p5/p6/trn (toolchain.md §2 item 2).
-    """
-    arm = it.arch == "arm64"
-    if it.accelerator is None:
-        return "AL2023_ARM_64_STANDARD" if arm else "AL2023_x86_64_STANDARD"
-    if it.accelerator.kind == "gpu":
-        return "AL2023_ARM_64_NVIDIA" if arm else "AL2023_x86_64_NVIDIA"
-    return "AL2023_x86_64_NEURON"  # trainium / inferentia
-
-
-def accelerator_taint_key(it: InstanceType) -> str | None:
-    if it.accelerator is None:
-        return None
-    return GPU_TAINT if it.accelerator.kind == "gpu" else NEURON_TAINT
-
-
-def accelerator_resource(it: InstanceType) -> str | None:
-    """The extended resource a pod requests for this instance's accelerators."""
-    if it.accelerator is None:
-        return None
-    return "nvidia.com/gpu" if it.accelerator.kind == "gpu" else "aws.amazon.com/neuron"
 
 
 def node_labels(config: NodeGroupConfig) -> dict[str, str]:

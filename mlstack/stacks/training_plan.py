@@ -1,0 +1,255 @@
+"""The training part of `mlstack plan`: nodes, accelerators, EFA, storage, $/h, quotas, model-fit warnings.
+
+Imports no CDK: `mlstack plan` answers without starting jsii/Node.
+"""
+
+from __future__ import annotations
+
+from mlstack.catalog import InstanceType, efa_layout
+from mlstack.config import BlueprintConfig
+from mlstack.config.training import NodeGroupConfig, TrainingConfig
+from mlstack.constructs.training.job import render_job_yaml
+from mlstack.plan import HOURS_PER_MONTH, Cost, Plan, Quota, Resource
+
+STACK = "TrainingClusterStack"
+
+# --------------------------------------------------------------------------------------------------- memory fit
+
+
+def memory_warnings(training: TrainingConfig) -> list[str]:
+    """A warning per node group the blueprint's model does not fit (model states only, per the memory model)."""
+    if training.model is None:
+        return []
+    from mlstack.catalog.memory import GIB, model_state_memory
+
+    model = training.model
+    warnings: list[str] = []
+    for group in training.node_groups:
+        it = group.instance
+        if it.accelerator is None:
+            continue
+        devices = it.accelerator.count * max(1, group.max_size)
+        bytes_per = 4.0 if model.precision == "fp32" else 2.0
+        states = model_state_memory(
+            model.params,
+            devices=devices,
+            zero_stage=model.zero_stage,
+            optimizer_multiplier=8.0 if model.precision == "fp32" else 12.0,
+            param_bytes=bytes_per,
+            grad_bytes=bytes_per,
+        )
+        need_gib = states.total_bytes / GIB
+        have_gib = it.accelerator.memory_gib
+        if need_gib > have_gib:
+            warnings.append(
+                f"node group {group.name!r}: a {model.params / 1e9:g}B-parameter model ({model.precision}, ZeRO "
+                f"stage {model.zero_stage}) needs {need_gib:,.1f} GiB of model states per accelerator across "
+                f"{devices} devices, more than the {have_gib:g} GiB of a {it.accelerator.model}; raise max_size, "
+                "the ZeRO stage, or pick a larger instance (activations come on top)"
+            )
+    return warnings
+
+
+# --------------------------------------------------------------------------------------------------- plan
+
+# Service Quotas codes, EC2 "Running On-Demand ... instances" (vCPU-based). Codes as listed by the Service Quotas
+# ListServiceQuotas API for service code ec2; cross-checked with public code found through the search tool
+# (e.g. a Go quota map {"p": L-417A185B, "trn": L-2C3B7624, "inf": L-1945791B, "g": L-DB2E81BA} and README tables).
+ON_DEMAND_QUOTAS: dict[str, tuple[str, str]] = {
+    "p": ("Running On-Demand P instances", "L-417A185B"),
+    "g": ("Running On-Demand G and VT instances", "L-DB2E81BA"),
+    "trn": ("Running On-Demand Trn instances", "L-2C3B7624"),
+    "inf": ("Running On-Demand Inf instances", "L-1945791B"),
+    "standard": ("Running On-Demand Standard (A, C, D, H, I, M, R, T, Z) instances", "L-1216C47A"),
+}
+# Spot quotas (vCPU): same sources.
+SPOT_QUOTAS: dict[str, tuple[str, str]] = {
+    "p": ("All P4, P3 and P2 Spot Instance Requests", "L-7212CCBC"),
+    "g": ("All G and VT Spot Instance Requests", "L-3819A6DF"),
+    "trn": ("All Trn Spot Instance Requests", "L-6B0D517C"),
+    "standard": ("All Standard (A, C, D, H, I, M, R, T, Z) Spot Instance Requests", "L-34B43A08"),
+}
+
+# FSx for Lustre list prices, us-east-1, $/GiB-month, from the FSx for Lustre pricing page as remembered; not
+# re-verified offline (PERSISTENT_2 SSD by throughput tier; SCRATCH_2). Shown with no price date.
+FSX_PRICE_PER_GIB_MONTH: dict[int | None, float] = {125: 0.145, 250: 0.21, 500: 0.34, 1000: 0.6, None: 0.14}
+FSX_PRICE_SOURCE = (
+    "Amazon FSx for Lustre pricing page, us-east-1 SSD list prices as remembered, not re-verified offline"
+)
+EKS_CLUSTER_PER_HOUR = 0.10
+EKS_PRICE_SOURCE = "Amazon EKS pricing page: $0.10 per cluster-hour (standard support), not re-verified offline"
+
+
+def quota_family(it: InstanceType) -> str:
+    family = it.family
+    for prefix in ("trn", "inf", "p", "g"):
+        if family.startswith(prefix):
+            return prefix
+    return "standard"
+
+
+def _efa_summary(group: NodeGroupConfig) -> tuple[int, int, int]:
+    """(EFA interfaces, efa-with-IP interfaces, IP addresses used by interfaces) per node."""
+    if not group.efa:
+        return 0, 0, 1
+    layout = efa_layout(group.instance_type, efa_on_every_card=group.efa_on_every_card)
+    efa = sum(1 for nic in layout if nic.is_efa)
+    with_ip = sum(1 for nic in layout if nic.interface_type != "efa-only")
+    return efa, with_ip, with_ip
+
+
+def plan_training(config: BlueprintConfig, plan: Plan) -> None:
+    training = config.training
+    if training is None:
+        return
+    zones = config.zones
+    stack = STACK
+    cluster = training.cluster
+    endpoint = "private endpoint" if cluster.endpoint_access == "private" else "public+private endpoint"
+    plan.resources.append(
+        Resource(stack, "EKS cluster", f"Kubernetes {cluster.kubernetes_version}, {endpoint}, 5 log types, KMS secrets")
+    )
+    system = training.system_node_group
+    plan.resources.append(
+        Resource(stack, "System node group", f"{system.instance_type}, desired {system.desired_size}", 1)
+    )
+    plan.costs.append(Cost("EKS control plane", 1, EKS_CLUSTER_PER_HOUR, None, EKS_PRICE_SOURCE))
+    sys_it = system.instance
+    plan.costs.append(
+        Cost(
+            f"{system.instance_type} system nodes (desired)",
+            system.desired_size,
+            sys_it.price_per_hour,
+            sys_it.price_date,
+            _price_source(sys_it),
+        )
+    )
+
+    node_rows: list[str] = []
+    accel_rows: list[str] = []
+    efa_rows: list[str] = []
+    vcpus: dict[tuple[str, str], int] = {}
+    _add_vcpus(vcpus, sys_it, "on_demand", system.max_size)
+    for group in training.node_groups:
+        it = group.instance
+        zone = ", ".join(training.zones_of(group, zones))
+        capacity = group.capacity.type + (f" {group.capacity.reservation_id}" if group.capacity.reservation_id else "")
+        node_rows.append(
+            f"{group.name}: {it.name} x desired {group.desired_size} (min {group.min_size}, max {group.max_size}) "
+            f"in {zone}; capacity {capacity}; placement group: {'cluster' if group.uses_placement_group else 'none'}"
+        )
+        plan.resources.append(
+            Resource(stack, "Node group", f"{group.name}: {it.name}, desired {group.desired_size}/max {group.max_size}")
+        )
+        plan.resources.append(Resource(stack, "Launch template", f"{group.name}: IMDSv2, encrypted gp3 root"))
+        if it.accelerator is not None:
+            acc = it.accelerator
+            accel_rows.append(
+                f"{group.name}: {acc.describe()} per node = {acc.total_memory_gib:g} GiB; at max_size "
+                f"{acc.count * group.max_size} accelerators ({acc.total_memory_gib * group.max_size:g} GiB)"
+            )
+        efa, with_ip, ips = _efa_summary(group)
+        if group.efa:
+            efa_rows.append(
+                f"{group.name}: {efa} EFA interfaces per node ({with_ip} with an IP, {efa - with_ip} efa-only); "
+                f"{it.network_gbps:g} Gbps per node; {ips} interface IP(s) per node"
+            )
+            plan.resources.append(Resource(stack, "EFA security group", f"{group.name}: all traffic to/from itself"))
+            if group.uses_placement_group:
+                plan.resources.append(Resource(stack, "Placement group", f"{group.name}: cluster strategy"))
+        else:
+            efa_rows.append(f"{group.name}: no EFA; {it.network_gbps:g} Gbps ENA")
+        price = it.price_per_hour if group.capacity.type in ("on_demand", "capacity_reservation") else None
+        label = {
+            "on_demand": "on-demand",
+            "spot": "Spot (market price, not known offline)",
+            "capacity_reservation": "ODCR, billed at on-demand rate while reserved",
+            "capacity_block": "Capacity Block (prepaid per block; not priced here)",
+        }[group.capacity.type]
+        plan.costs.append(
+            Cost(
+                f"{it.name} {group.name} (desired {group.desired_size}, {label})",
+                group.desired_size,
+                price,
+                it.price_date if price is not None else None,
+                _price_source(it),
+            )
+        )
+        if group.desired_size < group.max_size and it.price_per_hour is not None:
+            at_max = it.price_per_hour * group.max_size
+            plan.warnings.append(
+                f"node group {group.name!r} at max_size {group.max_size} would cost ${at_max:,.2f}/hour "
+                f"(${at_max * HOURS_PER_MONTH:,.0f}/month) at the catalog's on-demand price"
+            )
+        if it.price_per_hour is None:
+            plan.warnings.append(f"no price known for {it.name}: {it.price_note or 'not in the catalog'}")
+        elif it.price_note:
+            plan.warnings.append(f"{it.name} price: {it.price_note}")
+        if group.capacity.type not in ("capacity_block",):
+            _add_vcpus(vcpus, it, group.capacity.type, group.max_size)
+        if group.efa and it.gpudirect_rdma is False and it.accelerator is not None and it.accelerator.kind == "gpu":
+            plan.warnings.append(
+                f"node group {group.name!r}: {it.name} has no GPUDirect RDMA (domain.md P4): multi-node NCCL over EFA "
+                "is much slower than on P-series; fine for pipeline tests, not for large-scale training"
+            )
+
+    sections: list[tuple[str, list[str]]] = [
+        ("Nodes", node_rows),
+        ("Accelerators", accel_rows or ["none (CPU only)"]),
+        ("EFA and network", efa_rows),
+    ]
+    if training.fsx is not None:
+        fsx = training.fsx
+        tib = fsx.storage_capacity_gib / 1024
+        per_unit = fsx.per_unit_storage_throughput
+        fsx_rows = [
+            f"{fsx.deployment_type}, {fsx.storage_capacity_gib} GiB ({tib:.2f} TiB) in {training.fsx_zone(zones)}",
+            f"throughput {per_unit or 200} MB/s/TiB -> {fsx.throughput_mbps:,.0f} MB/s aggregate baseline",
+            f"Lustre 2.15, {fsx.data_compression} compression, KMS project key, retained: {config.retain}",
+        ]
+        if fsx.data_repository is not None:
+            repo = fsx.data_repository
+            fsx_rows.append(f"data repository: {repo.s3_path} <-> {repo.file_system_path} (import + export)")
+        sections.append(("FSx for Lustre", fsx_rows))
+        plan.resources.append(
+            Resource(stack, "FSx for Lustre", f"{fsx.deployment_type} {fsx.storage_capacity_gib} GiB, retained")
+        )
+        monthly = FSX_PRICE_PER_GIB_MONTH[per_unit] * fsx.storage_capacity_gib
+        plan.costs.append(
+            Cost(f"FSx for Lustre {fsx.storage_capacity_gib} GiB", 1, monthly / HOURS_PER_MONTH, None, FSX_PRICE_SOURCE)
+        )
+    plan.resources.append(Resource(stack, "Helm charts", "device plugins, EFA device plugin, Kubeflow Trainer, DCGM"))
+    plan.quotas.append(Quota("eks", "Clusters", "L-1194D53C", 1))  # Service Quotas code, eks; seen in public IaC
+    for (family, kind), needed in sorted(vcpus.items()):
+        table = SPOT_QUOTAS if kind == "spot" else ON_DEMAND_QUOTAS
+        if family in table:
+            name, code = table[family]
+            plan.quotas.append(Quota("ec2", name, code, needed, "vCPU (at max_size)"))
+    for group in training.node_groups:
+        if group.capacity.is_reservation:
+            quota_note = (
+                "an ODCR counts against the On-Demand vCPU quota"
+                if group.capacity.type == "capacity_reservation"
+                else "Capacity Block instances are not counted in the On-Demand quota above"
+            )
+            plan.warnings.append(
+                f"node group {group.name!r} uses {group.capacity.type} {group.capacity.reservation_id}: it must be in "
+                f"{training.zone_of(group, zones)} and hold {group.instance_type}; {quota_note}"
+            )
+    sections.append(("Job manifest (kubectl apply -f -)", render_job_yaml(config).rstrip().splitlines()))
+    plan.details.setdefault("sections", []).extend(sections)
+    plan.warnings.extend(memory_warnings(training))
+    if training.job.image is None:
+        plan.warnings.append("training.job.image is not set: the rendered job has a placeholder image")
+
+
+def _add_vcpus(vcpus: dict[tuple[str, str], int], it: InstanceType, capacity: str, count: int) -> None:
+    kind = "spot" if capacity == "spot" else "on_demand"
+    key = (quota_family(it), kind)
+    vcpus[key] = vcpus.get(key, 0) + it.vcpus * count
+
+
+def _price_source(it: InstanceType) -> str:
+    from mlstack.catalog.instances import catalog
+
+    return catalog().sources.get(it.price_source, it.price_source)
