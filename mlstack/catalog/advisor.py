@@ -173,6 +173,21 @@ def _rank(options: list[Option], *, by_cost: bool) -> tuple[Option, ...]:
     return tuple(chosen + cut)
 
 
+def _does_not_fit(it: InstanceType, max_nodes: int, used: float, usable: float) -> Option:
+    """The cut option for a type that does not fit in `max_nodes` nodes (or in one node, without EFA)."""
+    tried = max_nodes if it.efa_supported else 1
+    why = f"does not fit in {max_nodes} node(s)" if it.efa_supported else "no EFA for multi-node, one node too small"
+    return Option(
+        it,
+        tried,
+        False,
+        f"cut: {why} ({_fmt_gib(used)} > {_fmt_gib(usable)} GiB usable per device)",
+        used_bytes_per_device=used,
+        usable_bytes_per_device=usable,
+        price_per_hour=_price(it, tried),
+    )
+
+
 def _budget_cut(it: InstanceType, nodes: int, budget: float | None) -> str | None:
     if budget is None:
         return None
@@ -298,24 +313,8 @@ def advise_train(
                 fit = (n, last_used)
                 break
         if fit is None or (fit[0] > 1 and not it.efa_supported):
-            tried = max_nodes if it.efa_supported else 1
             at = last_used if it.efa_supported else _train_bytes(1)
-            why = (
-                f"does not fit in {max_nodes} node(s)"
-                if it.efa_supported
-                else "no EFA for multi-node, one node too small"
-            )
-            options.append(
-                Option(
-                    it,
-                    tried,
-                    False,
-                    f"cut: {why} ({_fmt_gib(at)} > {_fmt_gib(usable)} GiB usable per device)",
-                    used_bytes_per_device=at,
-                    usable_bytes_per_device=usable,
-                    price_per_hour=_price(it, tried),
-                )
-            )
+            options.append(_does_not_fit(it, max_nodes, at, usable))
             continue
         nodes, used = fit
         price = _price(it, nodes)
@@ -448,23 +447,7 @@ def advise_infer(
                 break
         if fit is None or (fit[0] > 1 and not it.efa_supported):
             tried = max_nodes if it.efa_supported else 1
-            at = total / (tried * acc.count)
-            why = (
-                f"does not fit in {max_nodes} node(s)"
-                if it.efa_supported
-                else "no EFA for multi-node, one node too small"
-            )
-            options.append(
-                Option(
-                    it,
-                    tried,
-                    False,
-                    f"cut: {why} ({_fmt_gib(at)} > {_fmt_gib(usable)} GiB usable per device)",
-                    at,
-                    usable,
-                    _price(it, tried),
-                )
-            )
+            options.append(_does_not_fit(it, max_nodes, total / (tried * acc.count), usable))
             continue
         nodes, used = fit
         reason_cut = _budget_cut(it, nodes, budget_per_hour)

@@ -115,3 +115,16 @@ def test_mlstack_console_script_reports_errors_without_traceback(tmp_path: Path)
         [str(ROOT / ".venv/bin/mlstack"), "validate", str(path)], capture_output=True, text=True, check=False
     )
     assert result.returncode == 2 and "Traceback" not in result.stderr and "network.cidr" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["plan", "--json"], ["list"], ["validate", DEFAULT_BLUEPRINT], ["advise", "--task", "infer", "--params", "7e9"]],
+)
+def test_guidance_commands_never_start_the_cdk(argv: list[str]) -> None:
+    # Offline guidance must not need Node or jsii: a fresh interpreter, then check what got imported.
+    code = f"import sys, mlstack.cli; rc = mlstack.cli.main({argv!r}); sys.exit(3 if 'aws_cdk' in sys.modules else rc)"
+    result = subprocess.run(
+        [str(ROOT / ".venv/bin/python"), "-c", code], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stderr[-500:]
