@@ -18,7 +18,8 @@ class NetworkStack(MlStack):
     """VPC (private subnets, endpoints, flow logs) and the customer-managed key every stack encrypts with.
 
     The key and the flow-log group are retained when the stack is deleted (unless `removal: destroy`):
-    deleting the network must never destroy the key that encrypts data elsewhere.
+    deleting the network must never destroy the key that encrypts data elsewhere. The stack itself has
+    termination protection in retained blueprints.
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, blueprint: BlueprintConfig, **kwargs: Any) -> None:
@@ -27,6 +28,9 @@ class NetworkStack(MlStack):
             construct_id,
             blueprint=blueprint,
             description=f"mlstack {blueprint.name}: ML VPC, endpoints, flow logs and the project KMS key",
+            # Other stacks read this one's outputs through Fn::GetStackOutput, a weak reference that CloudFormation
+            # does not guard: termination protection does, unless the blueprint is a `removal: destroy` sandbox.
+            termination_protection=blueprint.retain,
             **kwargs,
         )
         self.key = kms.Key(

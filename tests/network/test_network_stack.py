@@ -19,15 +19,22 @@ def default(session: Session) -> Template:
     return template(session, "eks-gpu-training", "NetworkStack")
 
 
-def _variant(**network: object) -> BlueprintConfig:
+def _variant(removal: str = "retain", **network: object) -> BlueprintConfig:
     return BlueprintConfig.model_validate(
-        {"name": "variant", "description": "test", "env": {"region": "eu-west-1"}, "network": network}
+        {
+            "name": "variant",
+            "description": "test",
+            "env": {"region": "eu-west-1"},
+            "removal": removal,
+            "network": network,
+        }
     )
 
 
 @pytest.fixture(scope="module")
 def variants(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Template]:
-    """Two non-default networks in one small App: isolated with AZ names, and endpoints switched off."""
+    """Two non-default networks in one small App: isolated with AZ names; and a `removal: destroy` sandbox with
+    endpoints switched off."""
     app = cdk.App(outdir=str(tmp_path_factory.mktemp("variants")), context={**cdk_json_context(), **TEST_CONTEXT})
     configs = {
         "isolated": _variant(
@@ -37,9 +44,11 @@ def variants(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Template]:
             gateway_endpoints=["s3", "dynamodb"],
             flow_logs={"retention_days": 30, "traffic": "REJECT"},
         ),
-        "bare": _variant(interface_endpoints=[], nat_gateways=2),
+        "bare": _variant(removal="destroy", interface_endpoints=[], nat_gateways=2),
     }
     stacks = {name: blueprint.build(cdk.Stage(app, name), cfg).network for name, cfg in configs.items()}
+    assert stacks["isolated"].termination_protection is True
+    assert stacks["bare"].termination_protection is False
     return {name: Template.from_stack(stack) for name, stack in stacks.items()}
 
 
@@ -160,3 +169,14 @@ def test_stack_name_carries_the_blueprint_and_synth_needs_no_lookup(session: Ses
     assert stack.stack_name == "eks-gpu-training-NetworkStack"
     manifest = (Path(session.outdir) / "assembly-eks-gpu-training" / "manifest.json").read_text()
     assert '"missing"' not in manifest  # no context lookups were requested
+
+
+def test_network_stack_has_termination_protection_unless_a_sandbox(session: Session) -> None:
+    for bp in session.blueprints.values():
+        assert bp.built.network.termination_protection is bp.built.config.retain, bp.name
+
+
+def test_a_destroy_sandbox_deletes_its_key_and_logs_with_the_stack(variants: dict[str, Template]) -> None:
+    t = variants["bare"]
+    t.has_resource("AWS::KMS::Key", {"DeletionPolicy": "Delete", "Properties": {"PendingWindowInDays": 7}})
+    t.has_resource("AWS::Logs::LogGroup", {"DeletionPolicy": "Delete", "UpdateReplacePolicy": "Delete"})
