@@ -93,7 +93,6 @@ class TrainingClusterStack(MlStack):
         self.fsx: FsxLustre | None = None
         if training.fsx is not None:
             fsx_zone = training.fsx_zone(zones)
-            clients = self.efa[training.efa_groups[0].name] if training.efa_groups else None
             self.fsx = FsxLustre(
                 self,
                 "Fsx",
@@ -101,9 +100,7 @@ class TrainingClusterStack(MlStack):
                 subnet=network.network.subnet_in(fsx_zone),
                 key=key,
                 config=training.fsx,
-                clients=clients
-                if clients is not None
-                else ec2.Connections(security_groups=[self.cluster.cluster.cluster_security_group]),
+                clients=self._fsx_clients(),
                 removal_policy=self.removal_policy,
             )
             volume = self.cluster.add_manifest(
@@ -114,6 +111,15 @@ class TrainingClusterStack(MlStack):
 
         for warning in memory_warnings(training):
             Annotations.of(self).add_warning_v2("mlstack:model-fit", warning)
+
+    def _fsx_clients(self) -> ec2.Connections:
+        """Every node that may mount the file system: the EFA group of each EFA node group (on every interface of
+        those nodes) and, when some node group has no EFA, the EKS cluster security group (the only group on such
+        nodes). The job can run on any node group (`training.job.node_group`), so one group is not enough."""
+        groups: list[ec2.ISecurityGroup] = [efa.security_group for efa in self.efa.values()]
+        if any(not group.efa for group in self.training.node_groups):
+            groups.append(self.cluster.cluster.cluster_security_group)
+        return ec2.Connections(security_groups=groups)
 
 
 def _allow_ebs_encryption_by_autoscaling(network: NetworkStack) -> None:
