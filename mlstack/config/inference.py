@@ -10,7 +10,7 @@ Domain rules checked here, each with a message that names the fix (limits: share
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Self
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import Field, field_validator, model_validator
 
@@ -31,8 +31,14 @@ InferenceAmiVersion = Literal[
 ]
 """`ProductionVariant.InferenceAmiVersion` values (botocore sagemaker model)."""
 NEURON_AMI: InferenceAmiVersion = "al2-ami-sagemaker-inference-neuron-2"
+"""The Neuron host AMI: Inferentia2 and Trainium only (botocore documents no inf1 support; inf1 keeps the default)."""
 
 _NAME = r"^[a-z][a-z0-9-]{0,30}[a-z0-9]$"
+_STACK_IDS = frozenset(
+    {"AccessLogs", "ModelBucket", "ExistingModelBucket", "ExistingModelKey", "DataBucket", "InvokeApi", "InvokeUrl"}
+    | {"ModelArtifact"}
+)
+"""Construct IDs the InferenceStack gives its own resources and outputs; no endpoint may take one."""
 _VARIANT = r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$"
 _S3_KEY = r"^[A-Za-z0-9!_.*'()/-]+$"
 _PREFIX = r"^[A-Za-z0-9!_.*'()-]+(/[A-Za-z0-9!_.*'()-]+)*$"
@@ -143,6 +149,24 @@ def _check_hosting_type(value: str) -> str:
     return value
 
 
+def _check_ami(instance_type: str, ami: str | None) -> None:
+    """An InferenceAmiVersion carries a driver for one kind of accelerator: NVIDIA GPUs or Inferentia2/Trainium."""
+    if ami is None:
+        return
+    accelerator = get_instance(instance_type).accelerator
+    if ami == NEURON_AMI:
+        if accelerator is None or accelerator.vendor != "aws" or accelerator.model == "Inferentia":
+            raise ValueError(
+                f"inference_ami_version {ami} is for Inferentia2 and Trainium hosts, not {instance_type}; "
+                "remove inference_ami_version (SageMaker picks the host AMI) or use an ml.inf2/ml.trn1 type"
+            )
+    elif accelerator is None or accelerator.vendor != "nvidia":
+        raise ValueError(
+            f"inference_ami_version {ami} is an NVIDIA GPU host AMI, but {instance_type} has no NVIDIA GPU; "
+            "remove inference_ami_version (Neuron hosts get the Neuron AMI automatically)"
+        )
+
+
 class VariantConfig(StrictModel):
     name: str = Field(default="AllTraffic", pattern=_VARIANT)
     instance_type: str
@@ -157,6 +181,11 @@ class VariantConfig(StrictModel):
 
     _hosting_type = field_validator("instance_type")(_check_hosting_type)
 
+    @model_validator(mode="after")
+    def _ami_fits_the_host(self) -> VariantConfig:
+        _check_ami(self.instance_type, self.inference_ami_version)
+        return self
+
     @property
     def has_local_nvme(self) -> bool:
         return get_instance(self.instance_type).has_local_nvme
@@ -168,10 +197,12 @@ class VariantConfig(StrictModel):
 
     @property
     def ami_version(self) -> str | None:
-        """The InferenceAmiVersion to set: the blueprint's, or the Neuron AMI on Neuron hosts."""
+        """The InferenceAmiVersion to set: the blueprint's, or the Neuron AMI on Inferentia2/Trainium hosts
+        (not inf1: the Neuron AMI does not list it, so inf1 keeps SageMaker's default)."""
         if self.inference_ami_version is not None:
             return self.inference_ami_version
-        return NEURON_AMI if self.is_neuron else None
+        accelerator = get_instance(self.instance_type).accelerator
+        return NEURON_AMI if self.is_neuron and accelerator is not None and accelerator.model != "Inferentia" else None
 
 
 class DataCaptureConfig(StrictModel):
@@ -194,6 +225,11 @@ class _EndpointBase(StrictModel):
     """Short lower-case name, unique in the blueprint: the construct ID (never a physical name)."""
     traffic: TrafficConfig | None = None
     alarms: AlarmConfig = Field(default_factory=AlarmConfig)
+
+    @property
+    def construct_id(self) -> str:
+        """`llm-chat` -> `LlmChat`: the endpoint's construct ID in the InferenceStack."""
+        return "".join(part.capitalize() for part in self.name.split("-"))
 
 
 class RealtimeEndpointConfig(_EndpointBase):
@@ -246,6 +282,27 @@ class ServerlessEndpointConfig(_EndpointBase):
     memory_mb: int
     max_concurrency: int = Field(ge=1, le=200)
     provisioned_concurrency: int | None = Field(default=None, ge=1, le=200)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _unsupported(cls, data: Any) -> Any:
+        # Say why, instead of the generic "unknown key", for what SageMaker serverless does not offer.
+        if isinstance(data, dict):
+            unsupported = {
+                "data_capture": "data capture (and so Model Monitor)",
+                "variants": "multiple production variants or a choice of instance type",
+                "instance_type": "instance types or GPUs (it sizes by memory_mb)",
+                "instance_count": "instance counts (it scales by max_concurrency)",
+                "volume_kms_key": "a volume KMS key",
+                "autoscaling": "Application Auto Scaling of instances (it scales by max_concurrency)",
+            }
+            for key, what in unsupported.items():
+                if key in data:
+                    raise ValueError(
+                        f"{key}: serverless endpoints do not support {what} (SageMaker serverless limits); "
+                        "remove it, or use mode: realtime or mode: async"
+                    )
+        return data
 
     @field_validator("memory_mb")
     @classmethod
@@ -300,6 +357,7 @@ class AsyncEndpointConfig(_EndpointBase):
 
     @model_validator(mode="after")
     def _paths(self) -> AsyncEndpointConfig:
+        _check_ami(self.instance_type, self.inference_ami_version)
         if self.output_path is None:
             raise ValueError(
                 f"async endpoint {self.name!r} has no output_path; add output_path: <prefix> (the data-bucket "
@@ -360,6 +418,7 @@ class InferenceConfig(StrictModel):
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise ValueError(f"endpoint names {', '.join(dupes)} appear more than once; name each endpoint once")
+        self._check_construct_ids()
         if self.invoke_api is not None:
             target = next((e for e in self.endpoints if e.name == self.invoke_api.endpoint), None)
             if target is None:
@@ -373,6 +432,20 @@ class InferenceConfig(StrictModel):
                     "InvokeEndpointAsync themselves; point invoke_api at a realtime or serverless endpoint"
                 )
         return self
+
+    def _check_construct_ids(self) -> None:
+        """Endpoint names become construct IDs (`a-b` -> `AB`, plus an `ABEndpointName` output): two names that
+        map to one ID, or a name that maps onto the stack's own IDs, would fail the synth."""
+        taken: dict[str, str] = dict.fromkeys(_STACK_IDS, "the InferenceStack")
+        for endpoint in self.endpoints:
+            for construct_id in (endpoint.construct_id, f"{endpoint.construct_id}EndpointName"):
+                owner = taken.get(construct_id)
+                if owner is not None:
+                    raise ValueError(
+                        f"endpoint name {endpoint.name!r} becomes construct ID {construct_id!r}, which {owner} "
+                        "already uses; rename the endpoint"
+                    )
+                taken[construct_id] = f"endpoint {endpoint.name!r}"
 
     def check_network(self, network: NetworkConfig) -> list[str]:
         """Cross-section rule: without NAT, hosts in the VPC reach ECR and S3 only through VPC endpoints."""

@@ -92,7 +92,7 @@ class InferenceStack(MlStack):
         for spec in config.endpoints:
             endpoint = ModelEndpoint(
                 self,
-                _construct_id(spec.name),
+                spec.construct_id,
                 spec=spec,
                 image=image,
                 artifact_bucket=self.model_bucket,
@@ -104,7 +104,7 @@ class InferenceStack(MlStack):
                 environment=config.model.environment,
             )
             self.endpoints[spec.name] = endpoint
-            CfnOutput(self, f"{_construct_id(spec.name)}EndpointName", value=endpoint.endpoint_name)
+            CfnOutput(self, f"{spec.construct_id}EndpointName", value=endpoint.endpoint_name)
 
         self.invoke_api: InvokeApi | None = None
         if config.invoke_api is not None:
@@ -136,11 +136,6 @@ class InferenceStack(MlStack):
             removal_policy=self.removal_policy,
             lifecycle_rules=[_NONCURRENT],
         )
-
-
-def _construct_id(name: str) -> str:
-    """`llm-chat` -> `LlmChat` (construct IDs from the blueprint's stable endpoint names)."""
-    return "".join(part.capitalize() for part in name.split("-"))
 
 
 def _modes(config: InferenceConfig) -> list[str]:

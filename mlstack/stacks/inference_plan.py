@@ -32,6 +32,11 @@ _HOSTING_PRICE_NOTE = (
 )
 
 
+QUOTA_CODE_UNKNOWN = "unknown"
+"""SageMaker's Service Quotas codes (one per instance type and use) are not in the catalog: look the quota up by
+its name in the Service Quotas console (service: Amazon SageMaker)."""
+
+
 def plan_inference(config: BlueprintConfig, plan: Plan) -> None:
     """Endpoints, instances at the blueprint's traffic, $/h, $/month and $ per million requests, quotas."""
     inference = config.inference
@@ -67,6 +72,10 @@ def plan_inference(config: BlueprintConfig, plan: Plan) -> None:
         )
     if any(isinstance(e, ServerlessEndpointConfig) for e in inference.endpoints):
         plan.warnings.append("serverless inference has no price in the catalog: its cost is left unknown")
+    plan.warnings.append(
+        "SageMaker quota codes are not in the catalog (code 'unknown'): find each sagemaker quota by its name in "
+        "the Service Quotas console (Amazon SageMaker) and request the 'needed' value before deploying"
+    )
     plan.details.setdefault("sections", []).extend(sections)
     plan.details["inference"] = [_endpoint_figures(spec) for spec in inference.endpoints]
 
@@ -102,7 +111,12 @@ def _plan_endpoint(
             Cost(f"{spec.name}: serverless compute + requests", 1, None, None, "no serverless price in the catalog")
         )
         plan.quotas.append(
-            Quota("sagemaker", "Maximum total concurrency across all serverless endpoints", "-", spec.max_concurrency)
+            Quota(
+                "sagemaker",
+                "Maximum total concurrency across all serverless endpoints",
+                QUOTA_CODE_UNKNOWN,
+                spec.max_concurrency,
+            )
         )
         if spec.traffic and spec.traffic.average_duration_ms:
             gb_seconds = (
@@ -155,9 +169,12 @@ def _plan_endpoint(
             )
         )
         peak = _peak_instances(spec, variant)
-        plan.quotas.append(Quota("sagemaker", f"{variant.instance_type} for endpoint usage", "-", peak, "instances"))
+        plan.quotas.append(
+            Quota("sagemaker", f"{variant.instance_type} for endpoint usage", QUOTA_CODE_UNKNOWN, peak, "instances")
+        )
         if variant.is_neuron:
-            rows.append(f"  {variant.name}: Neuron host, InferenceAmiVersion {variant.ami_version}")
+            ami = variant.ami_version or "SageMaker's default (the Neuron AMI lists Inferentia2 and Trainium only)"
+            rows.append(f"  {variant.name}: Neuron host, InferenceAmiVersion {ami}")
         if instance.family == "inf1":
             plan.warnings.append(
                 f"{spec.name}/{variant.name}: SageMaker deployment guardrails (blue/green canary, linear, rolling) "
@@ -204,7 +221,10 @@ def _instances_at_traffic(
     needed = traffic.requests_per_second * share / traffic.throughput_per_instance
     if isinstance(spec, AsyncEndpointConfig) and spec.autoscaling and spec.autoscaling.scales_to_zero:
         count = min(max(needed, low), high)  # busy fraction: it scales to zero between jobs
-        return count, f"autoscaling {low}..{high}; {count:.2f} instances on average (scales to zero)"
+        return count, (
+            f"autoscaling {low}..{high}; {count:.2f} instances on average (scales to zero; a lower bound: each "
+            "burst also pays for start-up and the scale-in delay)"
+        )
     count = float(min(max(math.ceil(needed), low), high))
     return count, f"autoscaling {low}..{high}; {count:g} at traffic"
 

@@ -6,9 +6,11 @@ import json
 import math
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from mlstack.catalog import get_instance
 from mlstack.config import load
@@ -16,6 +18,7 @@ from mlstack.plan import HOURS_PER_MONTH, build_plan
 from tests.conftest import selected_blueprints
 from tests.synth import Session
 
+BLUEPRINTS = Path(__file__).resolve().parents[2] / "blueprints"
 INFERENCE = [name for name in selected_blueprints() if name.startswith("inference-")]
 
 
@@ -229,3 +232,31 @@ def test_planning_does_not_import_the_cdk() -> None:
     code = "import sys, mlstack.stacks.inference_plan; assert 'aws_cdk' not in sys.modules, 'aws_cdk imported'"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=60)
     assert result.returncode == 0, result.stderr[-2000:]
+
+
+@pytest.mark.parametrize("name", INFERENCE)
+def test_plan_says_sagemaker_quota_codes_are_unknown_instead_of_a_dash(name: str) -> None:
+    plan = build_plan(load(name))
+    sagemaker = [q for q in plan.quotas if q.service == "sagemaker"]
+    assert sagemaker
+    assert all(q.code == "unknown" for q in sagemaker), sagemaker
+    assert any("find each sagemaker quota by its name in the Service Quotas console" in w for w in plan.warnings)
+
+
+@pytest.mark.parametrize("name", ["inference-gpu-realtime", "inference-async"])
+def test_plan_warns_about_changing_the_instance_type_of_an_autoscaled_variant(name: str) -> None:
+    # domain.md P12: UpdateEndpoint fails while the variant is an Application Auto Scaling target.
+    plan = build_plan(load(name))
+    (warning,) = [w for w in plan.warnings if "instance type of an autoscaled variant" in w]
+    assert "deploy once without its autoscaling, then with the new type" in warning
+
+
+def test_plan_of_an_inf1_variant_keeps_the_default_ami_and_warns_about_guardrails(tmp_path: Path) -> None:
+    document = yaml.safe_load((BLUEPRINTS / "inference-inferentia2.yaml").read_text())
+    document["inference"]["endpoints"][0]["variants"][0]["instance_type"] = "ml.inf1.xlarge"
+    path = tmp_path / "inf1.yaml"
+    path.write_text(yaml.safe_dump(document))
+    plan = build_plan(load(str(path)))
+    rows = dict(plan.details["sections"])["Endpoint chat (realtime)"]
+    assert any("InferenceAmiVersion SageMaker's default" in row for row in rows), rows
+    assert any("guardrails" in w and "inf1" in w for w in plan.warnings)

@@ -17,6 +17,8 @@ MODEL: dict[str, Any] = {
     "image": {"source": "dlc", "account": "763104351884", "repository": "djl-inference", "tag": "0.29.0"},
     "parameters_billion": 8,
 }
+GPU_AMI = "al2-ami-sagemaker-inference-gpu-2"
+NEURON_AMI = "al2-ami-sagemaker-inference-neuron-2"
 REALTIME: dict[str, Any] = {"name": "chat", "mode": "realtime", "variants": [{"instance_type": "ml.g5.2xlarge"}]}
 
 
@@ -127,6 +129,57 @@ def test_a_minimal_realtime_endpoint_loads_with_secure_defaults(tmp_path: Path) 
             "inference.endpoints.0.async",
             "output_path, failure_path and input_path must differ",
         ),
+        (
+            {**REALTIME, "variants": [{"instance_type": "ml.inf2.xlarge", "inference_ami_version": GPU_AMI}]},
+            "inference.endpoints.0.realtime.variants.0",
+            "inference_ami_version al2-ami-sagemaker-inference-gpu-2 is an NVIDIA GPU host AMI, but ml.inf2.xlarge "
+            "has no NVIDIA GPU; remove inference_ami_version",
+        ),
+        (
+            {**REALTIME, "variants": [{"instance_type": "ml.c7i.8xlarge", "inference_ami_version": GPU_AMI}]},
+            "inference.endpoints.0.realtime.variants.0",
+            "but ml.c7i.8xlarge has no NVIDIA GPU",
+        ),
+        (
+            {**REALTIME, "variants": [{"instance_type": "ml.inf1.xlarge", "inference_ami_version": NEURON_AMI}]},
+            "inference.endpoints.0.realtime.variants.0",
+            "inference_ami_version al2-ami-sagemaker-inference-neuron-2 is for Inferentia2 and Trainium hosts, "
+            "not ml.inf1.xlarge",
+        ),
+        (
+            {
+                "name": "jobs",
+                "mode": "async",
+                "instance_type": "ml.g5.xlarge",
+                "output_path": "out",
+                "inference_ami_version": NEURON_AMI,
+            },
+            "inference.endpoints.0.async",
+            "is for Inferentia2 and Trainium hosts, not ml.g5.xlarge",
+        ),
+        (
+            {
+                "name": "spiky",
+                "mode": "serverless",
+                "memory_mb": 2048,
+                "max_concurrency": 5,
+                "data_capture": {"sampling_percent": 5},
+            },
+            "inference.endpoints.0.serverless",
+            "data_capture: serverless endpoints do not support data capture (and so Model Monitor) (SageMaker "
+            "serverless limits); remove it, or use mode: realtime or mode: async",
+        ),
+        (
+            {
+                "name": "spiky",
+                "mode": "serverless",
+                "memory_mb": 2048,
+                "max_concurrency": 5,
+                "instance_type": "ml.g5.xlarge",
+            },
+            "inference.endpoints.0.serverless",
+            "instance_type: serverless endpoints do not support instance types or GPUs",
+        ),
     ],
     ids=[
         "not-for-hosting",
@@ -141,6 +194,12 @@ def test_a_minimal_realtime_endpoint_loads_with_secure_defaults(tmp_path: Path) 
         "realtime-to-zero",
         "all-weights-zero",
         "async-same-prefix",
+        "gpu-ami-on-neuron",
+        "gpu-ami-on-cpu",
+        "neuron-ami-on-inf1",
+        "async-ami-mismatch",
+        "serverless-data-capture",
+        "serverless-gpu-instance",
     ],
 )
 def test_fails_with_a_line_naming_file_field_and_fix(
@@ -221,3 +280,31 @@ def test_fails_when_an_isolated_network_lacks_the_ecr_and_s3_endpoints(tmp_path:
     ]
     path.write_text(yaml.safe_dump(document))
     assert load(path).network.nat_gateways == 0
+
+
+def test_the_neuron_ami_is_the_default_on_inferentia2_and_trainium_only(tmp_path: Path) -> None:
+    # botocore: al2-ami-sagemaker-inference-neuron-2 is for "Inferentia2 and Trainium"; inf1 keeps the default.
+    variants = [
+        {"name": name, "instance_type": instance_type, "weight": 1}
+        for name, instance_type in [("a", "ml.inf2.xlarge"), ("b", "ml.trn1.2xlarge"), ("c", "ml.inf1.xlarge")]
+    ]
+    (endpoint,) = _load(tmp_path, [{**REALTIME, "variants": variants}]).inference.endpoints
+    assert [v.ami_version for v in endpoint.variants] == [NEURON_AMI, NEURON_AMI, None]
+
+
+@pytest.mark.parametrize(
+    ("names", "message"),
+    [
+        (["a-b", "a--b"], "endpoint name 'a--b' becomes construct ID 'AB', which endpoint 'a-b' already uses"),
+        (["a1b", "a-1b"], "endpoint name 'a-1b' becomes construct ID 'A1b', which endpoint 'a1b' already uses"),
+        (["model-bucket"], "endpoint name 'model-bucket' becomes construct ID 'ModelBucket', which the InferenceStack"),
+        (["ab", "ab-endpoint-name"], "becomes construct ID 'AbEndpointName', which endpoint 'ab' already uses"),
+    ],
+    ids=["double-hyphen", "digit-after-hyphen", "stack-resource", "output-name"],
+)
+def test_fails_when_endpoint_names_map_to_one_construct_id(tmp_path: Path, names: list[str], message: str) -> None:
+    # Without this check the synth stops with a jsii traceback ("There is already a Construct with name ...").
+    endpoints = [{"name": n, "mode": "serverless", "memory_mb": 2048, "max_concurrency": 5} for n in names]
+    (problem,) = _problems(tmp_path, endpoints)
+    assert problem.startswith(f"{tmp_path / 'bp.yaml'}: inference: "), problem
+    assert message in problem
