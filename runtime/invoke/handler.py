@@ -3,7 +3,12 @@
 The function URL uses IAM auth, so only SigV4-signed callers with lambda:InvokeFunctionUrl reach this code.
 Request: POST with the model's payload as the body and its Content-Type (default application/json); an
 `Accept` header is passed on. Response: the model's body and content type, or a JSON error with a status
-that says whose fault it was (400 the request, 424 the model, 429 throttled, 502 anything else).
+that says whose fault it was (400 the request, 424 the model, 429 throttled, 503 not ready or unavailable:
+retry later, 504 the model did not answer in time, 502 anything else).
+
+The SageMaker runtime client makes one attempt with a read timeout below the function's own timeout
+(`INVOKE_TIMEOUT_SECONDS`): botocore would otherwise retry a read timeout and run the model again, and the
+function would hit its own timeout first and return a bare 502.
 """
 
 from __future__ import annotations
@@ -14,18 +19,41 @@ import os
 from typing import Any
 
 import boto3
-from botocore.exceptions import ClientError
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError, ConnectTimeoutError, ReadTimeoutError
 
 MAX_PAYLOAD_BYTES = 6 * 1024 * 1024
 """InvokeEndpoint's request payload limit (6 MB)."""
 
+DEFAULT_TIMEOUT_SECONDS = 60
+"""Read timeout when `INVOKE_TIMEOUT_SECONDS` is not set (SageMaker's real-time invocation limit)."""
+
+_STATUS = {
+    "ValidationError": 400,
+    "ModelError": 424,
+    "ThrottlingException": 429,
+    "ModelNotReadyException": 503,
+    "ServiceUnavailable": 503,
+}
+"""SageMaker runtime error codes -> HTTP status; any other code is 502."""
+
 _client: Any = None
+
+
+def _timeout() -> int:
+    return int(os.environ.get("INVOKE_TIMEOUT_SECONDS", DEFAULT_TIMEOUT_SECONDS))
 
 
 def _runtime() -> Any:
     global _client  # one client per container, created on first use (no AWS call at import time)
     if _client is None:
-        _client = boto3.client("sagemaker-runtime")
+        config = Config(
+            connect_timeout=5,
+            read_timeout=_timeout(),
+            # One attempt: a retried read timeout would run the model again; the caller decides on retries.
+            retries={"mode": "standard", "total_max_attempts": 1},
+        )
+        _client = boto3.client("sagemaker-runtime", config=config)
     return _client
 
 
@@ -60,8 +88,13 @@ def handler(event: dict[str, Any], context: object) -> dict[str, Any]:
     except ClientError as err:
         code = err.response.get("Error", {}).get("Code", "")
         message = err.response.get("Error", {}).get("Message", str(err))
-        status = {"ValidationError": 400, "ModelError": 424, "ThrottlingException": 429}.get(code, 502)
-        return _error(status, f"{code}: {message}")
+        return _error(_STATUS.get(code, 502), f"{code}: {message}")
+    except ReadTimeoutError:
+        return _error(504, f"the endpoint did not answer within {_timeout()} s")
+    except ConnectTimeoutError:
+        return _error(504, "could not connect to the SageMaker runtime API in time")
+    except BotoCoreError as err:
+        return _error(502, f"calling the SageMaker runtime API failed: {type(err).__name__}")
     payload = response["Body"].read()
     try:
         text, encoded = payload.decode("utf-8"), False

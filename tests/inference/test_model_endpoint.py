@@ -446,6 +446,15 @@ def test_invoke_api_function_passes_the_endpoint_name_and_logs_to_an_encrypted_g
     assert "KmsKeyId" in group and group["RetentionInDays"] == 365
 
 
+def test_invoke_api_reads_the_model_answer_within_its_own_timeout_and_keeps_its_logs(built: Built) -> None:
+    function = next(iter(built.resources("AWS::Lambda::Function").values()))["Properties"]
+    assert function["Timeout"] == 60
+    # The handler's read timeout stays below the function's, so a slow model gets a JSON 504, not a bare 502.
+    assert function["Environment"]["Variables"]["INVOKE_TIMEOUT_SECONDS"] == "55"
+    group = built.one("AWS::Logs::LogGroup", "InvokeApiLogGroup")
+    assert (group["DeletionPolicy"], group["UpdateReplacePolicy"]) == ("Retain", "Retain")
+
+
 def test_handler_directory_exists() -> None:
     from mlstack.constructs.inference.invoke_api import HANDLER_DIR
 

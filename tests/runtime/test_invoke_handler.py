@@ -10,6 +10,7 @@ from typing import Any
 import boto3
 import pytest
 import requests
+from botocore.exceptions import ConnectTimeoutError, EndpointConnectionError, ReadTimeoutError
 from botocore.stub import Stubber
 from moto import mock_aws
 
@@ -128,3 +129,55 @@ def _streaming(data: bytes) -> Any:
     from botocore.response import StreamingBody
 
     return StreamingBody(BytesIO(data), len(data))
+
+
+@pytest.mark.parametrize(("code", "status"), [("ServiceUnavailable", 503), ("ModelNotReadyException", 503)])
+def test_unavailable_or_not_ready_endpoints_answer_503_so_callers_retry(
+    monkeypatch: pytest.MonkeyPatch, code: str, status: int
+) -> None:
+    monkeypatch.setenv("ENDPOINT_NAME", ENDPOINT)
+    client = boto3.client("sagemaker-runtime", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="x")
+    stubber = Stubber(client)
+    stubber.add_client_error("invoke_endpoint", service_error_code=code, service_message="later")
+    monkeypatch.setattr(handler, "_client", client)
+    with stubber:
+        response = handler.handler(_event('{"inputs": 1}'), None)
+    assert response["statusCode"] == status
+
+
+class _Failing:
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    def invoke_endpoint(self, **_: Any) -> Any:
+        raise self.error
+
+
+@pytest.mark.parametrize(
+    ("error", "status", "message"),
+    [
+        (ReadTimeoutError(endpoint_url="https://runtime"), 504, "the endpoint did not answer within 55 s"),
+        (ConnectTimeoutError(endpoint_url="https://runtime"), 504, "could not connect"),
+        (EndpointConnectionError(endpoint_url="https://runtime"), 502, "EndpointConnectionError"),
+    ],
+    ids=["read-timeout", "connect-timeout", "no-connection"],
+)
+def test_timeouts_and_connection_errors_are_json_errors_not_crashes(
+    monkeypatch: pytest.MonkeyPatch, error: Exception, status: int, message: str
+) -> None:
+    monkeypatch.setenv("ENDPOINT_NAME", ENDPOINT)
+    monkeypatch.setenv("INVOKE_TIMEOUT_SECONDS", "55")
+    monkeypatch.setattr(handler, "_client", _Failing(error))
+    response = handler.handler(_event('{"inputs": 1}'), None)
+    assert response["statusCode"] == status
+    assert message in json.loads(response["body"])["error"]
+
+
+def test_the_client_tries_once_with_the_read_timeout_the_stack_sets(monkeypatch: pytest.MonkeyPatch) -> None:
+    # botocore retries read timeouts by default: that would run the model again for one request.
+    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
+    monkeypatch.setenv("INVOKE_TIMEOUT_SECONDS", "115")
+    monkeypatch.setattr(handler, "_client", None)
+    config = handler._runtime().meta.config
+    assert (config.read_timeout, config.connect_timeout) == (115, 5)
+    assert config.retries == {"mode": "standard", "total_max_attempts": 1}

@@ -66,7 +66,11 @@ class InvokeApi(Construct):
             timeout=timeout,
             memory_size=memory_size,
             log_group=self.log_group,
-            environment={"ENDPOINT_NAME": endpoint.endpoint_name},
+            # The handler's read timeout: below the function's, so a slow model gets a JSON 504, not a bare 502.
+            environment={
+                "ENDPOINT_NAME": endpoint.endpoint_name,
+                "INVOKE_TIMEOUT_SECONDS": str(max(1, int(timeout.to_seconds()) - 5)),
+            },
             description="HTTPS (IAM auth) -> SageMaker InvokeEndpoint",
         )
         endpoint.grant_invoke(self.function)
