@@ -9,11 +9,12 @@ must be one of the network's zones) are in `BlueprintConfig` (`mlstack/config/bl
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from mlstack.catalog import InstanceType, get_instance
+from mlstack.catalog.memory import MAX_PARAMS
 from mlstack.config.base import StrictModel
 from mlstack.errors import CatalogError
 
@@ -38,6 +39,11 @@ PERSISTENT_2_THROUGHPUT = (125, 250, 500, 1000)
 _ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:(role|user)/[\w+=,.@/-]+$")
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _RESERVATION_ID = re.compile(r"^cr-[0-9a-f]{8,17}$")
+
+
+def construct_id(name: str) -> str:
+    """The CDK construct ID prefix of a node group (`p5-a` -> `P5A`); used by TrainingClusterStack."""
+    return "".join(part.capitalize() for part in name.split("-"))
 
 
 def _catalog_instance(value: str) -> str:
@@ -253,6 +259,14 @@ class FsxConfig(StrictModel):
     automatic_backup_retention_days: int = Field(default=0, ge=0, le=90)
     data_repository: DataRepositoryConfig | None = None
 
+    @model_validator(mode="before")
+    @classmethod
+    def _scratch_has_no_throughput(cls, data: Any) -> Any:
+        # The 250 MB/s/TiB default is for PERSISTENT_2; SCRATCH_2 without the key means "none", not an error.
+        if isinstance(data, dict) and data.get("deployment_type") == "SCRATCH_2":
+            data = {"per_unit_storage_throughput": None, **data}
+        return data
+
     @field_validator("storage_capacity_gib")
     @classmethod
     def _capacity(cls, value: int) -> int:
@@ -273,20 +287,32 @@ class FsxConfig(StrictModel):
             raise ValueError(f"per_unit_storage_throughput is not used by {self.deployment_type}; write null")
         if self.deployment_type == "SCRATCH_2" and self.automatic_backup_retention_days:
             raise ValueError("SCRATCH_2 file systems have no backups; set automatic_backup_retention_days: 0")
+        if self.data_repository is not None and self.automatic_backup_retention_days:
+            raise ValueError(
+                "FSx for Lustre does not back up file systems linked to an S3 data repository (FSx Lustre User Guide, "
+                "Using data repositories); set automatic_backup_retention_days: 0 (S3 holds the durable copy) or "
+                "remove data_repository"
+            )
         return self
+
+    @property
+    def capacity_tib(self) -> float:
+        """Capacity in TiB as FSx counts it for throughput: 1000 GiB per TiB ([BOTO] PerUnitStorageThroughput: "For a
+        2.4-TiB file system [2400 GiB], provisioning 50 MB/s/TiB ... yields 120 MB/s")."""
+        return self.storage_capacity_gib / 1000
 
     @property
     def throughput_mbps(self) -> float:
         """Aggregate baseline disk throughput, MB/s (capacity in TiB x per-unit throughput; SCRATCH_2: 200/TiB)."""
         per_tib = self.per_unit_storage_throughput or 200
-        return self.storage_capacity_gib / 1024 * per_tib
+        return self.capacity_tib * per_tib
 
 
 class ModelConfig(StrictModel):
     """The model the cluster is meant for; only used for a memory-fit warning in `plan` and at synth."""
 
-    params: float = Field(gt=0)
-    """Parameter count, e.g. 7e9."""
+    params: float = Field(gt=0, le=MAX_PARAMS)
+    """Parameter count, e.g. 7e9 (at most the memory model's limit, 1e14)."""
     precision: Literal["bf16", "fp16", "fp32"] = "bf16"
     zero_stage: Literal[0, 1, 2, 3] = 3
     """ZeRO / FSDP sharding stage across all accelerators of the node group (FULL_SHARD = 3)."""
@@ -326,6 +352,14 @@ class TrainingConfig(StrictModel):
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise ValueError(f"node_groups: names must be unique, {', '.join(dupes)} repeated; rename them")
+        ids: dict[str, str] = {}
+        for name in names:
+            other = ids.setdefault(construct_id(name), name)
+            if other != name:
+                raise ValueError(
+                    f"node_groups: names {other!r} and {name!r} differ only by hyphens and give the same construct ID "
+                    f"{construct_id(name)!r}; rename one"
+                )
         total = sum(g.max_size for g in self.node_groups)
         if total > self.max_nodes:
             raise ValueError(

@@ -14,6 +14,7 @@ from constructs import Construct
 
 from mlstack.config import BlueprintConfig
 from mlstack.config.training import TrainingConfig
+from mlstack.config.training import construct_id as _construct_id
 from mlstack.constructs.storage.fsx_lustre import FsxLustre
 from mlstack.constructs.training.cluster import TrainingCluster
 from mlstack.constructs.training.efa import EfaNetworking
@@ -24,10 +25,6 @@ from mlstack.stacks.network import NetworkStack
 from mlstack.stacks.training_plan import memory_warnings
 
 STACK = "TrainingClusterStack"
-
-
-def _construct_id(name: str) -> str:
-    return "".join(part.capitalize() for part in name.split("-"))
 
 
 class TrainingClusterStack(MlStack):

@@ -193,6 +193,16 @@ def plan_training(config: BlueprintConfig, plan: Plan) -> None:
                 "is much slower than on P-series; fine for pipeline tests, not for large-scale training"
             )
 
+    job_group = training.job_group
+    job_nodes = training.job.nodes or job_group.max_size
+    if job_nodes > job_group.desired_size:
+        plan.warnings.append(
+            f"job {training.job.name!r} asks for {job_nodes} node(s) of group {job_group.name!r}, which has "
+            f"desired_size {job_group.desired_size} and no node autoscaler: its pods stay Pending until the group "
+            f"is scaled (desired_size: {job_nodes} in the blueprint, or `aws eks update-nodegroup-config "
+            f"--cluster-name ... --nodegroup-name ... --scaling-config desiredSize={job_nodes}`)"
+        )
+
     sections: list[tuple[str, list[str]]] = [
         ("Nodes", node_rows),
         ("Accelerators", accel_rows or ["none (CPU only)"]),
@@ -200,10 +210,10 @@ def plan_training(config: BlueprintConfig, plan: Plan) -> None:
     ]
     if training.fsx is not None:
         fsx = training.fsx
-        tib = fsx.storage_capacity_gib / 1024
         per_unit = fsx.per_unit_storage_throughput
         fsx_rows = [
-            f"{fsx.deployment_type}, {fsx.storage_capacity_gib} GiB ({tib:.2f} TiB) in {training.fsx_zone(zones)}",
+            f"{fsx.deployment_type}, {fsx.storage_capacity_gib} GiB ({fsx.capacity_tib:g} TiB as FSx counts it) in "
+            f"{training.fsx_zone(zones)}",
             f"throughput {per_unit or 200} MB/s/TiB -> {fsx.throughput_mbps:,.0f} MB/s aggregate baseline",
             f"Lustre 2.15, {fsx.data_compression} compression, KMS project key, retained: {config.retain}",
         ]

@@ -174,3 +174,39 @@ def test_a_model_that_fits_gives_no_warning(tmp_path: Path, bp: dict[str, Any]) 
     bp["training"]["model"] = {"params": 7e9, "zero_stage": 3}
     config = _load(tmp_path, bp)
     assert memory_warnings(config.training) == []
+
+
+def test_job_nodes_above_the_node_group_max_size(tmp_path: Path, bp: dict[str, Any]) -> None:
+    bp["training"]["job"] = {"nodes": 3}
+    line = _problem(tmp_path, bp)
+    assert "training: job.nodes 3 exceeds node group 'p5' max_size 2; lower job.nodes or raise max_size" in line
+
+
+def test_model_size_is_bounded_by_the_memory_model(tmp_path: Path, bp: dict[str, Any]) -> None:
+    # Above the memory model's limit the fit check would raise at synth and plan: reject it at load.
+    bp["training"]["model"] = {"params": 1e16}
+    line = _problem(tmp_path, bp)
+    assert "training.model.params:" in line and "less than or equal to 100000000000000" in line
+
+
+def test_scratch_2_needs_no_throughput(tmp_path: Path, bp: dict[str, Any]) -> None:
+    bp["training"]["fsx"] = {"deployment_type": "SCRATCH_2", "storage_capacity_gib": 2400}
+    fsx = _load(tmp_path, bp).training.fsx
+    assert fsx.per_unit_storage_throughput is None and fsx.throughput_mbps == 2.4 * 200
+    bp["training"]["fsx"]["per_unit_storage_throughput"] = 250
+    assert "per_unit_storage_throughput is not used by SCRATCH_2" in _problem(tmp_path, bp)
+
+
+def test_backups_with_a_data_repository(tmp_path: Path, bp: dict[str, Any]) -> None:
+    bp["training"]["fsx"].update(automatic_backup_retention_days=7, data_repository={"bucket": "my-data"})
+    line = _problem(tmp_path, bp)
+    assert "training.fsx: FSx for Lustre does not back up file systems linked to an S3 data repository" in line
+
+
+def test_node_group_names_that_give_the_same_construct_id(tmp_path: Path, bp: dict[str, Any]) -> None:
+    bp["training"]["node_groups"] = [
+        {"name": "x1", "instance_type": "m7i.xlarge", "efa": False, "max_size": 1},
+        {"name": "x-1", "instance_type": "m7i.xlarge", "efa": False, "max_size": 1},
+    ]
+    line = _problem(tmp_path, bp)
+    assert "names 'x1' and 'x-1' differ only by hyphens and give the same construct ID 'X1'; rename one" in line

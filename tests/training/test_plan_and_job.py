@@ -94,3 +94,22 @@ def test_job_without_an_image_renders_a_placeholder_and_warns(tmp_path: Path) ->
     config = _load(tmp_path, copy.deepcopy(BASE))
     assert IMAGE_PLACEHOLDER in render_job_yaml(config)
     assert any("training.job.image is not set" in w for w in build_plan(config).warnings)
+
+
+def test_job_on_a_group_scaled_below_its_node_count_warns(tmp_path: Path) -> None:
+    # No node autoscaler is installed: a job asking for more nodes than the group runs stays Pending.
+    plan = build_plan(load("eks-gpu-training"))
+    assert any(
+        "job 'llm-pretrain' asks for 4 node(s) of group 'p5', which has desired_size 0 and no node autoscaler" in w
+        for w in plan.warnings
+    )
+    data = copy.deepcopy(BASE)
+    data["training"]["node_groups"][0].update(desired_size=2, min_size=2)
+    assert not any("no node autoscaler" in w for w in build_plan(_load(tmp_path, data)).warnings)
+
+
+def test_fsx_throughput_counts_tib_as_fsx_does() -> None:
+    # 4800 GiB x 250 MB/s/TiB: FSx counts 2400 GiB as 2.4 TiB ([BOTO] PerUnitStorageThroughput example).
+    rows = dict(build_plan(load("eks-gpu-training")).details["sections"])["FSx for Lustre"]
+    assert rows[0].startswith("PERSISTENT_2, 4800 GiB (4.8 TiB as FSx counts it)")
+    assert rows[1] == "throughput 250 MB/s/TiB -> 1,200 MB/s aggregate baseline"
