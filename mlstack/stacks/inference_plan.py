@@ -185,8 +185,8 @@ def _plan_endpoint(
     if autoscaled:
         plan.warnings.append(
             f"{spec.name}: to change the instance type of an autoscaled variant ({', '.join(autoscaled)}), deploy once "
-            "without its autoscaling, then with the new type and autoscaling: UpdateEndpoint rejects the change "
-            "while the variant is registered with Application Auto Scaling"
+            "without its autoscaling, then with the new type and autoscaling (the same to remove the variant): "
+            "UpdateEndpoint rejects the change while the variant is registered with Application Auto Scaling"
         )
     if isinstance(spec, AsyncEndpointConfig):
         rows.append(

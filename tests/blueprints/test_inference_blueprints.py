@@ -118,6 +118,8 @@ def test_gpu_realtime_ab_tests_g5_against_g6_without_a_volume_key(session: Sessi
     assert len(_resources(session, name, "AWS::ApplicationAutoScaling::ScalableTarget")) == 2
     (url,) = _props(session, name, "AWS::Lambda::Url")
     assert url["AuthType"] == "AWS_IAM"
+    (endpoint,) = _props(session, name, "AWS::SageMaker::Endpoint")
+    assert endpoint["RetainAllVariantProperties"] is True  # both variants autoscale: updates keep their counts
 
 
 @pytest.mark.parametrize("name", _only("inference-inferentia2"))

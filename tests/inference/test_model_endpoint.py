@@ -297,6 +297,21 @@ def test_realtime_autoscaling_tracks_invocations_per_instance(built: Built) -> N
     assert not [k for k in built.resources("AWS::ApplicationAutoScaling::ScalableTarget") if "green" in k]
 
 
+def test_updates_keep_autoscaled_instance_counts_only_when_every_variant_is_autoscaled(built: Built) -> None:
+    # Without RetainAllVariantProperties an update restarts each variant at InitialInstanceCount.
+    batch = built.one("AWS::SageMaker::Endpoint", "BatchEndpoint")["Properties"]
+    assert batch["RetainAllVariantProperties"] is True
+    assert batch["ExcludeRetainedVariantProperties"] == [
+        {"VariantPropertyType": "DesiredWeight"},
+        {"VariantPropertyType": "DataCaptureConfig"},
+    ]
+    # gpu has a fixed-size variant (green) and cpu no autoscaling: a changed instance_count must still apply.
+    for prefix in ("GpuEndpoint", "CpuEndpoint", "TinyEndpoint"):
+        properties = built.one("AWS::SageMaker::Endpoint", prefix)["Properties"]
+        assert "RetainAllVariantProperties" not in properties, prefix
+        assert "ExcludeRetainedVariantProperties" not in properties, prefix
+
+
 def test_data_capture_goes_to_the_data_bucket_with_kms(built: Built) -> None:
     capture = built.one("AWS::SageMaker::EndpointConfig", "GpuConfig")["Properties"]["DataCaptureConfig"]
     bucket = built.resolve(built.stack.data_bucket.bucket_name) if built.stack.data_bucket else None

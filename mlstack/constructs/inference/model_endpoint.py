@@ -81,8 +81,12 @@ class ModelEndpoint(Construct):
       (KMS, TLS-only publish) and backlog-based autoscaling that may go to zero, with a step-scaling policy on
       `HasBacklogWithoutCapacity` to scale out of zero on the first queued request.
 
-    Known limit (domain.md P12): changing the instance type of an autoscaled variant fails in UpdateEndpoint
-    while the scalable target is registered; deploy once with autoscaling removed, then with the new type.
+    When every variant is autoscaled, updates keep the live instance counts (`RetainAllVariantProperties`,
+    weights and data capture excluded) instead of restarting at `instance_count`.
+
+    Known limit (domain.md P12): changing the instance type of an autoscaled variant, or removing it, fails in
+    UpdateEndpoint while the scalable target is registered; deploy once with autoscaling removed, then with
+    the new type.
     """
 
     def __init__(
@@ -160,8 +164,21 @@ class ModelEndpoint(Construct):
             data_capture_config=self._data_capture(),
             async_inference_config=self._async_config(),
         )
+        retain = self._retains_instance_counts
         self.endpoint = sagemaker.CfnEndpoint(
-            self, "Endpoint", endpoint_config_name=self.config.attr_endpoint_config_name
+            self,
+            "Endpoint",
+            endpoint_config_name=self.config.attr_endpoint_config_name,
+            # An update (new model, new config) would otherwise restart every variant at InitialInstanceCount,
+            # dropping a scaled-out fleet back to its initial size under load. Keep the autoscaled instance
+            # counts; weight and data-capture changes in the new config still apply.
+            retain_all_variant_properties=True if retain else None,
+            exclude_retained_variant_properties=[
+                sagemaker.CfnEndpoint.VariantPropertyProperty(variant_property_type=kind)
+                for kind in ("DesiredWeight", "DataCaptureConfig")
+            ]
+            if retain
+            else None,
         )
         self._autoscaling()
         self.alarms = self._alarms()
@@ -271,6 +288,14 @@ class ModelEndpoint(Construct):
     @property
     def _capture(self) -> DataCaptureConfig | None:
         return None if isinstance(self.spec, ServerlessEndpointConfig) else self.spec.data_capture
+
+    @property
+    def _retains_instance_counts(self) -> bool:
+        """Every variant is autoscaled: its live instance count, not InitialInstanceCount, survives an update.
+        (Not with a fixed-size variant: RetainAllVariantProperties would then ignore a changed instance_count.)"""
+        if isinstance(self.spec, RealtimeEndpointConfig):
+            return all(v.autoscaling is not None for v in self.spec.variants)
+        return isinstance(self.spec, AsyncEndpointConfig) and self.spec.autoscaling is not None
 
     @property
     def _uses_volume_key(self) -> bool:
