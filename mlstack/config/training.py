@@ -86,7 +86,13 @@ class SystemNodeGroupConfig(StrictModel):
     @field_validator("instance_type")
     @classmethod
     def _known(cls, value: str) -> str:
-        return _catalog_instance(value)
+        name = _catalog_instance(value)
+        if get_instance(name).accelerator is not None:
+            raise ValueError(
+                f"{name} is an accelerated instance; system nodes run cluster services on a standard AMI: pick a CPU "
+                "type such as m7i.xlarge and put accelerators in node_groups"
+            )
+        return name
 
     @property
     def instance(self) -> InstanceType:

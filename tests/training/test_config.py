@@ -210,3 +210,9 @@ def test_node_group_names_that_give_the_same_construct_id(tmp_path: Path, bp: di
     ]
     line = _problem(tmp_path, bp)
     assert "names 'x1' and 'x-1' differ only by hyphens and give the same construct ID 'X1'; rename one" in line
+
+
+def test_system_nodes_must_not_be_accelerated(tmp_path: Path, bp: dict[str, Any]) -> None:
+    bp["training"]["system_node_group"] = {"instance_type": "g5.xlarge"}
+    line = _problem(tmp_path, bp)
+    assert "training.system_node_group.instance_type: g5.xlarge is an accelerated instance" in line

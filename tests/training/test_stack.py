@@ -1,8 +1,9 @@
 """TrainingClusterStack variants that no shipped blueprint covers, from one synth of a test blueprint file.
 
-The blueprint has two EFA groups (on-demand and a Capacity Block), an ODCR group, a CPU group without EFA, a model
-that does not fit and a job on the second EFA group. Checked: launch templates and node groups per capacity kind,
-FSx reachable from every node group, the model-fit warning at synth, and the same gates as shipped blueprints.
+The blueprint has Graviton system nodes, two EFA groups (on-demand and a Capacity Block), an ODCR group, a CPU group
+without EFA, a model that does not fit and a job on the second EFA group. Checked: launch templates and node groups
+per capacity kind, FSx reachable from every node group, the model-fit warning at synth, and the same gates as
+shipped blueprints.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ BLUEPRINT: dict[str, Any] = {
     "env": {"region": "us-east-1"},
     "network": {"cidr": "10.9.0.0/16", "availability_zone_ids": ["use1-az4", "use1-az6"]},
     "training": {
+        "system_node_group": {"instance_type": "c7g.xlarge"},
         "node_groups": [
             {"name": "a", "instance_type": "p5.48xlarge", "max_size": 1, "availability_zones": ["use1-az4"]},
             {
@@ -161,3 +163,8 @@ def test_variants_pass_the_gates(synth: tuple[Session, SynthesizedBlueprint]) ->
     for stack_id, body in bp.templates.items():
         matches = lint(json.dumps(body), config=ManualArgs(regions=["us-east-1"], ignore_checks=ignores))
         assert [f"{stack_id}: {m.rule.id} {m.message}" for m in matches] == []
+
+
+def test_graviton_system_nodes_get_the_arm_ami(stack: TrainingClusterStack, template: dict[str, Any]) -> None:
+    props = template["Resources"][_logical_id(stack, stack.cluster.system_nodes)]["Properties"]
+    assert props["InstanceTypes"] == ["c7g.xlarge"] and props["AmiType"] == "AL2023_ARM_64_STANDARD"

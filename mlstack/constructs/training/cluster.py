@@ -125,7 +125,11 @@ class TrainingCluster(Construct):
             "SystemNodes",
             cluster=self.cluster_ref,
             instance_types=[ec2.InstanceType(system.instance_type)],
-            ami_type=eks.NodegroupAmiType.AL2023_X86_64_STANDARD,
+            ami_type=(
+                eks.NodegroupAmiType.AL2023_ARM_64_STANDARD
+                if system.instance.arch == "arm64"
+                else eks.NodegroupAmiType.AL2023_X86_64_STANDARD
+            ),
             capacity_type=eks.CapacityType.ON_DEMAND,
             desired_size=system.desired_size,
             min_size=system.min_size,
