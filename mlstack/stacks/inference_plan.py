@@ -169,6 +169,15 @@ def _plan_endpoint(
             )
         )
         peak = _peak_instances(spec, variant)
+        if throughput and spec.traffic:
+            needed = spec.traffic.requests_per_second * share / throughput
+            if needed > peak:
+                knob = "autoscaling max_instances" if _scaling(spec, variant) else "instance_count"
+                plan.warnings.append(
+                    f"{spec.name}/{variant.name}: the traffic needs {math.ceil(needed)} instances "
+                    f"({spec.traffic.requests_per_second * share:g}/s at {throughput:g}/s each) but at most {peak} "
+                    f"run; raise {knob} (the cost above is for {peak})"
+                )
         plan.quotas.append(
             Quota("sagemaker", f"{variant.instance_type} for endpoint usage", QUOTA_CODE_UNKNOWN, peak, "instances")
         )

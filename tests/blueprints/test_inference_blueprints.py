@@ -262,3 +262,36 @@ def test_plan_of_an_inf1_variant_keeps_the_default_ami_and_warns_about_guardrail
     rows = dict(plan.details["sections"])["Endpoint chat (realtime)"]
     assert any("InferenceAmiVersion SageMaker's default" in row for row in rows), rows
     assert any("guardrails" in w and "inf1" in w for w in plan.warnings)
+
+
+@pytest.mark.parametrize(
+    ("variant", "message"),
+    [
+        (
+            {"instance_type": "ml.c7g.xlarge", "instance_count": 2},
+            "classify/AllTraffic: the traffic needs 4 instances (100/s at 25/s each) but at most 2 run; "
+            "raise instance_count (the cost above is for 2)",
+        ),
+        (
+            {
+                "instance_type": "ml.c7g.xlarge",
+                "instance_count": 2,
+                "autoscaling": {"min_instances": 2, "max_instances": 3, "target_invocations_per_instance": 1200},
+            },
+            "but at most 3 run; raise autoscaling max_instances",
+        ),
+    ],
+    ids=["fixed", "autoscaled"],
+)
+def test_plan_warns_when_the_traffic_needs_more_instances_than_can_run(
+    tmp_path: Path, variant: dict[str, Any], message: str
+) -> None:
+    document = yaml.safe_load((BLUEPRINTS / "inference-graviton.yaml").read_text())
+    endpoint = document["inference"]["endpoints"][0]
+    endpoint["variants"] = [variant]
+    endpoint["traffic"]["requests_per_second"] = 100
+    path = tmp_path / "busy.yaml"
+    path.write_text(yaml.safe_dump(document))
+    warnings = build_plan(load(str(path))).warnings
+    assert any(message in w for w in warnings), warnings
+    assert not any("the traffic needs" in w for w in build_plan(load("inference-graviton")).warnings)
