@@ -28,7 +28,11 @@ def memory_warnings(training: TrainingConfig) -> list[str]:
         it = group.instance
         if it.accelerator is None:
             continue
-        devices = it.accelerator.count * max(1, group.max_size)
+        # The job shards the model over its own nodes (job.nodes), other groups over all they may run (max_size).
+        nodes = group.max_size
+        if group.name == training.job_group.name and training.job.nodes is not None:
+            nodes = training.job.nodes
+        devices = it.accelerator.count * max(1, nodes)
         bytes_per = 4.0 if model.precision == "fp32" else 2.0
         states = model_state_memory(
             model.params,
@@ -44,8 +48,8 @@ def memory_warnings(training: TrainingConfig) -> list[str]:
             warnings.append(
                 f"node group {group.name!r}: a {model.params / 1e9:g}B-parameter model ({model.precision}, ZeRO "
                 f"stage {model.zero_stage}) needs {need_gib:,.1f} GiB of model states per accelerator across "
-                f"{devices} devices, more than the {have_gib:g} GiB of a {it.accelerator.model}; raise max_size, "
-                "the ZeRO stage, or pick a larger instance (activations come on top)"
+                f"{devices} devices, more than the {have_gib:g} GiB of a {it.accelerator.model}; use more nodes, "
+                "a higher ZeRO stage, or a larger instance (activations come on top)"
             )
     return warnings
 

@@ -216,3 +216,12 @@ def test_system_nodes_must_not_be_accelerated(tmp_path: Path, bp: dict[str, Any]
     bp["training"]["system_node_group"] = {"instance_type": "g5.xlarge"}
     line = _problem(tmp_path, bp)
     assert "training.system_node_group.instance_type: g5.xlarge is an accelerated instance" in line
+
+
+def test_model_fit_counts_the_devices_of_the_job(tmp_path: Path, bp: dict[str, Any]) -> None:
+    # 70B, ZeRO-3: 16 bytes/param over 16 H100s (2 nodes) is 65 GiB each and fits; a 1-node job (8 devices) does not.
+    bp["training"]["model"] = {"params": 70e9, "zero_stage": 3}
+    assert memory_warnings(_load(tmp_path, bp).training) == []
+    bp["training"]["job"] = {"nodes": 1}
+    (warning,) = memory_warnings(_load(tmp_path, bp).training)
+    assert "needs 130.4 GiB of model states per accelerator across 8 devices" in warning
