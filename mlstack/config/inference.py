@@ -10,6 +10,7 @@ Domain rules checked here, each with a message that names the fix (limits: share
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal, Self
 
 from pydantic import Field, field_validator, model_validator
@@ -78,8 +79,8 @@ class DlcImage(StrictModel):
     source: Literal["dlc"]
     account: str = Field(pattern=r"^\d{12}$")
     """The registry account, e.g. 763104351884 (AWS DLCs in most commercial regions)."""
-    region: str | None = None
-    """Registry region. Default: the blueprint's region (DLC registries are regional)."""
+    region: str | None = Field(default=None, pattern=r"^[a-z]{2}(-[a-z]+)+-\d$")
+    """Registry region, e.g. us-east-1. Default: the blueprint's region (DLC registries are regional)."""
     repository: str = Field(pattern=r"^[a-z0-9]+(?:[._-][a-z0-9]+)*(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*$")
     tag: str = Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 
@@ -96,8 +97,23 @@ class InferenceModelConfig(StrictModel):
     """Model size in billions of parameters (for the plan's memory check; the stack does not use it)."""
     precision: Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4"] = "bf16"
     """Precision of the served weights (for the plan's memory check)."""
-    environment: dict[str, str] = Field(default_factory=dict)
-    """Container environment (e.g. HF_MODEL_ID, OPTION_TENSOR_PARALLEL_DEGREE). No secrets: it is in the template."""
+    environment: dict[str, str] = Field(default_factory=dict, max_length=100)
+    """Container environment (e.g. HF_MODEL_ID, OPTION_TENSOR_PARALLEL_DEGREE). No secrets: it is in the template.
+    SageMaker takes at most 100 variables, names `[a-zA-Z_][a-zA-Z0-9_]*`, names and values up to 1024 characters."""
+
+    @field_validator("environment")
+    @classmethod
+    def _environment(cls, value: dict[str, str]) -> dict[str, str]:
+        bad = sorted(k for k in value if not re.fullmatch(r"[a-zA-Z_][a-zA-Z0-9_]{0,1023}", k))
+        if bad:
+            raise ValueError(
+                f"environment variable name(s) {', '.join(map(repr, bad))} are not valid for SageMaker; use letters, "
+                "digits and underscores, not starting with a digit (e.g. OPTION_TENSOR_PARALLEL_DEGREE)"
+            )
+        long = sorted(k for k, v in value.items() if len(v) > 1024)
+        if long:
+            raise ValueError(f"environment value(s) of {', '.join(long)} exceed SageMaker's 1024 characters")
+        return value
 
 
 class TrafficConfig(StrictModel):

@@ -80,6 +80,23 @@ def test_no_physical_names_on_replaceable_sagemaker_resources(session: Session, 
 
 
 @pytest.mark.parametrize("name", INFERENCE)
+def test_no_physical_names_on_roles_topics_functions_log_groups_or_buckets(session: Session, name: str) -> None:
+    # Generated names: a replacement (or a second copy of the blueprint) never fails on "already exists".
+    template = session.blueprints[name].templates["InferenceStack"]
+    for kind, prop in [
+        ("AWS::IAM::Role", "RoleName"),
+        ("AWS::SNS::Topic", "TopicName"),
+        ("AWS::Lambda::Function", "FunctionName"),
+        ("AWS::Logs::LogGroup", "LogGroupName"),
+        ("AWS::S3::Bucket", "BucketName"),
+        ("AWS::CloudWatch::Alarm", "AlarmName"),
+        ("AWS::EC2::SecurityGroup", "GroupName"),
+    ]:
+        named = [k for k, r in template["Resources"].items() if r["Type"] == kind and prop in r.get("Properties", {})]
+        assert named == [], (kind, named)
+
+
+@pytest.mark.parametrize("name", INFERENCE)
 def test_buckets_are_encrypted_tls_only_versioned_and_logged(session: Session, name: str) -> None:
     buckets = _resources(session, name, "AWS::S3::Bucket")
     for logical_id, bucket in buckets.items():

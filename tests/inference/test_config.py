@@ -308,3 +308,37 @@ def test_fails_when_endpoint_names_map_to_one_construct_id(tmp_path: Path, names
     (problem,) = _problems(tmp_path, endpoints)
     assert problem.startswith(f"{tmp_path / 'bp.yaml'}: inference: "), problem
     assert message in problem
+
+
+@pytest.mark.parametrize(
+    ("model", "field", "message"),
+    [
+        (
+            {**MODEL, "environment": {"MAX-TOKENS": "4096", "OK_NAME": "1"}},
+            "inference.model.environment",
+            "environment variable name(s) 'MAX-TOKENS' are not valid for SageMaker",
+        ),
+        (
+            {**MODEL, "environment": {f"V{i}": "x" for i in range(101)}},
+            "inference.model.environment",
+            "Dictionary should have at most 100 items",
+        ),
+        (
+            {**MODEL, "image": {**MODEL["image"], "region": "useast1"}},
+            "inference.model.image.dlc.region",
+            "String should match pattern",
+        ),
+    ],
+    ids=["env-name", "env-count", "dlc-region"],
+)
+def test_fails_on_what_create_model_would_reject(
+    tmp_path: Path, model: dict[str, Any], field: str, message: str
+) -> None:
+    document = {"description": "test", "inference": {"model": model, "endpoints": [REALTIME]}}
+    path = tmp_path / "bp.yaml"
+    path.write_text(yaml.safe_dump(document))
+    with pytest.raises(BlueprintError) as info:
+        load(path)
+    (problem,) = info.value.problems
+    assert problem.startswith(f"{path}: {field}: "), problem
+    assert message in problem

@@ -11,6 +11,7 @@ import aws_cdk as cdk
 import pytest
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_sns as sns
 from aws_cdk.assertions import Template
 
 from mlstack import blueprint
@@ -117,6 +118,8 @@ def stages(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Built]:
     grants = [stack.endpoints["gpu"].grant_invoke(caller), stack.endpoints["batch"].grant_invoke(caller)]
     client = ec2.SecurityGroup(stack, "Client", vpc=result.network.vpc, allow_all_outbound=False)
     client.connections.allow_to(stack.endpoints["cpu"], ec2.Port.tcp(443), "client to endpoint")
+    # A grant *to* the endpoint makes jsii read endpoint.grant_principal from the JS side.
+    sns.Topic(stack, "Feedback").grant_publish(stack.endpoints["cpu"])
 
     existing_model = {
         **MODEL,
@@ -354,6 +357,12 @@ def test_other_constructs_can_open_connections_to_it(built: Built) -> None:
 def test_grant_principal_is_the_execution_role(built: Built) -> None:
     endpoint = built.stack.endpoints["cpu"]
     assert endpoint.grant_principal is endpoint.role
+
+
+def test_other_constructs_can_grant_to_it(built: Built) -> None:
+    # topic.grant_publish(endpoint) in the fixture landed on the execution role's policy.
+    (publish,) = [s for s in built.policy_statements("CpuExecutionRole") if s["Action"] == "sns:Publish"]
+    assert publish["Resource"]["Ref"].startswith("Feedback")
 
 
 # ----- serverless
