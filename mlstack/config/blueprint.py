@@ -88,7 +88,7 @@ class BlueprintConfig(StrictModel):
     def _training_zones(self) -> BlueprintConfig:
         # Cross-section rules of the training layer (AZs must be the network's; EFA and FSx share one AZ).
         if self.training is not None:
-            problems = self.training.check_zones(self.zones)
+            problems = self.training.check_network(self.network) + self.training.check_zones(self.zones)
             if problems:
                 raise ValueError(problems[0])
         return self

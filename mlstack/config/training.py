@@ -9,7 +9,7 @@ must be one of the network's zones) are in `BlueprintConfig` (`mlstack/config/bl
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -17,6 +17,9 @@ from mlstack.catalog import InstanceType, get_instance
 from mlstack.catalog.memory import MAX_PARAMS
 from mlstack.config.base import StrictModel
 from mlstack.errors import CatalogError
+
+if TYPE_CHECKING:
+    from mlstack.config.network import NetworkConfig
 
 KubernetesVersion = Literal["1.33", "1.34", "1.35", "1.36"]
 """EKS versions this project builds for: AL2023 accelerated AMIs exist (no AL2 AMIs from 1.33, domain.md P21),
@@ -407,6 +410,16 @@ class TrainingConfig(StrictModel):
             return self.fsx.availability_zone
         groups = self.efa_groups or self.node_groups
         return self.zone_of(groups[0], zones)
+
+    def check_network(self, network: NetworkConfig) -> list[str]:
+        """Cross-section rule (called by BlueprintConfig): the cluster needs outbound internet through NAT."""
+        if network.nat_gateways == 0:
+            return [
+                "network.nat_gateways: 0 makes the private subnets isolated, but the training cluster's Helm charts "
+                "come from public repositories (nvidia.github.io, aws.github.io, ghcr.io, public.ecr.aws), fetched at "
+                "deploy time by the kubectl handler in the VPC; use nat_gateways: 1 or more"
+            ]
+        return []
 
     def check_zones(self, zones: list[str]) -> list[str]:
         """Cross-section rules (called by BlueprintConfig): problems, one line each, empty when fine."""

@@ -225,3 +225,9 @@ def test_model_fit_counts_the_devices_of_the_job(tmp_path: Path, bp: dict[str, A
     bp["training"]["job"] = {"nodes": 1}
     (warning,) = memory_warnings(_load(tmp_path, bp).training)
     assert "needs 130.4 GiB of model states per accelerator across 8 devices" in warning
+
+
+def test_training_needs_a_nat_gateway(tmp_path: Path, bp: dict[str, Any]) -> None:
+    bp["network"]["nat_gateways"] = 0
+    line = _problem(tmp_path, bp)
+    assert "network.nat_gateways: 0 makes the private subnets isolated, but the training cluster's Helm charts" in line
