@@ -76,10 +76,16 @@ def handler(event: dict[str, Any], context: object) -> dict[str, Any]:
     if len(body) > MAX_PAYLOAD_BYTES:
         return _error(413, f"payload of {len(body)} bytes exceeds SageMaker's {MAX_PAYLOAD_BYTES} byte limit")
     headers = {k.lower(): v for k, v in (event.get("headers") or {}).items()}
+    content_type = headers.get("content-type", "application/json")
+    if content_type.split(";")[0].strip().lower() == "application/json":
+        try:
+            json.loads(body)
+        except ValueError:
+            return _error(400, "the body is not valid JSON; send JSON or set the Content-Type your model expects")
     request: dict[str, Any] = {
         "EndpointName": os.environ["ENDPOINT_NAME"],
         "Body": body,
-        "ContentType": headers.get("content-type", "application/json"),
+        "ContentType": content_type,
     }
     if "accept" in headers:
         request["Accept"] = headers["accept"]

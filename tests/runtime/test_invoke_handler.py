@@ -181,3 +181,13 @@ def test_the_client_tries_once_with_the_read_timeout_the_stack_sets(monkeypatch:
     config = handler._runtime().meta.config
     assert (config.read_timeout, config.connect_timeout) == (115, 5)
     assert config.retries == {"mode": "standard", "total_max_attempts": 1}
+
+
+def test_a_json_content_type_with_a_body_that_is_not_json_is_a_400(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Refused before the endpoint runs (and bills) the request; other content types pass through as bytes.
+    monkeypatch.setenv("ENDPOINT_NAME", ENDPOINT)
+    monkeypatch.setattr(handler, "_client", _Failing(AssertionError("InvokeEndpoint must not be called")))
+    for headers in ({"content-type": "application/json"}, {"content-type": "application/json; charset=utf-8"}, {}):
+        response = handler.handler(_event("{not json", headers=headers or {"x": "y"}), None)
+        assert response["statusCode"] == 400, headers
+        assert "not valid JSON" in json.loads(response["body"])["error"]
