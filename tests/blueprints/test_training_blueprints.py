@@ -304,3 +304,40 @@ def test_rendered_job_requests_every_efa_and_uses_no_legacy_nccl_variables(bp: t
         config.training.job.nodes or group.max_size
     )
     assert yaml.safe_dump_all([runtime, job])  # renders as YAML
+
+
+def test_device_plugins_tolerate_and_select_the_accelerator_nodes(bp: tuple[str, Any, dict[str, Any]]) -> None:
+    # Pitfall P5: a device plugin that does not tolerate the node's taints never schedules there.
+    _, config, template = bp
+    charts = {
+        r["Properties"]["Release"]: json.loads(r["Properties"]["Values"])
+        for r in _resources(template, "Custom::AWSCDK-EKS-HelmChart").values()
+    }
+    (props,) = [
+        r["Properties"]
+        for r in _resources(template, "AWS::EKS::Nodegroup").values()
+        if "LaunchTemplate" in r["Properties"]
+    ]
+    taints = {t["Key"] for t in props["Taints"]}
+    kind = _accelerator(_efa_group(config).instance_type).kind
+    if kind == "gpu":
+        plugin = charts[versions.NVIDIA_DEVICE_PLUGIN.release]
+        tolerations = plugin["tolerations"]
+        (term,) = plugin["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+            "nodeSelectorTerms"
+        ]
+        (expression,) = term["matchExpressions"]
+        assert props["Labels"][expression["key"]] in expression["values"]
+        dcgm = charts[versions.DCGM_EXPORTER.release]
+        assert dcgm["nodeSelector"].items() <= props["Labels"].items()
+        assert taints <= {t["key"] for t in dcgm["tolerations"] if t["operator"] == "Exists"}
+    else:
+        tolerations = charts[versions.NEURON_HELM_CHART.release]["devicePlugin"]["tolerations"]
+    assert taints <= {t["key"] for t in tolerations if t["operator"] == "Exists" and t["effect"] == "NoSchedule"}
+    efa_tolerations = charts[versions.EFA_DEVICE_PLUGIN.release]["tolerations"]
+    assert taints <= {t["key"] for t in efa_tolerations if t["operator"] == "Exists"}
+
+
+def test_no_full_access_managed_policies(bp: tuple[str, Any, dict[str, Any]]) -> None:
+    _, _, template = bp
+    assert "FullAccess" not in json.dumps(template)
