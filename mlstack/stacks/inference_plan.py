@@ -6,6 +6,7 @@ imports aws_cdk. `mlstack.stacks.inference` re-exports `plan_inference`.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -59,8 +60,11 @@ def plan_inference(config: BlueprintConfig, plan: Plan) -> None:
         f"image: {_image(config)}",
     ]
     sections: list[tuple[str, list[str]]] = [("Inference model", rows)]
+    first_quota = len(plan.quotas)
     for spec in inference.endpoints:
         sections.append(_plan_endpoint(spec, plan, weights_gib))
+    # A SageMaker quota is per account and region: variants and endpoints on one instance type add up.
+    plan.quotas[first_quota:] = _summed(plan.quotas[first_quota:])
     if inference.invoke_api is not None:
         plan.resources.append(
             Resource(STACK, "Lambda function URL", f"IAM auth, invokes endpoint {inference.invoke_api.endpoint}")
@@ -78,6 +82,17 @@ def plan_inference(config: BlueprintConfig, plan: Plan) -> None:
     )
     plan.details.setdefault("sections", []).extend(sections)
     plan.details["inference"] = [_endpoint_figures(spec) for spec in inference.endpoints]
+
+
+def _summed(quotas: list[Quota]) -> list[Quota]:
+    merged: dict[tuple[str, str], Quota] = {}
+    for quota in quotas:
+        key = (quota.service, quota.name)
+        if key in merged:
+            merged[key] = dataclasses.replace(merged[key], needed=merged[key].needed + quota.needed)
+        else:
+            merged[key] = quota
+    return list(merged.values())
 
 
 def _image(config: BlueprintConfig) -> str:

@@ -312,3 +312,17 @@ def test_plan_warns_when_the_traffic_needs_more_instances_than_can_run(
     warnings = build_plan(load(str(path))).warnings
     assert any(message in w for w in warnings), warnings
     assert not any("the traffic needs" in w for w in build_plan(load("inference-graviton")).warnings)
+
+
+def test_plan_adds_up_the_quota_of_variants_and_endpoints_on_one_instance_type(tmp_path: Path) -> None:
+    # "ml.g5.2xlarge for endpoint usage" is one quota per account and region, not one per variant.
+    document = yaml.safe_load((BLUEPRINTS / "inference-gpu-realtime.yaml").read_text())
+    chat = document["inference"]["endpoints"][0]
+    chat["variants"][1]["instance_type"] = "ml.g5.2xlarge"  # max 2
+    document["inference"]["endpoints"].append(
+        {"name": "batch", "mode": "async", "instance_type": "ml.g5.2xlarge", "instance_count": 3, "output_path": "o"}
+    )
+    path = tmp_path / "shared.yaml"
+    path.write_text(yaml.safe_dump(document))
+    quotas = [q for q in build_plan(load(str(path))).quotas if q.service == "sagemaker"]
+    assert [(q.name, q.needed) for q in quotas] == [("ml.g5.2xlarge for endpoint usage", 4 + 2 + 3)]
