@@ -47,7 +47,16 @@ ENDPOINTS: list[dict[str, Any]] = [
         "data_capture": {"sampling_percent": 25, "prefix": "capture/gpu"},
     },
     {"name": "cpu", "mode": "realtime", "variants": [{"instance_type": "ml.c7i.8xlarge", "instance_count": 2}]},
-    {"name": "neuron", "mode": "realtime", "variants": [{"instance_type": "ml.inf2.xlarge"}]},
+    {
+        "name": "neuron",
+        "mode": "realtime",
+        "variants": [
+            {
+                "instance_type": "ml.inf2.xlarge",
+                "autoscaling": {"min_instances": 1, "max_instances": 2, "target_invocations_per_instance": 100},
+            }
+        ],
+    },
     {"name": "tiny", "mode": "serverless", "memory_mb": 2048, "max_concurrency": 10, "provisioned_concurrency": 2},
     {
         "name": "batch",
@@ -302,14 +311,15 @@ def test_realtime_autoscaling_tracks_invocations_per_instance(built: Built) -> N
 
 def test_updates_keep_autoscaled_instance_counts_only_when_every_variant_is_autoscaled(built: Built) -> None:
     # Without RetainAllVariantProperties an update restarts each variant at InitialInstanceCount.
-    batch = built.one("AWS::SageMaker::Endpoint", "BatchEndpoint")["Properties"]
-    assert batch["RetainAllVariantProperties"] is True
-    assert batch["ExcludeRetainedVariantProperties"] == [
+    neuron = built.one("AWS::SageMaker::Endpoint", "NeuronEndpoint")["Properties"]
+    assert neuron["RetainAllVariantProperties"] is True
+    assert neuron["ExcludeRetainedVariantProperties"] == [
         {"VariantPropertyType": "DesiredWeight"},
         {"VariantPropertyType": "DataCaptureConfig"},
     ]
-    # gpu has a fixed-size variant (green) and cpu no autoscaling: a changed instance_count must still apply.
-    for prefix in ("GpuEndpoint", "CpuEndpoint", "TinyEndpoint"):
+    # gpu has a fixed-size variant (green) and cpu no autoscaling: a changed instance_count must still apply;
+    # batch may sit at zero instances: an update starts it at instance_count and it scales back down.
+    for prefix in ("GpuEndpoint", "CpuEndpoint", "TinyEndpoint", "BatchEndpoint"):
         properties = built.one("AWS::SageMaker::Endpoint", prefix)["Properties"]
         assert "RetainAllVariantProperties" not in properties, prefix
         assert "ExcludeRetainedVariantProperties" not in properties, prefix

@@ -292,10 +292,13 @@ class ModelEndpoint(Construct):
     @property
     def _retains_instance_counts(self) -> bool:
         """Every variant is autoscaled: its live instance count, not InitialInstanceCount, survives an update.
-        (Not with a fixed-size variant: RetainAllVariantProperties would then ignore a changed instance_count.)"""
+        Not with a fixed-size variant (RetainAllVariantProperties would then ignore a changed instance_count),
+        nor for an async endpoint that may sit at zero: an update then starts it at instance_count, the
+        documented path, and it scales back to zero."""
         if isinstance(self.spec, RealtimeEndpointConfig):
             return all(v.autoscaling is not None for v in self.spec.variants)
-        return isinstance(self.spec, AsyncEndpointConfig) and self.spec.autoscaling is not None
+        scaling = self.spec.autoscaling if isinstance(self.spec, AsyncEndpointConfig) else None
+        return scaling is not None and not scaling.scales_to_zero
 
     @property
     def _uses_volume_key(self) -> bool:
