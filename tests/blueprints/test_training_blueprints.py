@@ -212,6 +212,8 @@ def test_fsx_is_retained_encrypted_and_in_the_training_az_subnet(
     _, fsx = _one(template, "AWS::FSx::FileSystem")
     assert fsx["DeletionPolicy"] == fsx["UpdateReplacePolicy"] == "Retain"
     props = fsx["Properties"]
+    (fsx_sg,) = [g["Fn::GetAtt"][0] for g in props["SecurityGroupIds"]]
+    assert template["Resources"][fsx_sg]["DeletionPolicy"] == "Retain"  # still used by the retained file system
     (subnet,) = props["SubnetIds"]
     assert _subnet_zone(session, name, subnet) == config.training.zone_of(_efa_group(config), config.zones)
     assert _network_value(session, name, props["KmsKeyId"]) == {"Fn::GetAtt": ["ProjectKeyFDD03260", "Arn"]}

@@ -228,3 +228,32 @@ def test_local_nvme_user_data_is_a_nodeadm_mime_part() -> None:
     assert text.startswith("MIME-Version: 1.0\n")
     assert 'boundary="MLSTACK"' in text and text.rstrip().endswith("--MLSTACK--")
     assert "kind: NodeConfig" in text and "strategy: RAID0" in text
+
+
+def test_fsx_security_group_and_its_own_rules_follow_the_file_system(built: dict[str, Any]) -> None:
+    # A retained file system still uses its group: deleting the group would fail and leave DELETE_FAILED; and the
+    # servers keep talking LNET to each other through the group's self-referencing rules.
+    resources = built["template"].to_json()["Resources"]
+    for name, policy in (("fsx", "Retain"), ("scratch", "Delete")):
+        sg_id = _logical_id(built["stack"], built[name].security_group)
+        sg_ref = {"Fn::GetAtt": [sg_id, "GroupId"]}
+        assert resources[sg_id].get("DeletionPolicy", "Delete") == policy
+        own = [
+            r
+            for r in resources.values()
+            if r["Type"] in ("AWS::EC2::SecurityGroupIngress", "AWS::EC2::SecurityGroupEgress")
+            and r["Properties"]["GroupId"] == sg_ref
+            and sg_ref
+            in (r["Properties"].get("SourceSecurityGroupId"), r["Properties"].get("DestinationSecurityGroupId"))
+        ]
+        assert len(own) == 4 and all(r.get("DeletionPolicy", "Delete") == policy for r in own)
+        to_clients = [
+            r
+            for r in resources.values()
+            if r["Type"].startswith("AWS::EC2::SecurityGroup")
+            and r["Type"] != "AWS::EC2::SecurityGroup"
+            and sg_ref
+            in (r["Properties"].get("SourceSecurityGroupId"), r["Properties"].get("DestinationSecurityGroupId"))
+            and r not in own
+        ]
+        assert to_clients and all("DeletionPolicy" not in r for r in to_clients)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import jsii
-from aws_cdk import RemovalPolicy
+from aws_cdk import CfnResource, RemovalPolicy
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_fsx as fsx
 from aws_cdk import aws_kms as kms
@@ -28,7 +28,8 @@ class FsxLustre(Construct):
     - The security group admits Lustre ports from itself and from `clients`; clients accept them back.
     - Encrypted with `key` (customer-managed), LZ4 compression, metadata mode AUTOMATIC (PERSISTENT_2).
     - An optional data repository association links an S3 prefix (lazy import + export of changes).
-    - `removal_policy` applies to the file system (RETAIN keeps the data when the stack goes).
+    - `removal_policy` applies to the file system (RETAIN keeps the data when the stack goes), to its security
+      group (the retained file system's interfaces still use it) and to the group's self-referencing rules.
     """
 
     def __init__(
@@ -81,6 +82,20 @@ class FsxLustre(Construct):
             lustre_configuration=fsx.CfnFileSystem.LustreConfigurationProperty(**lustre),
         )
         self.file_system.apply_removal_policy(removal_policy)
+        # A retained file system keeps its network interfaces, and they keep this group: deleting the group would
+        # fail (DependencyViolation) and leave the stack in DELETE_FAILED. The group and its self-referencing rules
+        # (LNET between the file servers) go, or stay, with the file system; rules naming the clients' groups go.
+        self.security_group.apply_removal_policy(removal_policy)
+        own_id = self.security_group.security_group_id
+        for child in self.security_group.node.children:
+            peer = None
+            if isinstance(child, ec2.CfnSecurityGroupIngress):
+                peer = child.source_security_group_id
+            elif isinstance(child, ec2.CfnSecurityGroupEgress):
+                peer = child.destination_security_group_id
+            if peer is not None and peer == own_id:
+                assert isinstance(child, CfnResource)
+                child.apply_removal_policy(removal_policy)
 
         self.data_repository: fsx.CfnDataRepositoryAssociation | None = None
         repo = config.data_repository
