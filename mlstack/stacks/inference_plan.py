@@ -118,6 +118,11 @@ def _plan_endpoint(
             f"serverless: {spec.memory_mb} MB, max concurrency {spec.max_concurrency}"
             + (f", provisioned {spec.provisioned_concurrency}" if spec.provisioned_concurrency else "")
         )
+        if spec.provisioned_concurrency:
+            rows.append(
+                f"provisioned concurrency: {spec.provisioned_concurrency} x {spec.memory_mb} MB kept warm and billed "
+                "every hour, used or not (price not in the catalog)"
+            )
         if weights_gib * GIB > spec.memory_mb * 2**20:
             plan.warnings.append(
                 f"{spec.name}: {weights_gib:.1f} GiB of weights do not fit in {spec.memory_mb} MB of serverless memory"

@@ -326,3 +326,8 @@ def test_plan_adds_up_the_quota_of_variants_and_endpoints_on_one_instance_type(t
     path.write_text(yaml.safe_dump(document))
     quotas = [q for q in build_plan(load(str(path))).quotas if q.service == "sagemaker"]
     assert [(q.name, q.needed) for q in quotas] == [("ml.g5.2xlarge for endpoint usage", 4 + 2 + 3)]
+
+
+def test_plan_says_provisioned_concurrency_is_billed_while_idle() -> None:
+    rows = dict(build_plan(load("inference-serverless")).details["sections"])["Endpoint sentiment (serverless)"]
+    assert "provisioned concurrency: 2 x 4096 MB kept warm and billed every hour, used or not" in " ".join(rows)
