@@ -338,6 +338,12 @@ def test_device_plugins_tolerate_and_select_the_accelerator_nodes(bp: tuple[str,
     assert taints <= {t["key"] for t in tolerations if t["operator"] == "Exists" and t["effect"] == "NoSchedule"}
     efa_tolerations = charts[versions.EFA_DEVICE_PLUGIN.release]["tolerations"]
     assert taints <= {t["key"] for t in efa_tolerations if t["operator"] == "Exists"}
+    # The EFA plugin's instance-type allow-list is the blueprint's EFA types, not whatever the pinned chart lists.
+    allow = charts[versions.EFA_DEVICE_PLUGIN.release]["supportedInstanceLabels"]
+    assert allow == {
+        "keys": ["node.kubernetes.io/instance-type"],
+        "values": sorted({g.instance_type for g in config.training.efa_groups}),
+    }
 
 
 def test_no_full_access_managed_policies(bp: tuple[str, Any, dict[str, Any]]) -> None:

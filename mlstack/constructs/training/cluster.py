@@ -177,8 +177,17 @@ class TrainingCluster(Construct):
                 versions.NEURON_HELM_CHART,
                 {"npd": {"enabled": False}, "devicePlugin": {"tolerations": _tolerate(*accel_taints)}},
             )
-        if any(g.efa for g in config.node_groups):
-            self._chart(versions.EFA_DEVICE_PLUGIN, {"tolerations": _tolerate(*accel_taints)})
+        efa_types = sorted({g.instance_type for g in config.node_groups if g.efa})
+        if efa_types:
+            self._chart(
+                versions.EFA_DEVICE_PLUGIN,
+                {
+                    "tolerations": _tolerate(*accel_taints),
+                    # The chart's node affinity is an allow-list of instance types; a type missing from the pinned
+                    # chart's list never gets the plugin (pitfall P5). List exactly the blueprint's EFA types.
+                    "supportedInstanceLabels": {"keys": ["node.kubernetes.io/instance-type"], "values": efa_types},
+                },
+            )
         self._chart(versions.KUBEFLOW_TRAINER, {})
 
     def _chart(self, chart: versions.Chart, values: dict[str, Any]) -> eks.HelmChart:
