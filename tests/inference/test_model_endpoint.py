@@ -465,6 +465,8 @@ def test_invoke_api_is_an_iam_auth_function_url_that_may_invoke_only_its_endpoin
     statements = built.policy_statements("InvokeApiRole")
     invoke = [s for s in statements if "sagemaker:InvokeEndpoint" in s["Action"]]
     assert [s["Resource"] for s in invoke] == [built.resolve(built.stack.endpoints["tiny"].endpoint_arn)]
+    # The handler calls InvokeEndpoint only: no streaming or async invoke.
+    assert [s["Action"] for s in statements if "sagemaker" in json.dumps(s["Action"])] == ["sagemaker:InvokeEndpoint"]
     logs = [s for s in statements if "logs:PutLogEvents" in s["Action"]]
     (log_statement,) = logs
     assert log_statement["Resource"]["Fn::GetAtt"][0].startswith("InvokeApiLogGroup")

@@ -73,7 +73,10 @@ class InvokeApi(Construct):
             },
             description="HTTPS (IAM auth) -> SageMaker InvokeEndpoint",
         )
-        endpoint.grant_invoke(self.function)
+        # InvokeEndpoint only (the handler does not stream): narrower than endpoint.grant_invoke.
+        iam.Grant.add_to_principal(
+            grantee=self.function, actions=["sagemaker:InvokeEndpoint"], resource_arns=[endpoint.endpoint_arn]
+        )
         self.url = self.function.add_function_url(auth_type=lambda_.FunctionUrlAuthType.AWS_IAM)
 
     @property
