@@ -161,6 +161,16 @@ class NodeGroupConfig(StrictModel):
     An EFA group takes exactly one: EFA traffic does not cross subnets or AZs (domain.md §2.1 item 3)."""
     root_volume_gib: int = Field(default=200, ge=50, le=16384)
 
+    @field_validator("name")
+    @classmethod
+    def _not_system(cls, value: str) -> str:
+        if value == "system":
+            raise ValueError(
+                "'system' is the system node group's label value (mlstack.io/node-group); a job selecting this group "
+                "would also land on the system nodes: pick another name"
+            )
+        return value
+
     @field_validator("instance_type")
     @classmethod
     def _known(cls, value: str) -> str:

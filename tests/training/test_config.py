@@ -231,3 +231,8 @@ def test_training_needs_a_nat_gateway(tmp_path: Path, bp: dict[str, Any]) -> Non
     bp["network"]["nat_gateways"] = 0
     line = _problem(tmp_path, bp)
     assert "network.nat_gateways: 0 makes the private subnets isolated, but the training cluster's Helm charts" in line
+
+
+def test_node_group_cannot_be_named_system(tmp_path: Path, bp: dict[str, Any]) -> None:
+    line = _problem(tmp_path, _group(bp, name="system"))
+    assert "training.node_groups.0.name: 'system' is the system node group's label value" in line
