@@ -98,8 +98,10 @@ def _efa_summary(group: NodeGroupConfig) -> tuple[int, int, int]:
         return 0, 0, 1
     layout = efa_layout(group.instance_type, efa_on_every_card=group.efa_on_every_card)
     efa = sum(1 for nic in layout if nic.is_efa)
-    with_ip = sum(1 for nic in layout if nic.interface_type != "efa-only")
-    return efa, with_ip, with_ip
+    # An EFA "with an IP" is type `efa`; a plain ENA (`interface`, P6-B300 card 0) has an IP but is no EFA.
+    efa_with_ip = sum(1 for nic in layout if nic.is_efa and nic.interface_type != "efa-only")
+    ips = sum(1 for nic in layout if nic.interface_type != "efa-only")
+    return efa, efa_with_ip, ips
 
 
 def plan_training(config: BlueprintConfig, plan: Plan) -> None:

@@ -113,3 +113,12 @@ def test_fsx_throughput_counts_tib_as_fsx_does() -> None:
     rows = dict(build_plan(load("eks-gpu-training")).details["sections"])["FSx for Lustre"]
     assert rows[0].startswith("PERSISTENT_2, 4800 GiB (4.8 TiB as FSx counts it)")
     assert rows[1] == "throughput 250 MB/s/TiB -> 1,200 MB/s aggregate baseline"
+
+
+def test_efa_summary_counts_only_efa_interfaces(tmp_path: Path) -> None:
+    # P6-B300: card 0 is a plain ENA (an IP, no EFA); all 16 EFAs are efa-only.
+    data = copy.deepcopy(BASE)
+    data["training"]["node_groups"][0].update(instance_type="p6-b300.48xlarge", max_size=1)
+    rows = dict(build_plan(_load(tmp_path, data)).details["sections"])["EFA and network"]
+    assert "16 EFA interfaces per node (0 with an IP, 16 efa-only)" in rows[0]
+    assert "1 interface IP(s) per node" in rows[0]
