@@ -349,3 +349,40 @@ def test_device_plugins_tolerate_and_select_the_accelerator_nodes(bp: tuple[str,
 def test_no_full_access_managed_policies(bp: tuple[str, Any, dict[str, Any]]) -> None:
     _, _, template = bp
     assert "FullAccess" not in json.dumps(template)
+
+
+def _manifest_documents(value: Any) -> list[dict[str, Any]]:
+    """A KubernetesResource manifest (JSON, or an Fn::Join of JSON and references) with references as markers."""
+    if isinstance(value, str):
+        return list(json.loads(value))
+    parts = []
+    for part in value["Fn::Join"][1]:
+        if isinstance(part, str):
+            parts.append(part)
+        elif "Ref" in part:
+            parts.append(f"<Ref {part['Ref']}>")
+        else:
+            parts.append("<GetAtt {}.{}>".format(*part["Fn::GetAtt"]))
+    return list(json.loads("".join(parts)))
+
+
+def test_fsx_volume_points_the_csi_driver_at_this_file_system(bp: tuple[str, Any, dict[str, Any]]) -> None:
+    _, config, template = bp
+    fsx_id, _ = _one(template, "AWS::FSx::FileSystem")
+    docs = [
+        doc
+        for r in _resources(template, "Custom::AWSCDK-EKS-KubernetesResource").values()
+        for doc in _manifest_documents(r["Properties"]["Manifest"])
+    ]
+    (volume,) = [d for d in docs if d["kind"] == "PersistentVolume"]
+    (claim,) = [d for d in docs if d["kind"] == "PersistentVolumeClaim"]
+    csi = volume["spec"]["csi"]
+    assert csi["driver"] == "fsx.csi.aws.com" and csi["volumeHandle"] == f"<Ref {fsx_id}>"
+    assert csi["volumeAttributes"] == {
+        "dnsname": f"<GetAtt {fsx_id}.DNSName>",
+        "mountname": f"<GetAtt {fsx_id}.LustreMountName>",
+    }
+    assert volume["spec"]["accessModes"] == claim["spec"]["accessModes"] == ["ReadWriteMany"]
+    assert claim["metadata"]["namespace"] == config.training.job.namespace
+    assert claim["spec"]["volumeName"] == volume["metadata"]["name"]
+    assert volume["spec"]["capacity"]["storage"] == f"{config.training.fsx.storage_capacity_gib}Gi"
