@@ -189,6 +189,7 @@ def test_imdsv2_and_root_volume_encrypted_with_the_project_key(
     name, _, template = bp
     _, data = _launch_template(template)
     assert data["MetadataOptions"]["HttpTokens"] == "required"
+    assert data["MetadataOptions"]["HttpPutResponseHopLimit"] == 2  # pods off the host network (FSx CSI) reach IMDS
     (root,) = data["BlockDeviceMappings"]
     ebs = root["Ebs"]
     assert ebs["Encrypted"] is True and ebs["VolumeType"] == "gp3"

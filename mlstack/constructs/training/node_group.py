@@ -130,7 +130,8 @@ class AcceleratedNodeGroup(Construct):
             "metadata_options": ec2.CfnLaunchTemplate.MetadataOptionsProperty(
                 http_tokens="required",
                 http_endpoint="enabled",
-                # 2 hops: pods on the host network stack still reach IMDS; IMDSv2 tokens are required either way.
+                # 2 hops (the EKS default): pods off the host network, such as the FSx CSI node plugin, reach IMDS
+                # through their own network namespace. IMDSv2 tokens are required either way.
                 http_put_response_hop_limit=2,
             ),
             "block_device_mappings": [
