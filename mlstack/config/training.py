@@ -435,6 +435,11 @@ class TrainingConfig(StrictModel):
         """Cross-section rules (called by BlueprintConfig): problems, one line each, empty when fine."""
         problems: list[str] = []
         listed = ", ".join(zones)
+        if len(zones) < 2:
+            problems.append(
+                f"network: the EKS control plane needs subnets in at least two AZs, the network has {len(zones)} "
+                f"({listed}); add a second zone (EFA node groups still use one)"
+            )
         for i, group in enumerate(self.node_groups):
             for zone in group.availability_zones or []:
                 if zone not in zones:

@@ -236,3 +236,9 @@ def test_training_needs_a_nat_gateway(tmp_path: Path, bp: dict[str, Any]) -> Non
 def test_node_group_cannot_be_named_system(tmp_path: Path, bp: dict[str, Any]) -> None:
     line = _problem(tmp_path, _group(bp, name="system"))
     assert "training.node_groups.0.name: 'system' is the system node group's label value" in line
+
+
+def test_eks_needs_two_zones(tmp_path: Path, bp: dict[str, Any]) -> None:
+    bp["network"]["availability_zone_ids"] = ["use1-az4"]
+    line = _problem(tmp_path, bp)
+    assert "network: the EKS control plane needs subnets in at least two AZs, the network has 1 (use1-az4)" in line
