@@ -271,7 +271,7 @@ class FsxConfig(StrictModel):
     storage_capacity_gib: int = 1200
     """1200, 2400, then multiples of 2400 GiB (PERSISTENT_2 / SCRATCH_2 SSD)."""
     per_unit_storage_throughput: int | None = 250
-    """MB/s per TiB for PERSISTENT_2: 125, 250, 500 or 1000. Not used by SCRATCH_2 (write null)."""
+    """MB/s per TiB for PERSISTENT_2: 125, 250, 500 or 1000 (default 250). Not used by SCRATCH_2: leave it out."""
     data_compression: Literal["LZ4", "NONE"] = "LZ4"
     availability_zone: str | None = None
     """Default: the AZ of the EFA node group (it must be the same AZ)."""
@@ -303,7 +303,7 @@ class FsxConfig(StrictModel):
                     f"got {self.per_unit_storage_throughput}"
                 )
         elif self.per_unit_storage_throughput is not None:
-            raise ValueError(f"per_unit_storage_throughput is not used by {self.deployment_type}; write null")
+            raise ValueError(f"per_unit_storage_throughput is not used by {self.deployment_type}; remove it")
         if self.deployment_type == "SCRATCH_2" and self.automatic_backup_retention_days:
             raise ValueError("SCRATCH_2 file systems have no backups; set automatic_backup_retention_days: 0")
         if self.data_repository is not None and self.automatic_backup_retention_days:
