@@ -166,7 +166,7 @@ def render(plan: Plan) -> str:
             f"{c.quantity:g}",
             "unknown" if c.unit_per_hour is None else f"${c.unit_per_hour:,.4f}",
             "unknown" if c.per_hour is None else f"${c.per_hour:,.2f}",
-            c.price_date or "-",
+            c.price_date or "undated",
         ]
         for c in plan.costs
     ]
