@@ -234,7 +234,10 @@ def plan_training(config: BlueprintConfig, plan: Plan) -> None:
         plan.costs.append(
             Cost(f"FSx for Lustre {fsx.storage_capacity_gib} GiB", 1, monthly / HOURS_PER_MONTH, None, FSX_PRICE_SOURCE)
         )
-    plan.resources.append(Resource(stack, "Helm charts", "device plugins, EFA device plugin, Kubeflow Trainer, DCGM"))
+    plan.resources.append(Resource(stack, "Helm charts", "device plugins, EFA device plugin, Kubeflow Trainer"))
+    plan.resources.append(
+        Resource(stack, "GPU/Neuron metrics", "CloudWatch Container Insights (amazon-cloudwatch-observability add-on)")
+    )
     plan.quotas.append(Quota("eks", "Clusters", "L-1194D53C", 1))  # Service Quotas code, eks; seen in public IaC
     for (family, kind), needed in sorted(vcpus.items()):
         table = SPOT_QUOTAS if kind == "spot" else ON_DEMAND_QUOTAS

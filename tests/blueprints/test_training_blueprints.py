@@ -15,6 +15,7 @@ from mlstack.constructs.training.job import LEGACY_ENV, render_job
 from tests.conftest import selected_blueprints
 from tests.synth import Session
 
+CLOUDWATCH = "amazon-cloudwatch-observability"
 TRAINING = [n for n in selected_blueprints() if load(BLUEPRINTS_DIR / f"{n}.yaml").training is not None]
 EXPECTED_EFA = {"p5.48xlarge": 32, "p4d.24xlarge": 4, "trn1.32xlarge": 8}
 """domain.md §1.2, confirmed counts; every other type is checked against the catalog."""
@@ -262,9 +263,9 @@ def test_addons_and_pinned_charts(bp: tuple[str, Any, dict[str, Any]]) -> None:
     kind = _accelerator(_efa_group(config).instance_type).kind
     device_plugin = versions.NVIDIA_DEVICE_PLUGIN if kind == "gpu" else versions.NEURON_HELM_CHART
     expected = {device_plugin, versions.EFA_DEVICE_PLUGIN, versions.KUBEFLOW_TRAINER}
-    if kind == "gpu":
-        expected.add(versions.DCGM_EXPORTER)
     assert set(charts) == {c.release for c in expected}
+    # GPU metrics come from the CloudWatch add-on's own DCGM exporter: no second exporter on the same GPUs.
+    assert not any("dcgm" in json.dumps(props).lower() for props in charts.values())
     for chart in expected:
         assert charts[chart.release]["Version"] == chart.version
         assert charts[chart.release]["Repository"] == chart.repository
@@ -331,9 +332,6 @@ def test_device_plugins_tolerate_and_select_the_accelerator_nodes(bp: tuple[str,
         ]
         (expression,) = term["matchExpressions"]
         assert props["Labels"][expression["key"]] in expression["values"]
-        dcgm = charts[versions.DCGM_EXPORTER.release]
-        assert dcgm["nodeSelector"].items() <= props["Labels"].items()
-        assert taints <= {t["key"] for t in dcgm["tolerations"] if t["operator"] == "Exists"}
     else:
         tolerations = charts[versions.NEURON_HELM_CHART.release]["devicePlugin"]["tolerations"]
     assert taints <= {t["key"] for t in tolerations if t["operator"] == "Exists" and t["effect"] == "NoSchedule"}
@@ -345,6 +343,63 @@ def test_device_plugins_tolerate_and_select_the_accelerator_nodes(bp: tuple[str,
         "keys": ["node.kubernetes.io/instance-type"],
         "values": sorted({g.instance_type for g in config.training.efa_groups}),
     }
+
+
+def _tolerates(toleration: dict[str, Any], taint: dict[str, Any]) -> bool:
+    """Kubernetes toleration matching: an empty key with Exists matches every taint; an empty effect every effect."""
+    if toleration.get("effect") and toleration["effect"] != taint["effect"]:
+        return False
+    operator = str(toleration.get("operator", "Equal"))
+    if not toleration.get("key"):
+        return operator == "Exists"
+    if toleration["key"] != taint["key"]:
+        return False
+    return operator == "Exists" or bool(toleration.get("value", "") == taint.get("value", ""))
+
+
+_K8S_EFFECT = {"NO_SCHEDULE": "NoSchedule", "NO_EXECUTE": "NoExecute", "PREFER_NO_SCHEDULE": "PreferNoSchedule"}
+
+
+def test_cloudwatch_observability_addon_publishes_accelerator_metrics(bp: tuple[str, Any, dict[str, Any]]) -> None:
+    # The DCGM exporter (NVIDIA) and Neuron monitor come with the add-on; its agent writes to CloudWatch through
+    # EKS Pod Identity, and every workload of the add-on must schedule onto the tainted accelerator nodes.
+    _, _, template = bp
+    (addon,) = [
+        r for r in _resources(template, "AWS::EKS::Addon").values() if r["Properties"]["AddonName"] == CLOUDWATCH
+    ]
+    (association,) = _resources(template, "AWS::EKS::PodIdentityAssociation").values()
+    assoc = association["Properties"]
+    assert assoc["Namespace"] == "amazon-cloudwatch" and assoc["ServiceAccount"] == "cloudwatch-agent"
+    role_id = assoc["RoleArn"]["Fn::GetAtt"][0]
+    assert assoc["RoleArn"] == {"Fn::GetAtt": [role_id, "Arn"]}
+    assert assoc["ClusterName"] == {"Ref": _one(template, "AWS::EKS::Cluster")[0]}
+    assoc_id = next(k for k, r in template["Resources"].items() if r is association)
+    assert assoc_id in addon["DependsOn"]  # credentials exist before the agent's pods start
+
+    role = template["Resources"][role_id]["Properties"]
+    (statement,) = role["AssumeRolePolicyDocument"]["Statement"]
+    assert statement["Effect"] == "Allow" and statement["Principal"] == {"Service": "pods.eks.amazonaws.com"}
+    assert sorted(statement["Action"]) == ["sts:AssumeRole", "sts:TagSession"]
+    assert "Condition" not in statement
+    (policy,) = role["ManagedPolicyArns"]
+    assert json.dumps(policy).endswith(':iam::aws:policy/CloudWatchAgentServerPolicy"]]}')
+    assert "Policies" not in role
+    attached = [
+        r for r in _resources(template, "AWS::IAM::Policy").values() if {"Ref": role_id} in r["Properties"]["Roles"]
+    ]
+    assert attached == []
+
+    tolerations = json.loads(addon["Properties"]["ConfigurationValues"])["tolerations"]
+    node_taints = [
+        {"key": t["Key"], "effect": _K8S_EFFECT[t["Effect"]], "value": t.get("Value", "")}
+        for r in _resources(template, "AWS::EKS::Nodegroup").values()
+        for t in r["Properties"].get("Taints", [])
+    ]
+    assert node_taints  # the accelerator group is tainted
+    for key in ("nvidia.com/gpu", "aws.amazon.com/neuron", "vpc.amazonaws.com/efa"):
+        node_taints.append({"key": key, "effect": "NoSchedule", "value": "true"})
+    for taint in node_taints:
+        assert any(_tolerates(t, taint) for t in tolerations), taint
 
 
 def test_no_full_access_managed_policies(bp: tuple[str, Any, dict[str, Any]]) -> None:

@@ -43,6 +43,9 @@ def test_default_blueprint_plan_lists_nodes_efa_storage_costs_and_quotas() -> No
     assert p5_cost.unit_per_hour == 98.32 and p5_cost.quantity == 0  # desired 0: nothing billed until scaled
     text = render(plan)
     assert "kind: TrainJob" in text and "Running On-Demand P instances" in text
+    metrics = [r for r in plan.resources if r.kind == "GPU/Neuron metrics"]
+    assert [r.detail for r in metrics] == ["CloudWatch Container Insights (amazon-cloudwatch-observability add-on)"]
+    assert "CloudWatch Container Insights" in text and "DCGM" not in text
     assert any("max_size 4 would cost $393.28/hour" in w for w in plan.warnings)
 
 

@@ -8,6 +8,7 @@ from typing import Any, cast
 from aws_cdk import Acknowledgment, Stack, Validations
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk.lambda_layer_kubectl_v36 import KubectlV36Layer
 from constructs import Construct
@@ -51,11 +52,14 @@ class TrainingCluster(Construct):
       types, Kubernetes secrets encrypted with the project key.
     - A small system node group (AL2023, on-demand) for cluster services; accelerated groups are added by the
       caller with `AcceleratedNodeGroup`.
-    - Managed add-ons: VPC CNI (EFA-only capable), kube-proxy, Pod Identity agent, CoreDNS, FSx CSI driver and the
-      node monitoring agent (node conditions such as AcceleratedHardwareReady, used by node auto repair).
+    - Managed add-ons: VPC CNI (EFA-only capable), kube-proxy, Pod Identity agent, CoreDNS, FSx CSI driver, the
+      node monitoring agent (node conditions such as AcceleratedHardwareReady, used by node auto repair) and
+      amazon-cloudwatch-observability: Container Insights, whose own DCGM exporter (NVIDIA) and Neuron monitor
+      (Trainium/Inferentia) publish GPU/Neuron metrics to CloudWatch; its agent gets CloudWatchAgentServerPolicy
+      through EKS Pod Identity.
     - Helm charts (versions in `versions.py`): NVIDIA or Neuron device plugin, the EFA device plugin tolerating
-      the accelerator taints (its chart default tolerates none: pitfall P5), the Kubeflow Trainer operator and,
-      for GPUs, the DCGM exporter (Prometheus metrics).
+      the accelerator taints (its chart default tolerates none: pitfall P5) and the Kubeflow Trainer operator. No
+      standalone dcgm-exporter chart: a second DCGM exporter on the same GPUs would duplicate the add-on's.
     """
 
     def __init__(
@@ -148,6 +152,7 @@ class TrainingCluster(Construct):
             )
             addon.node.add_dependency(self.system_nodes)
             self.addons[name] = addon
+        self.addons[versions.CLOUDWATCH_OBSERVABILITY] = self._cloudwatch_observability()
 
         kinds = {g.instance.accelerator.kind for g in config.node_groups if g.instance.accelerator is not None}
         self.charts: dict[str, eks.HelmChart] = {}
@@ -159,15 +164,6 @@ class TrainingCluster(Construct):
                     "tolerations": _tolerate(*accel_taints),
                     # The chart's default affinity needs node-feature-discovery labels; select on ours instead.
                     "affinity": _on_label(f"{LABEL_PREFIX}/accelerator-kind", ["gpu"]),
-                },
-            )
-            self._chart(
-                versions.DCGM_EXPORTER,
-                {
-                    "tolerations": _tolerate(*accel_taints),
-                    "nodeSelector": {f"{LABEL_PREFIX}/accelerator-kind": "gpu"},
-                    "serviceMonitor": {"enabled": False},
-                    "podAnnotations": {"prometheus.io/scrape": "true", "prometheus.io/port": "9400"},
                 },
             )
         if kinds & {"trainium", "inferentia"}:
@@ -189,6 +185,65 @@ class TrainingCluster(Construct):
                 },
             )
         self._chart(versions.KUBEFLOW_TRAINER, {})
+
+    def _cloudwatch_observability(self) -> eks.Addon:
+        """The amazon-cloudwatch-observability add-on, its agent's Pod Identity role and association.
+
+        The add-on's Fluent Bit and agent create their CloudWatch log groups themselves (/aws/containerinsights/
+        <cluster>/application, dataplane, host, performance): they are not CloudFormation resources, so CDK sets
+        neither their retention nor their encryption, and they remain after the stack is deleted.
+
+        The add-on schedules its DCGM exporter and Neuron monitor by its own instance-type allow-list (chart values
+        `dcgmExporter.affinity`; p4d, p5 and g6e are on it in the chart read for this change): a type missing from
+        the EKS default version's list gets no GPU metrics. Check it when adding an instance type.
+        """
+        role = iam.Role(
+            self,
+            "CloudWatchAgentRole",
+            description="EKS Pod Identity role of the amazon-cloudwatch-observability add-on's CloudWatch agent",
+            # EKS Pod Identity trust: the service principal needs sts:AssumeRole and sts:TagSession (EKS User Guide,
+            # "Create a Pod Identity association").
+            assumed_by=iam.ServicePrincipal("pods.eks.amazonaws.com").with_session_tags(),
+            managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name("CloudWatchAgentServerPolicy")],
+        )
+        Validations.of(role).acknowledge(
+            Acknowledgment(
+                id="AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/CloudWatchAgentServerPolicy]",
+                reason="the policy the CloudWatch User Guide prescribes for the amazon-cloudwatch-observability "
+                "add-on's agent (Container Insights quick start); only the add-on's cloudwatch-agent service account "
+                "can assume this role (Pod Identity association)",
+            )
+        )
+        # Fluent Bit runs under the same service account as the agent (chart fluent-bit-daemonset.yaml), so this one
+        # association covers metrics and logs.
+        association = eks.CfnPodIdentityAssociation(
+            self,
+            "CloudWatchAgentPodIdentity",
+            cluster_name=self.cluster.cluster_name,
+            namespace=versions.CLOUDWATCH_NAMESPACE,
+            service_account=versions.CLOUDWATCH_AGENT_SERVICE_ACCOUNT,
+            role_arn=role.role_arn,
+        )
+        # The Pod Identity agent injects credentials when a pod starts: the association must exist before the
+        # agent's pods do.
+        association.node.add_dependency(self.addons["eks-pod-identity-agent"])
+        self.cloudwatch_agent_role = role
+        addon = eks.Addon(
+            self,
+            _addon_id(versions.CLOUDWATCH_OBSERVABILITY),
+            cluster=self.cluster_ref,
+            addon_name=versions.CLOUDWATCH_OBSERVABILITY,
+            addon_version=versions.ADDONS[versions.CLOUDWATCH_OBSERVABILITY],
+            # Root-level `tolerations` apply to every workload of the add-on (agent, Fluent Bit, DCGM exporter, Neuron
+            # monitor) unless a component sets its own (chart values.yaml, `common.tolerations` helper). The chart's
+            # default is this catch-all; it is set here so the agents keep tolerating the accelerator taints
+            # (nvidia.com/gpu, aws.amazon.com/neuron, vpc.amazonaws.com/efa) should the default change. A list of
+            # just those three would replace the default and drop every other taint the agents tolerate today.
+            configuration_values={"tolerations": [{"operator": "Exists"}]},
+        )
+        addon.node.add_dependency(self.system_nodes)
+        addon.node.add_dependency(association)
+        return addon
 
     def _chart(self, chart: versions.Chart, values: dict[str, Any]) -> eks.HelmChart:
         helm = self.cluster.add_helm_chart(

@@ -57,15 +57,6 @@ KUBEFLOW_TRAINER = Chart(
     source="github.com/kubeflow/trainer release v2.3.0 (TrainJob / TrainingRuntime CRDs)",
 )
 
-DCGM_EXPORTER = Chart(
-    release="dcgm-exporter",
-    chart="dcgm-exporter",
-    repository="https://nvidia.github.io/dcgm-exporter/helm-charts",
-    version="3.5.0",
-    namespace="monitoring",
-    source="github.com/NVIDIA/dcgm-exporter helm chart 3.5.0 (Prometheus /metrics on :9400)",
-)
-
 ADDONS: dict[str, str | None] = {
     # None = the EKS default version for the cluster's Kubernetes version. For the versions this project allows
     # (>= 1.33, see mlstack.config.training.KubernetesVersion) the default VPC CNI is newer than 1.18.5, the first
@@ -77,8 +68,19 @@ ADDONS: dict[str, str | None] = {
     "coredns": None,
     "aws-fsx-csi-driver": None,
     "eks-node-monitoring-agent": None,
+    # CloudWatch agent + Fluent Bit; with Container Insights enhanced observability (the add-on's default agent
+    # config) it also runs its own DCGM exporter on NVIDIA nodes and the Neuron monitor on Trainium/Inferentia nodes
+    # and publishes their metrics to CloudWatch. EKS Pod Identity needs add-on >= v3.1.0 (CloudWatch User Guide,
+    # "Quick start with the Amazon CloudWatch Observability EKS add-on"); the EKS default for Kubernetes >= 1.33 is
+    # newer [INFERRED: check with `aws eks describe-addon-versions --addon-name amazon-cloudwatch-observability`].
+    "amazon-cloudwatch-observability": None,
 }
 """Managed EKS add-ons, in creation order (the first three before nodes join, the rest once they have)."""
 
 VPC_CNI_MIN_VERSION = "1.18.5"
 """Oldest VPC CNI that supports `efa-only` interfaces (domain.md §2.1 item 7)."""
+
+CLOUDWATCH_OBSERVABILITY = "amazon-cloudwatch-observability"
+CLOUDWATCH_NAMESPACE = "amazon-cloudwatch"
+CLOUDWATCH_AGENT_SERVICE_ACCOUNT = "cloudwatch-agent"
+"""Namespace and service account of the add-on's CloudWatch agent (the Pod Identity association's subject)."""
