@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from mlstack.config import BLUEPRINTS_DIR
 from tests.synth import Session
 
 STATEFUL_TYPES = frozenset(
@@ -61,9 +62,13 @@ def test_stateful_logical_ids_are_pinned(session: Session) -> None:
 
 def test_every_pinned_logical_id_is_still_synthesized(session: Session) -> None:
     seen = {(stack_id, logical_id) for _, stack_id, logical_id, _, _ in _stateful(session)}
+    # The full session (make test, CI) checks every pin; MLSTACK_TEST_BLUEPRINTS may leave out whole stacks.
+    partial = sorted(session.blueprints) != sorted(p.stem for p in BLUEPRINTS_DIR.glob("*.yaml"))
+    stacks = {stack_id for bp in session.blueprints.values() for stack_id in bp.templates}
     missing = [
         f"{stack_id}/{logical_id}"
         for stack_id, ids in PINNED_LOGICAL_IDS.items()
+        if not partial or stack_id in stacks
         for logical_id in ids
         if (stack_id, logical_id) not in seen
     ]
