@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal, Self
 from pydantic import Field, field_validator, model_validator
 
 from mlstack.catalog import get_instance
-from mlstack.config.base import StrictModel
+from mlstack.config.base import StrictModel, pascal_id
 from mlstack.config.network import NetworkConfig
 from mlstack.errors import CatalogError
 
@@ -245,7 +245,7 @@ class _EndpointBase(StrictModel):
     @property
     def construct_id(self) -> str:
         """`llm-chat` -> `LlmChat`: the endpoint's construct ID in the InferenceStack."""
-        return "".join(part.capitalize() for part in self.name.split("-"))
+        return pascal_id(self.name)
 
 
 class RealtimeEndpointConfig(_EndpointBase):

@@ -15,7 +15,7 @@ from pydantic import Field, field_validator, model_validator
 
 from mlstack.catalog import InstanceType, get_instance
 from mlstack.catalog.memory import MAX_PARAMS
-from mlstack.config.base import StrictModel
+from mlstack.config.base import StrictModel, pascal_id
 from mlstack.errors import CatalogError
 
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ _RESERVATION_ID = re.compile(r"^cr-[0-9a-f]{8,17}$")
 
 def construct_id(name: str) -> str:
     """The CDK construct ID prefix of a node group (`p5-a` -> `P5A`); used by TrainingClusterStack."""
-    return "".join(part.capitalize() for part in name.split("-"))
+    return pascal_id(name)
 
 
 def _catalog_instance(value: str) -> str:

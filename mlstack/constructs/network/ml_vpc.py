@@ -10,11 +10,8 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
+from mlstack.config.base import pascal_id
 from mlstack.config.network import INTERFACE_ENDPOINTS, LOG_RETENTION_DAYS, NetworkConfig
-
-
-def _endpoint_id(key: str) -> str:
-    return "".join(part.capitalize() for part in key.replace("-", ".").split(".")) + "Endpoint"
 
 
 class MlVpc(Construct):
@@ -86,7 +83,7 @@ class MlVpc(Construct):
             )
         for key_name in network.interface_endpoints:
             self.vpc.add_interface_endpoint(
-                _endpoint_id(key_name),
+                pascal_id(key_name) + "Endpoint",
                 service=ec2.InterfaceVpcEndpointAwsService(INTERFACE_ENDPOINTS[key_name]),
                 private_dns_enabled=True,
                 subnets=ec2.SubnetSelection(subnets=self.private_subnets),

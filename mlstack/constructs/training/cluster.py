@@ -13,6 +13,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk.lambda_layer_kubectl_v36 import KubectlV36Layer
 from constructs import Construct
 
+from mlstack.config.base import pascal_id
 from mlstack.config.training import TrainingConfig
 from mlstack.constructs.training import versions
 from mlstack.constructs.training.kube import EFA_TAINT, GPU_TAINT, LABEL_PREFIX, NEURON_TAINT
@@ -247,7 +248,7 @@ class TrainingCluster(Construct):
 
     def _chart(self, chart: versions.Chart, values: dict[str, Any]) -> eks.HelmChart:
         helm = self.cluster.add_helm_chart(
-            "".join(part.capitalize() for part in chart.release.split("-")) + "Chart",
+            pascal_id(chart.release) + "Chart",
             chart=chart.chart,
             repository=chart.repository,
             version=chart.version,
@@ -312,4 +313,4 @@ class TrainingCluster(Construct):
 
 
 def _addon_id(name: str) -> str:
-    return "".join(part.capitalize() for part in name.split("-")) + "Addon"
+    return pascal_id(name) + "Addon"
