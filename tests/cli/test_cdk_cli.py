@@ -24,14 +24,16 @@ def _cdk(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_cdk_list_and_synth_network_stack_offline(tmp_path: Path) -> None:
-    listed = _cdk("list", "--output", str(tmp_path / "list.out"))
-    assert listed.returncode == 0, listed.stderr
-    assert "NetworkStack" in listed.stdout
-    synth = _cdk("synth", "NetworkStack", "--quiet", "--output", str(tmp_path / "synth.out"))
+def test_cdk_synth_network_stack_and_list_offline(tmp_path: Path) -> None:
+    out = tmp_path / "synth.out"
+    synth = _cdk("synth", "NetworkStack", "--quiet", "--output", str(out))
     assert synth.returncode == 0, synth.stderr
     assert "Node 20 is end-of-life" not in synth.stderr  # the project's Node 22 is the one that ran
-    assert (tmp_path / "synth.out" / "NetworkStack.template.json").is_file()
+    assert (out / "NetworkStack.template.json").is_file()
+    # `cdk list` on the assembly just written: the same stacks, without synthesizing the app a second time.
+    listed = _cdk("list", "--app", str(out))
+    assert listed.returncode == 0, listed.stderr
+    assert {"NetworkStack", "TrainingClusterStack"} <= set(listed.stdout.split())
 
 
 def test_cdk_synth_with_a_bad_blueprint_prints_the_problem_not_a_traceback(tmp_path: Path) -> None:
