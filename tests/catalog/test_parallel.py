@@ -12,8 +12,17 @@ LLAMA_405B = shape_for_params(405e9)
 LLAMA_70B = shape_for_params(70e9)
 
 
-def est(layout: Layout, params: float = 405e9, *, zero: int = 1, pb: float = 2, gb: float = 2, k: float = 12,
-        efa: float = 3200.0, per_node: int = 8) -> LayoutEstimate:  # fmt: skip
+def est(
+    layout: Layout,
+    params: float = 405e9,
+    *,
+    zero: int = 1,
+    pb: float = 2,
+    gb: float = 2,
+    k: float = 12,
+    efa: float = 3200.0,
+    per_node: int = 8,
+) -> LayoutEstimate:
     return estimate_layout(
         layout,
         params=params,
@@ -37,7 +46,9 @@ def est(layout: Layout, params: float = 405e9, *, zero: int = 1, pb: float = 2, 
     ("pb", "gb", "k", "per_param"), [(2, 2, 16, lambda d: 4 + 16 / d), (2, 4, 12, lambda d: 6 + 12 / d)]
 )
 @pytest.mark.parametrize("dp", [1, 4, 64])
-def test_model_states_match_megatron_distributed_optimizer(pb: float, gb: float, k: float, per_param: object, dp: int) -> None:  # fmt: skip
+def test_model_states_match_megatron_distributed_optimizer(
+    pb: float, gb: float, k: float, per_param: object, dp: int
+) -> None:
     # Published breakdown: NVIDIA Megatron-LM README, "Distributed Optimizer": bytes per parameter with the
     # distributed optimizer (ZeRO-1 over d data-parallel ranks) are 4 + 16/d for fp16 params and grads and
     # 6 + 12/d for bf16 params with fp32 grads; each device holds params / (TP x PP) of the model.
