@@ -81,15 +81,13 @@ def _price_lines(advice: Advice, today: dt.date) -> list[str]:
 
 
 def _utilisation_lines(chosen: tuple[Option, ...]) -> list[str]:
-    seen: dict[str, Option] = {}
+    seen: dict[tuple[str, str], list[str]] = {}
     for o in chosen:
         if o.utilisation is not None:
-            seen.setdefault(o.utilisation.row.id, o)
-    lines = []
-    for row_id, o in seen.items():
-        u = o.utilisation
-        assert u is not None
-        lines.append(f"  {row_id}: {u.row.describe()}; {u.note}; {u.row.source} ({u.row.date})")
+            seen.setdefault((o.utilisation.row.id, o.utilisation.note), []).append(o.instance.name)
+    rows = {o.utilisation.row.id: o.utilisation.row for o in chosen if o.utilisation is not None}
+    lines = [f"  {r.id}: {r.describe()}; {r.source} ({r.date})" for r in rows.values()]
+    lines += [f"    {note}: {', '.join(names)}" for (_, note), names in seen.items()]
     return ["time from published runs:", *lines] if lines else []
 
 
