@@ -5,7 +5,11 @@ Imports no CDK: `mlstack plan` answers without starting jsii/Node.
 
 from __future__ import annotations
 
+import datetime as dt
+
 from mlstack.catalog import InstanceType, efa_layout
+from mlstack.catalog.prices import MAX_PRICE_AGE_DAYS, DatedPrice, oldest, stale
+from mlstack.catalog.prices import price as ec2_price
 from mlstack.config import BlueprintConfig
 from mlstack.config.training import NodeGroupConfig, TrainingConfig
 from mlstack.constructs.training.job import render_job_yaml
@@ -121,13 +125,15 @@ def plan_training(config: BlueprintConfig, plan: Plan) -> None:
     )
     plan.costs.append(Cost("EKS control plane", 1, EKS_CLUSTER_PER_HOUR, None, EKS_PRICE_SOURCE))
     sys_it = system.instance
+    sys_price = ec2_price(sys_it.name)
+    used_prices = [sys_price] if sys_price is not None else []
     plan.costs.append(
         Cost(
             f"{system.instance_type} system nodes (desired)",
             system.desired_size,
-            sys_it.price_per_hour,
-            sys_it.price_date,
-            _price_source(sys_it),
+            None if sys_price is None else sys_price.usd_per_hour,
+            None if sys_price is None else sys_price.date,
+            _price_source(sys_price),
         )
     )
 
@@ -165,7 +171,14 @@ def plan_training(config: BlueprintConfig, plan: Plan) -> None:
                 plan.resources.append(Resource(stack, "Placement group", f"{group.name}: cluster strategy"))
         else:
             efa_rows.append(f"{group.name}: no EFA; {it.network_gbps:g} Gbps ENA")
-        price = it.price_per_hour if group.capacity.type in ("on_demand", "capacity_reservation") else None
+        dated = ec2_price(it.name)
+        price = (
+            dated.usd_per_hour
+            if dated is not None and group.capacity.type in ("on_demand", "capacity_reservation")
+            else None
+        )
+        if price is not None and dated is not None:
+            used_prices.append(dated)
         label = {
             "on_demand": "on-demand",
             "spot": "Spot (market price, not known offline)",
@@ -177,20 +190,18 @@ def plan_training(config: BlueprintConfig, plan: Plan) -> None:
                 f"{it.name} {group.name} (desired {group.desired_size}, {label})",
                 group.desired_size,
                 price,
-                it.price_date if price is not None else None,
-                _price_source(it),
+                dated.date if price is not None and dated is not None else None,
+                _price_source(dated),
             )
         )
-        if group.desired_size < group.max_size and it.price_per_hour is not None:
-            at_max = it.price_per_hour * group.max_size
+        if group.desired_size < group.max_size and price is not None:
+            at_max = price * group.max_size
             plan.warnings.append(
                 f"node group {group.name!r} at max_size {group.max_size} would cost ${at_max:,.2f}/hour "
                 f"(${at_max * HOURS_PER_MONTH:,.0f}/month) at the catalog's on-demand price"
             )
-        if it.price_per_hour is None:
-            plan.warnings.append(f"no price known for {it.name}: {it.price_note or 'not in the catalog'}")
-        elif it.price_note:
-            plan.warnings.append(f"{it.name} price: {it.price_note}")
+        if dated is None:
+            plan.warnings.append(f"no dated EC2 on-demand price known for {it.name} (not estimated)")
         if group.capacity.type not in ("capacity_block",):
             _add_vcpus(vcpus, it, group.capacity.type, group.max_size)
         if group.efa and it.gpudirect_rdma is False and it.accelerator is not None and it.accelerator.kind == "gpu":
@@ -258,6 +269,7 @@ def plan_training(config: BlueprintConfig, plan: Plan) -> None:
     sections.append(("Job manifest (kubectl apply -f -)", render_job_yaml(config).rstrip().splitlines()))
     plan.details.setdefault("sections", []).extend(sections)
     plan.warnings.extend(memory_warnings(training))
+    plan.warnings.extend(price_age_warnings(used_prices, dt.date.today()))
     if training.job.image is None:
         plan.warnings.append("training.job.image is not set: the rendered job has a placeholder image")
 
@@ -268,7 +280,17 @@ def _add_vcpus(vcpus: dict[tuple[str, str], int], it: InstanceType, capacity: st
     vcpus[key] = vcpus.get(key, 0) + it.vcpus * count
 
 
-def _price_source(it: InstanceType) -> str:
-    from mlstack.catalog.instances import catalog
+def _price_source(dated: DatedPrice | None) -> str:
+    return "no dated price" if dated is None else dated.source
 
-    return catalog().sources.get(it.price_source, it.price_source)
+
+def price_age_warnings(used: list[DatedPrice], today: dt.date) -> list[str]:
+    """The oldest price date the plan used, and a warning per price older than `MAX_PRICE_AGE_DAYS`."""
+    first = oldest(used)
+    if first is None:
+        return []
+    out = [f"training prices: oldest price date used {first.date} ({first.instance}, {first.service})"]
+    old = sorted({p.instance for p in used if stale(p, today)})
+    if old:
+        out.append(f"training prices older than {MAX_PRICE_AGE_DAYS} days on {today}: {', '.join(old)}; re-price")
+    return out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import shutil
 import subprocess
@@ -109,6 +110,44 @@ def test_advise_infer_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert {"instance_type", "nodes", "accelerators", "efa_gbps_per_node", "price_per_hour", "reason"} <= set(
         data["chosen"][0]
     )
+
+
+def test_advise_train_table_shows_layout_time_source_and_prices(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(
+        capsys, "advise", "--task", "train", "--params", "405e9", "--tokens", "15.6e12", "--pricing", "capacity_block"
+    )
+    assert code == 0
+    header = next(line for line in out.splitlines() if line.lstrip().startswith("#"))
+    for column in ("layout", "est. time", "est. $", "time assumption", "price date"):
+        assert column in header
+    row = next(line for line in out.splitlines() if " p5.48xlarge " in line)
+    assert "TP4 x PP16 x DP2" in row and "MFU 40% (range 38%-43%) from llama3-405b-h100-16k" in row
+    assert "arXiv:2407.21783" in out  # the published run behind the time
+    assert "prices: oldest price date used 2024-12-31 (p5.48xlarge, capacity_block)" in out
+    assert "no price known (not estimated):" in out
+
+
+def test_advise_render_warns_on_stale_prices() -> None:
+    from mlstack.catalog.advise_cli import render_advice
+    from mlstack.catalog.advisor import advise_train
+
+    advice = advise_train(70e9, tokens=1e12)
+    assert "older than 180 days" not in render_advice(advice, top=3, show_cut=False, today=dt.date(2026, 12, 1))
+    late = render_advice(advice, top=3, show_cut=False, today=dt.date(2027, 12, 1))
+    (warning,) = [line for line in late.splitlines() if "warning: prices older than 180 days:" in line]
+    assert "trn1.32xlarge" in warning and "p5.48xlarge" not in warning  # unpriced types are listed apart
+
+
+def test_advise_train_json_keys(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "advise", "--task", "train", "--params", "70e9", "--tokens", "1e12", "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert {"oldest_price_date", "unpriced", "chosen", "cut", "assumptions", "inputs"} <= set(data)
+    first = data["chosen"][0]
+    assert {"layout", "utilisation", "price_date", "price_service", "est_hours", "est_cost"} <= set(first)
+    assert {"tp", "pp", "dp", "comm_bytes_per_step_per_device", "step_seconds"} <= set(first["layout"])
+    assert {"row", "mfu", "mfu_low", "mfu_high", "source", "source_date"} <= set(first["utilisation"])
+    assert "p5.48xlarge" in data["unpriced"] and data["inputs"]["pricing"] == "ec2_on_demand"
 
 
 def test_advise_budget_can_leave_nothing(capsys: pytest.CaptureFixture[str]) -> None:

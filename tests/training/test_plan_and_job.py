@@ -40,13 +40,33 @@ def test_default_blueprint_plan_lists_nodes_efa_storage_costs_and_quotas() -> No
     assert quotas["L-417A185B"].name == "Running On-Demand P instances" and quotas["L-417A185B"].needed == 4 * 192
     assert quotas["L-1194D53C"].service == "eks"
     p5_cost = next(c for c in plan.costs if c.item.startswith("p5.48xlarge"))
-    assert p5_cost.unit_per_hour == 98.32 and p5_cost.quantity == 0  # desired 0: nothing billed until scaled
+    # the only P5 on-demand price read predates the June-2025 cut: unknown rather than stale
+    assert p5_cost.unit_per_hour is None and p5_cost.quantity == 0
+    assert "no dated EC2 on-demand price known for p5.48xlarge (not estimated)" in plan.warnings
     text = render(plan)
     assert "kind: TrainJob" in text and "Running On-Demand P instances" in text
     metrics = [r for r in plan.resources if r.kind == "GPU/Neuron metrics"]
     assert [r.detail for r in metrics] == ["CloudWatch Container Insights (amazon-cloudwatch-observability add-on)"]
     assert "CloudWatch Container Insights" in text and "DCGM" not in text
-    assert any("max_size 4 would cost $393.28/hour" in w for w in plan.warnings)
+    assert not any("would cost" in w for w in plan.warnings)
+    system = next(c for c in plan.costs if "system nodes" in c.item)
+    assert system.price_date == "2026-11-30" and "skypilot" in system.source
+    assert any(w.startswith("training prices: oldest price date used 2026-11-30") for w in plan.warnings)
+
+
+def test_price_age_warnings() -> None:
+    import datetime as dt
+
+    from mlstack.catalog.prices import price
+    from mlstack.stacks.training_plan import price_age_warnings
+
+    cb, g5 = price("p5.48xlarge", "capacity_block"), price("g5.xlarge")
+    assert cb is not None and g5 is not None
+    assert price_age_warnings([], dt.date(2026, 12, 1)) == []
+    lines = price_age_warnings([g5, cb], dt.date(2026, 12, 1))
+    assert lines[0] == "training prices: oldest price date used 2024-12-31 (p5.48xlarge, capacity_block)"
+    assert lines[1] == "training prices older than 180 days on 2026-12-01: p5.48xlarge; re-price"
+    assert len(price_age_warnings([g5], dt.date(2026, 12, 1))) == 1
 
 
 def test_spot_group_uses_the_spot_quota_and_has_no_price(tmp_path: Path) -> None:
