@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import Acknowledgment, CfnOutput, Duration, Validations
+from aws_cdk import Acknowledgment, CfnOutput, CfnResource, Duration, Validations
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
@@ -13,6 +13,7 @@ from mlstack.config import BlueprintConfig
 from mlstack.config.mlops import SCHEDULES, MlopsConfig
 from mlstack.constructs.inference import ServingImage
 from mlstack.constructs.sagemaker import ApprovalDeploy, MlopsPipeline, StudioDomain, TrainingSettings
+from mlstack.constructs.sagemaker.grants import skip_checkov
 from mlstack.stacks.base import MlStack
 from mlstack.stacks.network import NetworkStack
 
@@ -65,6 +66,9 @@ class MlopsStack(MlStack):
                 id="AwsSolutions-S1", reason="this is the access-log target bucket; logging it would recurse"
             )
         )
+        access_logs = self.access_logs.node.default_child
+        assert isinstance(access_logs, CfnResource)
+        skip_checkov(access_logs, {"CKV_AWS_18": "this is the access-log target bucket; logging it would recurse"})
         self.artifacts = s3.Bucket(
             self,
             "ArtifactsBucket",

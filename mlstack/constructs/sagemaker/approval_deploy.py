@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from aws_cdk import Acknowledgment, Duration, RemovalPolicy, Stack, Validations
+from aws_cdk import Acknowledgment, CfnResource, Duration, RemovalPolicy, Stack, Validations
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
@@ -24,7 +24,7 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from mlstack.constructs.sagemaker.grants import grant_vpc_and_logs
+from mlstack.constructs.sagemaker.grants import acknowledge_wildcards, grant_vpc_and_logs, skip_checkov
 
 HANDLER_DIR = Path(__file__).resolve().parents[3] / "runtime" / "approval_deploy"
 CAPTURE_PREFIX = "capture"
@@ -34,13 +34,13 @@ MONITORING_PREFIX = "monitoring"
 class ApprovalDeploy(Construct):
     """An EventBridge rule per event (approval, endpoint in service) and the function that acts on them.
 
-    Props (keyword): `model_package_group_name`, `endpoint_name` (created by the function, not by
-    CloudFormation), `artifacts_bucket` (model artifacts and baselines under `runs/`, capture under `capture/`,
-    monitoring reports under `monitoring/`), `key`, `vpc`/`subnets` (model and monitoring jobs), `instance_type`
-    and `instance_count` of the endpoint (default 1), `volume_key` (default True: encrypt the endpoint's volume with
-    `key`; False for hosts with local NVMe, where SageMaker rejects a volume key), `capture_percent` (default
-    100), `monitor_image` (Model Monitor analyzer), `monitor_instance_type` (default ml.m7i.large), `monitor_schedule` (default hourly),
-    `removal_policy` (the function's log group).
+    Props (keyword): `model_package_group_name`; `endpoint_name` (created by the function, not by
+    CloudFormation); `artifacts_bucket` (model artifacts and baselines under `runs/`, capture under `capture/`,
+    monitoring reports under `monitoring/`); `key`; `vpc`/`subnets` (model and monitoring jobs); `instance_type` and
+    `instance_count` of the endpoint (default 1); `volume_key` (default True: encrypt the endpoint's volume with
+    `key`; False for hosts with local NVMe, where SageMaker rejects a volume key); `capture_percent` (default 100);
+    `monitor_image` (Model Monitor analyzer); `monitor_instance_type` (default ml.m7i.large); `monitor_schedule`
+    (default hourly); `removal_policy` (the function's log group).
     """
 
     def __init__(
@@ -173,6 +173,17 @@ class ApprovalDeploy(Construct):
             },
             description=f"approved {model_package_group_name} version -> endpoint {endpoint_name}; monitoring",
         )
+        function = self.function.node.default_child
+        assert isinstance(function, CfnResource)
+        skip_checkov(
+            function,
+            {
+                "CKV_AWS_117": "calls only the SageMaker control-plane API; it reaches nothing inside the VPC",
+                "CKV_AWS_173": "the environment holds resource names and ARNs only, no secret (encrypted at rest "
+                "by Lambda)",
+                "CKV_AWS_45": "no secret in the environment: names, ARNs and S3 URIs of this stack",
+            },
+        )
         self.approval_rule = events.Rule(
             self,
             "ApprovalRule",
@@ -240,13 +251,18 @@ class ApprovalDeploy(Construct):
         )
         for role in (self.model_role, self.monitor_role):
             role.grant_pass_role(self.role)
-        Validations.of(self.role).acknowledge(
-            Acknowledgment(
-                id="AwsSolutions-IAM5",
-                reason=f"models, configs, monitoring definitions and schedules named {endpoint}-*; versions of "
-                f"the {group} model package group only",
-            )
+        acknowledge_wildcards(
+            self.role,
+            f"models, endpoint configs, monitoring definitions and schedules named {endpoint}-*; versions of the "
+            f"{group} model package group only",
         )
+        for role in (self.model_role, self.monitor_role):
+            acknowledge_wildcards(
+                role,
+                "S3 objects under this project's runs/, capture/ and monitoring/ prefixes; KMS grant actions on the "
+                "project key only; ec2:Describe*, ecr:GetAuthorizationToken and PutMetricData take no resource ARN; "
+                "ENI create/delete only in this VPC (ec2:Vpc condition); /aws/sagemaker/* log groups",
+            )
 
 
 def _arn(stack: Stack, resource: str, name: str) -> str:

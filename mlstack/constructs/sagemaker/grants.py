@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
-from aws_cdk import Acknowledgment, Stack, Validations
+from aws_cdk import Acknowledgment, CfnResource, Stack, Validations
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 
@@ -60,11 +61,55 @@ def grant_vpc_and_logs(role: iam.Role, vpc: ec2.IVpc, *, log_groups: Sequence[st
             conditions={"StringLike": {"cloudwatch:namespace": ["/aws/sagemaker/*", "aws/sagemaker/*"]}},
         )
     )
-    Validations.of(role).acknowledge(
-        Acknowledgment(
-            id="AwsSolutions-IAM5",
-            reason="S3 access limited to this project's prefixes; ec2:Describe* and PutMetricData take no resource "
-            "ARN (PutMetricData limited to SageMaker namespaces); ENI create/delete limited to this VPC with the "
-            "ec2:Vpc condition; /aws/sagemaker/* log groups; SageMaker resources named after this project",
-        )
-    )
+
+
+def acknowledge_wildcards(role: iam.Role, reason: str) -> None:
+    """Acknowledge each cdk-nag IAM5 finding of `role`'s default policy as it stands now, with `reason`.
+
+    cdk-nag reports IAM5 per wildcard action and per wildcard resource (`AwsSolutions-IAM5[Action::kms:ReEncrypt*]`,
+    `[Resource::<Bucket.Arn>/runs/*]`); an acknowledgement must name each one. Call it after the last grant.
+    """
+    policy = role.node.try_find_child("DefaultPolicy")
+    if not isinstance(policy, iam.Policy):
+        return
+    stack = Stack.of(role)
+    document = stack.resolve(policy.document.to_json())
+    findings: set[str] = set()
+    for statement in document.get("Statement", []):
+        for action in _as_list(statement.get("Action")):
+            if "*" in action:
+                findings.add(f"Action::{action}")
+        for resource in _as_list(statement.get("Resource")):
+            if "*" not in json.dumps(resource):
+                continue  # no finding; and cdk-nag's spelling of Fn::Sub (asset buckets) is not needed
+            rendered = _render(resource)
+            if "*" in rendered:
+                findings.add(f"Resource::{rendered}")
+    for finding in sorted(findings):
+        Validations.of(role).acknowledge(Acknowledgment(id=f"AwsSolutions-IAM5[{finding}]", reason=reason))
+
+
+def _as_list(value: object) -> list[object]:
+    if value is None:
+        return []
+    return value if isinstance(value, list) else [value]
+
+
+def _render(value: object) -> str:
+    """How cdk-nag writes a resource in a finding id (`<Logical.Arn>/x/*`, `arn:<AWS::Partition>:...`)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and len(value) == 1:
+        ((fn, arg),) = value.items()
+        if fn == "Ref":
+            return f"<{arg}>"
+        if fn == "Fn::GetAtt":
+            return f"<{arg[0]}.{arg[1]}>"
+        if fn == "Fn::Join":
+            return str(arg[0]).join(_render(part) for part in arg[1])
+    raise ValueError(f"cannot render {value!r} as a cdk-nag finding id")
+
+
+def skip_checkov(resource: CfnResource, reasons: dict[str, str]) -> None:
+    """Record checkov suppressions on the resource itself (Metadata `checkov.skip`), each with its reason."""
+    resource.add_metadata("checkov", {"skip": [{"id": rule, "comment": why} for rule, why in sorted(reasons.items())]})

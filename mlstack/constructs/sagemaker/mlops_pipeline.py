@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from aws_cdk import Acknowledgment, Stack, Validations
+from aws_cdk import Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -22,7 +22,7 @@ from aws_cdk import aws_s3_assets as s3_assets
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
-from mlstack.constructs.sagemaker.grants import grant_vpc_and_logs
+from mlstack.constructs.sagemaker.grants import acknowledge_wildcards, grant_vpc_and_logs
 from mlstack.constructs.sagemaker.jobs import JobNetwork, ModelPackage, ProcessingJob, TrainingJob
 from mlstack.constructs.sagemaker.pipeline_definition import (
     Condition,
@@ -387,12 +387,14 @@ class MlopsPipeline(Construct):
             )
         )
         self.job_role.grant_pass_role(self.role)
-        Validations.of(self.role).acknowledge(
-            Acknowledgment(
-                id="AwsSolutions-IAM5",
-                reason="jobs SageMaker Pipelines names pipelines-<execution>-<step>; versions of this one model "
-                "package group",
-            )
+        acknowledge_wildcards(
+            self.role, "jobs SageMaker Pipelines names pipelines-<execution>-<step>-*; versions of this one group"
+        )
+        acknowledge_wildcards(
+            self.job_role,
+            "S3 objects under this pipeline's runs/ prefix; KMS grant actions on the project key only; "
+            "ec2:Describe*, ecr:GetAuthorizationToken and PutMetricData take no resource ARN; ENI create/delete only "
+            "in this VPC (ec2:Vpc condition); /aws/sagemaker/* log groups",
         )
 
 

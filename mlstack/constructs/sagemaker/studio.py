@@ -12,6 +12,8 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
+from mlstack.constructs.sagemaker.grants import acknowledge_wildcards
+
 
 class StudioDomain(Construct):
     """`AppNetworkAccessType: VpcOnly`: Studio traffic goes through the VPC (and its endpoints), never the
@@ -55,7 +57,16 @@ class StudioDomain(Construct):
             assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
             description=f"{domain_name} Studio users",
         )
-        artifacts_bucket.grant_read(self.role, "runs/*")
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(actions=["s3:GetObject"], resources=[artifacts_bucket.arn_for_objects("runs/*")])
+        )
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["s3:ListBucket"],
+                resources=[artifacts_bucket.bucket_arn],
+                conditions={"StringLike": {"s3:prefix": ["runs/*"]}},
+            )
+        )
         key.grant_decrypt(self.role)
         self.role.add_to_principal_policy(
             iam.PolicyStatement(
@@ -68,6 +79,9 @@ class StudioDomain(Construct):
                 ],
                 resources=[_pipeline_arn(self, pipeline_name), _pipeline_arn(self, f"{pipeline_name}/execution/*")],
             )
+        )
+        acknowledge_wildcards(
+            self.role, "reads pipeline run outputs under runs/ and executions of this project's pipeline only"
         )
         self.domain = sagemaker.CfnDomain(
             self,
