@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from aws_cdk import RemovalPolicy, Stack
+from aws_cdk import CfnResource, RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -97,6 +97,11 @@ class StudioDomain(Construct):
             ),
         )
         self.domain.apply_removal_policy(removal_policy)
+        # A retained domain still uses its security group (and its rules): deleting them would fail with
+        # DependencyViolation and leave the stack DELETE_FAILED. They follow the domain.
+        for child in self.security_group.node.find_all():
+            if isinstance(child, CfnResource):
+                child.apply_removal_policy(removal_policy)
         self.users: dict[str, sagemaker.CfnUserProfile] = {}
         for name in user_names:
             # The construct ID is the profile name itself (names differing only in "-" would collide: the
