@@ -77,7 +77,7 @@ def acknowledge_wildcards(role: iam.Role, reason: str) -> None:
     findings: set[str] = set()
     for statement in document.get("Statement", []):
         for action in _as_list(statement.get("Action")):
-            if "*" in action:
+            if isinstance(action, str) and "*" in action:
                 findings.add(f"Action::{action}")
         for resource in _as_list(statement.get("Resource")):
             if "*" not in json.dumps(resource):
