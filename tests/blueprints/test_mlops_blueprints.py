@@ -154,6 +154,9 @@ def test_roles_are_scoped(session: Session, name: str) -> None:
     assert writes["Resource"]["Fn::Join"][1][-1] == "/runs/*"
     enis = next(s for s in jobs if s.get("Sid") == "EnisInThisVpc")
     assert "ec2:Vpc" in enis["Condition"]["ArnEquals"]
+    model = _policy_statements(session, name, "ApprovalDeployModelRole")
+    puts = [s["Resource"]["Fn::Join"][1][-1] for s in model if s["Action"] == "s3:PutObject"]
+    assert puts == ["/capture/*"]  # data capture is written with the model's role; nothing else
     deploy = _policy_statements(session, name, "ApprovalDeployFunctionRole")
     endpoint = next(s for s in deploy if s.get("Sid") == "Endpoint")
     assert json.dumps(endpoint["Resource"]).count(f":endpoint/{name}-serving") == 1

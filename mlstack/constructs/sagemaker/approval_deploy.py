@@ -88,6 +88,12 @@ class ApprovalDeploy(Construct):
         )
         runs = artifacts_bucket.arn_for_objects("runs/*")
         self.model_role.add_to_principal_policy(iam.PolicyStatement(actions=["s3:GetObject"], resources=[runs]))
+        # SageMaker writes the endpoint's captured requests with the model's execution role.
+        self.model_role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["s3:PutObject"], resources=[artifacts_bucket.arn_for_objects(f"{CAPTURE_PREFIX}/*")]
+            )
+        )
         self.monitor_role.add_to_principal_policy(
             iam.PolicyStatement(
                 actions=["s3:GetObject"], resources=[runs, artifacts_bucket.arn_for_objects(f"{CAPTURE_PREFIX}/*")]
