@@ -48,7 +48,8 @@ def plan_mlops(config: BlueprintConfig, plan: Plan) -> None:
         it = get_instance(instance_type)
         extra = ""
         if step == "Train":
-            extra = f", {training.distribution}" + (", EFA" if count > 1 and it.efa_supported else "")
+            extra = ", torchrun" if training.distribution == "torchrun" else ""
+            extra += ", EFA" if count > 1 and it.efa_supported else ""
             extra += ", managed Spot" if training.spot else ""
             extra += ", checkpoints to S3" if training.checkpoints else ""
         rows.append(f"{step}: {count} x {instance_type}{extra}, ~{count * hours:g} instance-hours")

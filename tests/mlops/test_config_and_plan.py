@@ -113,6 +113,7 @@ def test_plan_lists_steps_instance_hours_unknown_sagemaker_cost_and_the_endpoint
 def test_cpu_plan_has_an_ec2_lower_bound_labelled_as_such() -> None:
     plan = build_plan(load("mlops-pipeline"))
     (section,) = [rows for title, rows in plan.details["sections"] if title == "MLOps pipeline run"]
+    assert section[1] == "Train: 1 x ml.m7i.xlarge, ~0.1 instance-hours"
     floor = [r for r in section if r.startswith("EC2 on-demand list-price lower bound")]
     assert len(floor) <= 1
     assert all("SageMaker ml.* rates are higher" in r for r in floor)
