@@ -13,6 +13,7 @@ from mlstack.stacks.network import NetworkStack
 
 if TYPE_CHECKING:
     from mlstack.stacks.inference import InferenceStack
+    from mlstack.stacks.mlops import MlopsStack
     from mlstack.stacks.training import TrainingClusterStack
 
 
@@ -24,16 +25,17 @@ class BuiltBlueprint:
     network: NetworkStack
     training: TrainingClusterStack | None = None
     inference: InferenceStack | None = None
+    mlops: MlopsStack | None = None
 
     @property
     def stacks(self) -> list[MlStack]:
-        return [s for s in (self.network, self.training, self.inference) if s is not None]
+        return [s for s in (self.network, self.training, self.inference, self.mlops) if s is not None]
 
 
 def build(scope: Construct, config: BlueprintConfig) -> BuiltBlueprint:
     """Add the blueprint's stacks to `scope` (the ones `config.stack_ids` names; construct IDs are a contract)."""
     network = NetworkStack(scope, "NetworkStack", blueprint=config)
-    training = inference = None
+    training = inference = mlops = None
     if config.training is not None:
         from mlstack.stacks.training import TrainingClusterStack
 
@@ -42,4 +44,8 @@ def build(scope: Construct, config: BlueprintConfig) -> BuiltBlueprint:
         from mlstack.stacks.inference import InferenceStack
 
         inference = InferenceStack(scope, "InferenceStack", blueprint=config, network=network)
-    return BuiltBlueprint(config=config, network=network, training=training, inference=inference)
+    if config.mlops is not None:
+        from mlstack.stacks.mlops import MlopsStack
+
+        mlops = MlopsStack(scope, "MlopsStack", blueprint=config, network=network)
+    return BuiltBlueprint(config=config, network=network, training=training, inference=inference, mlops=mlops)

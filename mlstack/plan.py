@@ -145,6 +145,10 @@ def build_plan(config: BlueprintConfig) -> Plan:
         from mlstack.stacks.inference_plan import plan_inference
 
         plan_inference(config, plan)
+    if config.mlops is not None:
+        from mlstack.stacks.mlops_plan import plan_mlops
+
+        plan_mlops(config, plan)
     return plan
 
 

@@ -9,6 +9,7 @@ from pydantic import Field, field_validator, model_validator
 
 from mlstack.config.base import StrictModel
 from mlstack.config.inference import InferenceConfig
+from mlstack.config.mlops import MlopsConfig
 from mlstack.config.network import NetworkConfig
 from mlstack.config.training import TrainingConfig
 
@@ -59,6 +60,8 @@ class BlueprintConfig(StrictModel):
     """A training cluster (TrainingClusterStack); omit for none."""
     inference: InferenceConfig | None = None
     """Model endpoints (InferenceStack); omit for none."""
+    mlops: MlopsConfig | None = None
+    """SageMaker pipeline, model registry, approval-to-deploy and monitoring (MlopsStack); omit for none."""
 
     @field_validator("description")
     @classmethod
@@ -110,6 +113,8 @@ class BlueprintConfig(StrictModel):
             ids.append("TrainingClusterStack")
         if self.inference is not None:
             ids.append("InferenceStack")
+        if self.mlops is not None:
+            ids.append("MlopsStack")
         return ids
 
     @property

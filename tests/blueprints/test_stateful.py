@@ -14,6 +14,7 @@ STATEFUL_TYPES = frozenset(
         "AWS::EFS::FileSystem",
         "AWS::ECR::Repository",
         "AWS::SageMaker::ModelPackageGroup",
+        "AWS::SageMaker::Domain",
         "AWS::SecretsManager::Secret",
         "AWS::DynamoDB::Table",
     }
@@ -31,6 +32,13 @@ PINNED_LOGICAL_IDS: dict[str, dict[str, str]] = {
         "ModelBucketB33D855B": "AWS::S3::Bucket",
         "DataBucketE3889A50": "AWS::S3::Bucket",
         "InvokeApiLogGroupC8B745FF": "AWS::Logs::LogGroup",
+    },
+    "MlopsStack": {
+        "AccessLogs8B620ECA": "AWS::S3::Bucket",
+        "ArtifactsBucket2AAC5544": "AWS::S3::Bucket",
+        "ModelPackageGroup": "AWS::SageMaker::ModelPackageGroup",
+        "ApprovalDeployLogGroupE2AEB061": "AWS::Logs::LogGroup",
+        "StudioDomain20F5E462": "AWS::SageMaker::Domain",
     },
     "TrainingClusterStack": {
         "FsxFileSystem7053E557": "AWS::FSx::FileSystem",

@@ -1,0 +1,278 @@
+"""`ApprovalDeploy`: approving a model package version deploys it to one endpoint, then monitors that endpoint.
+
+Deploy order, as SageMaker sees it: the first deploy creates no endpoint (no model is approved yet). Approving a
+version fires "SageMaker Model Package State Change"; the function creates (or updates) the endpoint with data
+capture on. When the endpoint reaches IN_SERVICE, "SageMaker Endpoint State Change" fires and the function creates
+the data-quality schedule against the baseline registered with that version (CreateMonitoringSchedule needs the
+endpoint to exist). Handler: `runtime/approval_deploy/handler.py`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from aws_cdk import Acknowledgment, CfnResource, Duration, RemovalPolicy, Stack, Validations
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from mlstack.constructs.sagemaker.grants import acknowledge_wildcards, grant_vpc_and_logs, skip_checkov
+
+HANDLER_DIR = Path(__file__).resolve().parents[3] / "runtime" / "approval_deploy"
+CAPTURE_PREFIX = "capture"
+MONITORING_PREFIX = "monitoring"
+
+
+class ApprovalDeploy(Construct):
+    """An EventBridge rule per event (approval, endpoint in service) and the function that acts on them.
+
+    Props (keyword): `model_package_group_name`; `endpoint_name` (created by the function, not by
+    CloudFormation); `artifacts_bucket` (model artifacts and baselines under `runs/`, capture under `capture/`,
+    monitoring reports under `monitoring/`); `key`; `vpc`/`subnets` (model and monitoring jobs); `instance_type` and
+    `instance_count` of the endpoint (default 1); `volume_key` (default True: encrypt the endpoint's volume with
+    `key`; False for hosts with local NVMe, where SageMaker rejects a volume key); `capture_percent` (default 100);
+    `monitor_image` (Model Monitor analyzer); `monitor_instance_type` (default ml.m7i.large); `monitor_schedule`
+    (default hourly); `removal_policy` (the function's log group).
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        model_package_group_name: str,
+        endpoint_name: str,
+        artifacts_bucket: s3.IBucket,
+        key: kms.IKey,
+        vpc: ec2.IVpc,
+        subnets: Sequence[ec2.ISubnet],
+        instance_type: str,
+        monitor_image: str,
+        instance_count: int = 1,
+        volume_key: bool = True,
+        capture_percent: int = 100,
+        monitor_instance_type: str = "ml.m7i.large",
+        monitor_schedule: str = "cron(0 * ? * * *)",
+        removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        stack = Stack.of(self)
+        self.endpoint_name = endpoint_name
+        self.security_group = ec2.SecurityGroup(
+            self,
+            "EndpointSecurityGroup",
+            vpc=vpc,
+            description=f"{endpoint_name} model containers and monitoring jobs",
+            allow_all_outbound=False,
+        )
+        self.security_group.add_egress_rule(ec2.Peer.any_ipv4(), ec2.Port.tcp(443), "S3 over HTTPS")
+        self.model_role = iam.Role(
+            self,
+            "ModelRole",
+            assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
+            description=f"{endpoint_name} model: read artifacts of {model_package_group_name} runs",
+        )
+        self.monitor_role = iam.Role(
+            self,
+            "MonitorRole",
+            assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
+            description=f"{endpoint_name} data-quality monitoring jobs",
+        )
+        runs = artifacts_bucket.arn_for_objects("runs/*")
+        self.model_role.add_to_principal_policy(iam.PolicyStatement(actions=["s3:GetObject"], resources=[runs]))
+        # SageMaker writes the endpoint's captured requests with the model's execution role.
+        self.model_role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["s3:PutObject"], resources=[artifacts_bucket.arn_for_objects(f"{CAPTURE_PREFIX}/*")]
+            )
+        )
+        self.monitor_role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["s3:GetObject"], resources=[runs, artifacts_bucket.arn_for_objects(f"{CAPTURE_PREFIX}/*")]
+            )
+        )
+        self.monitor_role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["s3:PutObject"], resources=[artifacts_bucket.arn_for_objects(f"{MONITORING_PREFIX}/*")]
+            )
+        )
+        self.monitor_role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["s3:ListBucket"],
+                resources=[artifacts_bucket.bucket_arn],
+                conditions={"StringLike": {"s3:prefix": [f"{CAPTURE_PREFIX}/*", "runs/*"]}},
+            )
+        )
+        for role in (self.model_role, self.monitor_role):
+            key.grant_encrypt_decrypt(role)
+            grant_vpc_and_logs(role, vpc, log_groups=("Endpoints", "ProcessingJobs"))
+        self.log_group = logs.LogGroup(
+            self,
+            "LogGroup",
+            encryption_key=key,
+            retention=logs.RetentionDays.ONE_YEAR,
+            removal_policy=removal_policy,
+        )
+        self.role = iam.Role(
+            self,
+            "FunctionRole",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            description=f"deploy approved {model_package_group_name} versions to {endpoint_name}",
+        )
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["logs:CreateLogStream", "logs:PutLogEvents"], resources=[self.log_group.log_group_arn]
+            )
+        )
+        self._grant_function(stack, model_package_group_name, endpoint_name)
+        self.dead_letters = sqs.Queue(
+            self,
+            "DeadLetters",
+            encryption=sqs.QueueEncryption.KMS,
+            encryption_master_key=key,
+            enforce_ssl=True,
+            retention_period=Duration.days(14),
+        )
+        Validations.of(self.dead_letters).acknowledge(
+            Acknowledgment(id="AwsSolutions-SQS3", reason="this queue is the dead-letter queue")
+        )
+        self.function = lambda_.Function(
+            self,
+            "Function",
+            runtime=lambda_.Runtime.PYTHON_3_14,
+            architecture=lambda_.Architecture.ARM_64,
+            handler="handler.handler",
+            code=lambda_.Code.from_asset(str(HANDLER_DIR), exclude=["__pycache__", "*.pyc"]),
+            role=self.role,
+            timeout=Duration.seconds(60),
+            memory_size=256,
+            log_group=self.log_group,
+            dead_letter_queue=self.dead_letters,
+            # One deploy at a time: two approvals racing would both see the old endpoint and both update it.
+            reserved_concurrent_executions=1,
+            environment={
+                "ENDPOINT_NAME": endpoint_name,
+                "MODEL_PACKAGE_GROUP": model_package_group_name,
+                "MODEL_PACKAGE_GROUP_ARN": _arn(stack, "model-package-group", model_package_group_name),
+                "MODEL_ROLE_ARN": self.model_role.role_arn,
+                "MONITOR_ROLE_ARN": self.monitor_role.role_arn,
+                "INSTANCE_TYPE": instance_type,
+                "INSTANCE_COUNT": str(instance_count),
+                "CAPTURE_PERCENT": str(capture_percent),
+                "CAPTURE_URI": artifacts_bucket.s3_url_for_object(CAPTURE_PREFIX),
+                "MONITOR_OUTPUT_URI": artifacts_bucket.s3_url_for_object(MONITORING_PREFIX),
+                "MONITOR_IMAGE": monitor_image,
+                "MONITOR_INSTANCE_TYPE": monitor_instance_type,
+                "MONITOR_SCHEDULE": monitor_schedule,
+                "KMS_KEY_ARN": key.key_arn,
+                "VOLUME_KMS": "true" if volume_key else "false",
+                "SUBNET_IDS": stack.to_json_string([s.subnet_id for s in subnets]),
+                "SECURITY_GROUP_IDS": stack.to_json_string([self.security_group.security_group_id]),
+            },
+            description=f"approved {model_package_group_name} version -> endpoint {endpoint_name}; monitoring",
+        )
+        function = self.function.node.default_child
+        assert isinstance(function, CfnResource)
+        skip_checkov(
+            function,
+            {
+                "CKV_AWS_117": "calls only the SageMaker control-plane API; it reaches nothing inside the VPC",
+                "CKV_AWS_173": "the environment holds resource names and ARNs only, no secret (encrypted at rest "
+                "by Lambda)",
+                "CKV_AWS_45": "no secret in the environment: names, ARNs and S3 URIs of this stack",
+            },
+        )
+        self.approval_rule = events.Rule(
+            self,
+            "ApprovalRule",
+            description=f"a {model_package_group_name} version is approved",
+            event_pattern=events.EventPattern(
+                source=["aws.sagemaker"],
+                detail_type=["SageMaker Model Package State Change"],
+                detail={"ModelPackageGroupName": [model_package_group_name], "ModelApprovalStatus": ["Approved"]},
+            ),
+            targets=[targets.LambdaFunction(self.function, retry_attempts=4, max_event_age=Duration.hours(2))],
+        )
+        self.in_service_rule = events.Rule(
+            self,
+            "InServiceRule",
+            description=f"endpoint {endpoint_name} is in service: (re)point its monitoring schedule",
+            event_pattern=events.EventPattern(
+                source=["aws.sagemaker"],
+                detail_type=["SageMaker Endpoint State Change"],
+                detail={"EndpointName": [endpoint_name], "EndpointStatus": ["IN_SERVICE"]},
+            ),
+            targets=[targets.LambdaFunction(self.function, retry_attempts=4, max_event_age=Duration.hours(2))],
+        )
+
+    def _grant_function(self, stack: Stack, group: str, endpoint: str) -> None:
+        named = [
+            _arn(stack, kind, f"{endpoint}-*")
+            for kind in ("model", "endpoint-config", "data-quality-job-definition", "monitoring-schedule")
+        ]
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="ReadVersions",
+                actions=["sagemaker:DescribeModelPackage"],
+                resources=[_arn(stack, "model-package", f"{group}/*")],
+            )
+        )
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="Deploy",
+                actions=[
+                    "sagemaker:CreateModel",
+                    "sagemaker:DescribeModel",
+                    "sagemaker:CreateEndpointConfig",
+                    "sagemaker:DescribeEndpointConfig",
+                    "sagemaker:CreateDataQualityJobDefinition",
+                    "sagemaker:DescribeDataQualityJobDefinition",
+                    "sagemaker:CreateMonitoringSchedule",
+                    "sagemaker:DescribeMonitoringSchedule",
+                    "sagemaker:UpdateMonitoringSchedule",
+                    "sagemaker:AddTags",
+                ],
+                resources=named,
+            )
+        )
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="Endpoint",
+                actions=[
+                    "sagemaker:CreateEndpoint",
+                    "sagemaker:UpdateEndpoint",
+                    "sagemaker:DescribeEndpoint",
+                    "sagemaker:AddTags",
+                ],
+                resources=[_arn(stack, "endpoint", endpoint), *named[1:2]],
+            )
+        )
+        for role in (self.model_role, self.monitor_role):
+            role.grant_pass_role(self.role)
+        acknowledge_wildcards(
+            self.role,
+            f"models, endpoint configs, monitoring definitions and schedules named {endpoint}-*; versions of the "
+            f"{group} model package group only",
+        )
+        for role in (self.model_role, self.monitor_role):
+            acknowledge_wildcards(
+                role,
+                "S3 objects under this project's runs/, capture/ and monitoring/ prefixes; KMS grant actions on the "
+                "project key only; ec2:Describe*, ecr:GetAuthorizationToken and PutMetricData take no resource ARN; "
+                "ENI create/delete only in this VPC (ec2:Vpc condition); /aws/sagemaker/* log groups",
+            )
+
+
+def _arn(stack: Stack, resource: str, name: str) -> str:
+    return stack.format_arn(service="sagemaker", resource=resource, resource_name=name)
+
+
+__all__ = ["ApprovalDeploy"]

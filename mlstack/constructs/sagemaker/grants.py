@@ -1,0 +1,115 @@
+"""Permissions a SageMaker role needs when its containers run in a VPC and log to CloudWatch."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from aws_cdk import Acknowledgment, CfnResource, Stack, Validations
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
+
+
+def grant_vpc_and_logs(role: iam.Role, vpc: ec2.IVpc, *, log_groups: Sequence[str]) -> None:
+    """ENIs in `vpc` only, /aws/sagemaker/<kind>* log groups, metrics in SageMaker namespaces.
+
+    SageMaker creates the job's or endpoint's network interfaces with the role (SageMaker developer guide, "Give
+    SageMaker AI access to resources in your Amazon VPC"); ec2:Describe* and PutMetricData take no resource ARN.
+    """
+    stack = Stack.of(role)
+    role.add_to_principal_policy(
+        iam.PolicyStatement(
+            sid="DescribeNetwork",
+            actions=[
+                "ec2:DescribeNetworkInterfaces",
+                "ec2:DescribeVpcs",
+                "ec2:DescribeSubnets",
+                "ec2:DescribeSecurityGroups",
+                "ec2:DescribeDhcpOptions",
+            ],
+            resources=["*"],
+        )
+    )
+    role.add_to_principal_policy(
+        iam.PolicyStatement(
+            sid="EnisInThisVpc",
+            actions=[
+                "ec2:CreateNetworkInterface",
+                "ec2:CreateNetworkInterfacePermission",
+                "ec2:DeleteNetworkInterface",
+                "ec2:DeleteNetworkInterfacePermission",
+            ],
+            resources=["*"],
+            conditions={"ArnEquals": {"ec2:Vpc": vpc.vpc_arn}},
+        )
+    )
+    role.add_to_principal_policy(
+        iam.PolicyStatement(
+            sid="SageMakerLogs",
+            actions=["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
+            resources=[
+                stack.format_arn(service="logs", resource="log-group", resource_name=f"/aws/sagemaker/{kind}*")
+                for kind in log_groups
+            ],
+        )
+    )
+    role.add_to_principal_policy(
+        iam.PolicyStatement(
+            sid="SageMakerMetrics",
+            actions=["cloudwatch:PutMetricData"],
+            resources=["*"],
+            conditions={"StringLike": {"cloudwatch:namespace": ["/aws/sagemaker/*", "aws/sagemaker/*"]}},
+        )
+    )
+
+
+def acknowledge_wildcards(role: iam.Role, reason: str) -> None:
+    """Acknowledge each cdk-nag IAM5 finding of `role`'s default policy as it stands now, with `reason`.
+
+    cdk-nag reports IAM5 per wildcard action and per wildcard resource (`AwsSolutions-IAM5[Action::kms:ReEncrypt*]`,
+    `[Resource::<Bucket.Arn>/runs/*]`); an acknowledgement must name each one. Call it after the last grant.
+    """
+    policy = role.node.try_find_child("DefaultPolicy")
+    if not isinstance(policy, iam.Policy):
+        return
+    stack = Stack.of(role)
+    document = stack.resolve(policy.document.to_json())
+    findings: set[str] = set()
+    for statement in document.get("Statement", []):
+        for action in _as_list(statement.get("Action")):
+            if isinstance(action, str) and "*" in action:
+                findings.add(f"Action::{action}")
+        for resource in _as_list(statement.get("Resource")):
+            if "*" not in json.dumps(resource):
+                continue  # no finding; and cdk-nag's spelling of Fn::Sub (asset buckets) is not needed
+            rendered = _render(resource)
+            if "*" in rendered:
+                findings.add(f"Resource::{rendered}")
+    for finding in sorted(findings):
+        Validations.of(role).acknowledge(Acknowledgment(id=f"AwsSolutions-IAM5[{finding}]", reason=reason))
+
+
+def _as_list(value: object) -> list[object]:
+    if value is None:
+        return []
+    return value if isinstance(value, list) else [value]
+
+
+def _render(value: object) -> str:
+    """How cdk-nag writes a resource in a finding id (`<Logical.Arn>/x/*`, `arn:<AWS::Partition>:...`)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and len(value) == 1:
+        ((fn, arg),) = value.items()
+        if fn == "Ref":
+            return f"<{arg}>"
+        if fn == "Fn::GetAtt":
+            return f"<{arg[0]}.{arg[1]}>"
+        if fn == "Fn::Join":
+            return str(arg[0]).join(_render(part) for part in arg[1])
+    raise ValueError(f"cannot render {value!r} as a cdk-nag finding id")
+
+
+def skip_checkov(resource: CfnResource, reasons: dict[str, str]) -> None:
+    """Record checkov suppressions on the resource itself (Metadata `checkov.skip`), each with its reason."""
+    resource.add_metadata("checkov", {"skip": [{"id": rule, "comment": why} for rule, why in sorted(reasons.items())]})

@@ -1,0 +1,402 @@
+"""`MlopsPipeline`: preprocess -> train -> evaluate + baseline -> condition on accuracy -> register (pending approval).
+
+The scripts ship as CDK file assets: `cdk deploy` uploads them to the bootstrap asset bucket before it creates or
+updates this stack, so they are in S3 before the pipeline exists and before any run starts (CreatePipeline itself
+reads no S3 object). Two roles: the pipeline role starts jobs, registers the model and passes the job role; the job
+role reads inputs and code, writes this pipeline's run prefix, logs and metrics, and places ENIs in the VPC.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from aws_cdk import Stack
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_s3_assets as s3_assets
+from aws_cdk import aws_sagemaker as sagemaker
+from constructs import Construct
+
+from mlstack.constructs.sagemaker.grants import acknowledge_wildcards, grant_vpc_and_logs
+from mlstack.constructs.sagemaker.jobs import JobNetwork, ModelPackage, ProcessingJob, TrainingJob
+from mlstack.constructs.sagemaker.pipeline_definition import (
+    Condition,
+    ConditionStep,
+    Parameter,
+    PipelineDefinition,
+    PropertyFile,
+    Step,
+)
+
+EXAMPLE_SCRIPTS = Path(__file__).resolve().parents[3] / "runtime" / "mlops"
+"""`runtime/mlops/`: the example preprocess/train/evaluate scripts (standard library only, tested on CPU)."""
+RUNS_PREFIX = "runs"
+"""Every run writes under s3://<artifacts>/runs/<execution id>/; the job role may write nowhere else."""
+SERVING_ENVIRONMENT = {"SAGEMAKER_PROGRAM": "inference.py", "SAGEMAKER_SUBMIT_DIRECTORY": "/opt/ml/model/code"}
+"""How the framework serving containers find the handler the example train.py puts into the model (code/)."""
+BASELINE_FORMAT = '{"csv": {"header": true, "output_columns_position": "START"}}'
+
+
+@dataclass(frozen=True)
+class TrainingSettings:
+    """The training step. Defaults: one ml.m7i.xlarge, no Spot, one hour."""
+
+    instance_type: str = "ml.m7i.xlarge"
+    instance_count: int = 1
+    distribution: Literal["none", "torchrun"] = "none"
+    spot: bool = False
+    max_runtime_seconds: int = 3600
+    max_wait_seconds: int | None = None
+    checkpoints: bool = False
+    volume_size_gb: int = 50
+    hyperparameters: tuple[tuple[str, str], ...] = (("epochs", "100"),)
+
+
+class MlopsPipeline(Construct):
+    """A SageMaker pipeline (`AWS::SageMaker::Pipeline`) whose definition is built and validated in code.
+
+    Props (keyword): `artifacts_bucket`/`key` (runs and model artifacts, KMS-encrypted), `model_package_group_name`,
+    `pipeline_name`, container images (`training_image`, `processing_image`, `monitor_image`: the Model Monitor
+    analyzer that writes the data-quality baseline), `vpc`/`subnets` (jobs run there; training in `subnets[0]`
+    only when it uses torchrun on several instances), `training` (default `TrainingSettings()`),
+    `processing_instance_type` (default ml.m7i.xlarge), `accuracy_threshold` (default 0.8),
+    `serving_instance_types` (what the registered version may be deployed on), `serving_image` (default the
+    training image) and `serving_environment` (default: run code/inference.py from the model), `scripts_dir`
+    (default the example scripts), `input_prefix` (default None: the preprocess script generates a synthetic data set).
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        artifacts_bucket: s3.IBucket,
+        key: kms.IKey,
+        model_package_group_name: str,
+        pipeline_name: str,
+        training_image: str,
+        processing_image: str,
+        monitor_image: str,
+        vpc: ec2.IVpc,
+        serving_image: str | None = None,
+        serving_environment: Mapping[str, str] = SERVING_ENVIRONMENT,
+        subnets: Sequence[ec2.ISubnet],
+        training: TrainingSettings = TrainingSettings(),
+        processing_instance_type: str = "ml.m7i.xlarge",
+        accuracy_threshold: float = 0.8,
+        serving_instance_types: Sequence[str] = (),
+        scripts_dir: Path = EXAMPLE_SCRIPTS,
+        input_prefix: str | None = None,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        stack = Stack.of(self)
+        self.security_group = ec2.SecurityGroup(
+            self,
+            "JobSecurityGroup",
+            vpc=vpc,
+            description=f"{pipeline_name} jobs: instances of one training job talk to each other (EFA, NCCL)",
+            allow_all_outbound=False,
+        )
+        # EFA and NCCL traffic must be allowed to and from the group itself (all protocols), and S3 over HTTPS.
+        self.security_group.add_ingress_rule(self.security_group, ec2.Port.all_traffic(), "instances of one job")
+        self.security_group.add_egress_rule(self.security_group, ec2.Port.all_traffic(), "instances of one job")
+        self.security_group.add_egress_rule(ec2.Peer.any_ipv4(), ec2.Port.tcp(443), "S3 and AWS APIs over HTTPS")
+        self.job_role = iam.Role(
+            self,
+            "JobRole",
+            assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
+            description=f"{pipeline_name} processing and training jobs",
+        )
+        self.role = iam.Role(
+            self,
+            "PipelineRole",
+            assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
+            description=f"{pipeline_name}: start its jobs, register models in {model_package_group_name}",
+        )
+        self.code = {
+            name: s3_assets.Asset(self, f"{name.capitalize()}Code", path=str(scripts_dir / f"{name}.py"))
+            for name in ("preprocess", "train", "evaluate")
+        }
+        self._grant_job_role(artifacts_bucket, key, input_prefix, vpc)
+        self._grant_pipeline_role(stack, model_package_group_name)
+
+        self.definition = self._definition(
+            bucket=artifacts_bucket.bucket_name,
+            key_arn=key.key_arn,
+            group=model_package_group_name,
+            images=(training_image, processing_image, monitor_image),
+            serving=(serving_image or training_image, serving_environment),
+            network=JobNetwork([s.subnet_id for s in subnets], [self.security_group.security_group_id]),
+            training=training,
+            processing_instance_type=processing_instance_type,
+            accuracy_threshold=accuracy_threshold,
+            serving_instance_types=serving_instance_types,
+            input_prefix=input_prefix,
+        )
+        self.pipeline = sagemaker.CfnPipeline(
+            self,
+            "Pipeline",
+            pipeline_name=pipeline_name,
+            role_arn=self.role.role_arn,
+            # Passed through untransformed: the key must be PascalCase (aws-cdk issue #25774).
+            pipeline_definition={"PipelineDefinitionBody": stack.to_json_string(self.definition.to_json())},
+            pipeline_description=f"preprocess, train, evaluate, register into {model_package_group_name}",
+        )
+        self.pipeline.node.add_dependency(self.role, self.job_role)
+        self.pipeline_name = pipeline_name
+
+    def _definition(
+        self,
+        *,
+        bucket: str,
+        key_arn: str,
+        group: str,
+        images: tuple[str, str, str],
+        serving: tuple[str, Mapping[str, str]],
+        network: JobNetwork,
+        training: TrainingSettings,
+        processing_instance_type: str,
+        accuracy_threshold: float,
+        serving_instance_types: Sequence[str],
+        input_prefix: str | None,
+    ) -> PipelineDefinition:
+        training_image, processing_image, monitor_image = images
+        params = [
+            Parameter("ProcessingInstanceType", "String", processing_instance_type),
+            Parameter("TrainingInstanceType", "String", training.instance_type),
+            Parameter("TrainingInstanceCount", "Integer", training.instance_count),
+            Parameter("AccuracyThreshold", "Float", accuracy_threshold),
+        ]
+        by_name = {p.name: p for p in params}
+        run = f"s3://{bucket}/{RUNS_PREFIX}"
+
+        def uri(*parts: str) -> dict[str, object]:
+            return {"Std:Join": {"On": "/", "Values": [run, {"Get": "Execution.PipelineExecutionId"}, *parts]}}
+
+        role = self.job_role.role_arn
+        base = "/opt/ml/processing"
+        splits = ("train", "validation", "test", "baseline")
+        preprocess = Step(
+            "Preprocess",
+            "Processing",
+            ProcessingJob(
+                image_uri=processing_image,
+                role_arn=role,
+                instance_type=by_name["ProcessingInstanceType"].ref,
+                code_uri=self.code["preprocess"].s3_object_url,
+                code_file=self.code["preprocess"].s3_object_key,
+                inputs={"data": (f"s3://{bucket}/{input_prefix}", f"{base}/input/data")} if input_prefix else {},
+                outputs={s: (f"{base}/{s}", uri("preprocess", s)) for s in splits},
+                kms_key_id=key_arn,
+                network=network,
+            ).arguments_json(by_name),
+        )
+        train = Step(
+            "Train",
+            "Training",
+            TrainingJob(
+                image_uri=training_image,
+                role_arn=role,
+                instance_type=by_name["TrainingInstanceType"].ref,
+                instance_count=by_name["TrainingInstanceCount"].ref
+                if training.distribution == "torchrun"
+                else training.instance_count,
+                code_uri=self.code["train"].s3_object_url,
+                code_file=self.code["train"].s3_object_key,
+                channels={"train": preprocess.output_uri("train"), "validation": preprocess.output_uri("validation")},
+                output_uri=uri("model"),
+                hyperparameters=dict(training.hyperparameters),
+                distribution=training.distribution,
+                kms_key_id=key_arn,
+                volume_size_gb=training.volume_size_gb,
+                max_runtime_seconds=training.max_runtime_seconds,
+                network=JobNetwork(network.subnet_ids[:1], network.security_group_ids)
+                if training.distribution == "torchrun"
+                else network,
+                checkpoint_uri=uri("checkpoints") if training.checkpoints else None,
+                spot=training.spot,
+                max_wait_seconds=training.max_wait_seconds,
+            ).arguments_json(by_name),
+        )
+        evaluate = Step(
+            "Evaluate",
+            "Processing",
+            ProcessingJob(
+                image_uri=processing_image,
+                role_arn=role,
+                instance_type=by_name["ProcessingInstanceType"].ref,
+                code_uri=self.code["evaluate"].s3_object_url,
+                code_file=self.code["evaluate"].s3_object_key,
+                inputs={
+                    "model": (train.prop("ModelArtifacts.S3ModelArtifacts"), f"{base}/model"),
+                    "test": (preprocess.output_uri("test"), f"{base}/test"),
+                },
+                outputs={"evaluation": (f"{base}/evaluation", uri("evaluation"))},
+                kms_key_id=key_arn,
+                network=network,
+            ).arguments_json(by_name),
+            property_files=[PropertyFile("Evaluation", "evaluation", "evaluation.json")],
+        )
+        baseline = Step(
+            "Baseline", "Processing", self._baseline(monitor_image, preprocess, uri("baseline"), key_arn, network)
+        )
+        register = Step(
+            "Register",
+            "RegisterModel",
+            ModelPackage(
+                group_name=group,
+                image_uri=serving[0],
+                environment=serving[1],
+                model_data_url=train.prop("ModelArtifacts.S3ModelArtifacts"),
+                inference_instance_types=serving_instance_types,
+                metrics_uri=_join(evaluate.output_uri("evaluation"), "evaluation.json"),
+                baseline_constraints_uri=_join(baseline.output_uri("baseline"), "constraints.json"),
+                baseline_statistics_uri=_join(baseline.output_uri("baseline"), "statistics.json"),
+                description="registered by the pipeline when accuracy met the threshold",
+            ).arguments_json(),
+        )
+        check = ConditionStep(
+            "CheckAccuracy",
+            conditions=[
+                Condition(
+                    "GreaterThanOrEqualTo",
+                    evaluate.json_get("Evaluation", "metrics.accuracy.value"),
+                    by_name["AccuracyThreshold"].ref,
+                )
+            ],
+            if_steps=[register],
+        )
+        return PipelineDefinition(parameters=params, steps=[preprocess, train, evaluate, baseline, check])
+
+    def _baseline(
+        self, image: str, preprocess: Step, output_uri: object, key_arn: str, network: JobNetwork
+    ) -> dict[str, object]:
+        """The Model Monitor analyzer run over the training features: constraints.json and statistics.json."""
+        local_in = "/opt/ml/processing/input/baseline_dataset_input"
+        return {
+            "ProcessingResources": {
+                "ClusterConfig": {
+                    "InstanceType": {"Get": "Parameters.ProcessingInstanceType"},
+                    "InstanceCount": 1,
+                    "VolumeSizeInGB": 30,
+                    "VolumeKmsKeyId": key_arn,
+                }
+            },
+            "AppSpecification": {"ImageUri": image},
+            "RoleArn": self.job_role.role_arn,
+            "Environment": {
+                "dataset_format": BASELINE_FORMAT,
+                "dataset_source": local_in,
+                "output_path": "/opt/ml/processing/output",
+                "publish_cloudwatch_metrics": "Disabled",
+            },
+            "ProcessingInputs": [
+                {
+                    "InputName": "baseline_dataset_input",
+                    "AppManaged": False,
+                    "S3Input": {
+                        "S3Uri": preprocess.output_uri("baseline"),
+                        "LocalPath": local_in,
+                        "S3DataType": "S3Prefix",
+                        "S3InputMode": "File",
+                    },
+                }
+            ],
+            "ProcessingOutputConfig": {
+                "Outputs": [
+                    {
+                        "OutputName": "baseline",
+                        "AppManaged": False,
+                        "S3Output": {
+                            "S3Uri": output_uri,
+                            "LocalPath": "/opt/ml/processing/output",
+                            "S3UploadMode": "EndOfJob",
+                        },
+                    }
+                ],
+                "KmsKeyId": key_arn,
+            },
+            "NetworkConfig": {"VpcConfig": network.to_json(), "EnableNetworkIsolation": False},
+            "StoppingCondition": {"MaxRuntimeInSeconds": 3600},
+        }
+
+    def _grant_job_role(self, bucket: s3.IBucket, key: kms.IKey, input_prefix: str | None, vpc: ec2.IVpc) -> None:
+        role = self.job_role
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="RunPrefix",
+                actions=["s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload"],
+                resources=[bucket.arn_for_objects(f"{RUNS_PREFIX}/*")],
+            )
+        )
+        list_prefixes = [f"{RUNS_PREFIX}/*"]
+        if input_prefix:
+            role.add_to_principal_policy(
+                iam.PolicyStatement(
+                    sid="InputData", actions=["s3:GetObject"], resources=[bucket.arn_for_objects(f"{input_prefix}*")]
+                )
+            )
+            list_prefixes.append(f"{input_prefix}*")
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="ListOwnPrefixes",
+                actions=["s3:ListBucket"],
+                resources=[bucket.bucket_arn],
+                conditions={"StringLike": {"s3:prefix": list_prefixes}},
+            )
+        )
+        for asset in self.code.values():
+            role.add_to_principal_policy(
+                iam.PolicyStatement(
+                    actions=["s3:GetObject"], resources=[asset.bucket.arn_for_objects(asset.s3_object_key)]
+                )
+            )
+        key.grant_encrypt_decrypt(role)
+        grant_vpc_and_logs(role, vpc, log_groups=("ProcessingJobs", "TrainingJobs"))
+
+    def _grant_pipeline_role(self, stack: Stack, group: str) -> None:
+        def arn(resource: str, name: str) -> str:
+            return stack.format_arn(service="sagemaker", resource=resource, resource_name=name)
+
+        jobs = [arn(kind, "pipelines-*") for kind in ("processing-job", "training-job")]
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="RunJobs",
+                actions=[
+                    "sagemaker:CreateProcessingJob",
+                    "sagemaker:DescribeProcessingJob",
+                    "sagemaker:StopProcessingJob",
+                    "sagemaker:CreateTrainingJob",
+                    "sagemaker:DescribeTrainingJob",
+                    "sagemaker:StopTrainingJob",
+                    "sagemaker:AddTags",
+                ],
+                resources=jobs,
+            )
+        )
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="RegisterModel",
+                actions=["sagemaker:CreateModelPackage", "sagemaker:DescribeModelPackage", "sagemaker:AddTags"],
+                resources=[arn("model-package-group", group), arn("model-package", f"{group}/*")],
+            )
+        )
+        self.job_role.grant_pass_role(self.role)
+        acknowledge_wildcards(
+            self.role, "jobs SageMaker Pipelines names pipelines-<execution>-<step>-*; versions of this one group"
+        )
+        acknowledge_wildcards(
+            self.job_role,
+            "S3 objects under this pipeline's runs/ prefix; KMS grant actions on the project key only; "
+            "ec2:Describe*, ecr:GetAuthorizationToken and PutMetricData take no resource ARN; ENI create/delete only "
+            "in this VPC (ec2:Vpc condition); /aws/sagemaker/* log groups",
+        )
+
+
+def _join(*values: object) -> dict[str, object]:
+    return {"Std:Join": {"On": "/", "Values": list(values)}}

@@ -1,0 +1,115 @@
+"""`StudioDomain`: a SageMaker Studio domain in VPC-only mode, IAM auth, one user profile per name."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from aws_cdk import CfnResource, RemovalPolicy, Stack
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_sagemaker as sagemaker
+from constructs import Construct
+
+from mlstack.constructs.sagemaker.grants import acknowledge_wildcards
+
+
+class StudioDomain(Construct):
+    """`AppNetworkAccessType: VpcOnly`: Studio traffic goes through the VPC (and its endpoints), never the
+    SageMaker-managed internet path; the home EFS is encrypted with `key`. Users share one execution role that may
+    read the artifacts bucket and describe/start this project's pipeline. The domain keeps users' home directories
+    (EFS), so it follows `removal_policy` (default RETAIN).
+
+    Props (keyword): `domain_name`, `vpc`, `subnets`, `key`, `user_names` (default none), `artifacts_bucket`,
+    `pipeline_name`, `removal_policy`.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        domain_name: str,
+        vpc: ec2.IVpc,
+        subnets: Sequence[ec2.ISubnet],
+        key: kms.IKey,
+        artifacts_bucket: s3.IBucket,
+        pipeline_name: str,
+        user_names: Sequence[str] = (),
+        removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.security_group = ec2.SecurityGroup(
+            self,
+            "SecurityGroup",
+            vpc=vpc,
+            description=f"{domain_name} Studio apps: HTTPS to VPC endpoints only",
+            allow_all_outbound=False,
+        )
+        self.security_group.add_egress_rule(ec2.Peer.ipv4(vpc.vpc_cidr_block), ec2.Port.tcp(443), "VPC endpoints")
+        # Studio apps of one domain talk to each other (Jupyter kernel gateway, NFS to the home EFS).
+        self.security_group.add_ingress_rule(self.security_group, ec2.Port.all_tcp(), "apps of this domain")
+        self.security_group.add_egress_rule(self.security_group, ec2.Port.all_tcp(), "apps of this domain")
+        self.role = iam.Role(
+            self,
+            "UserRole",
+            assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
+            description=f"{domain_name} Studio users",
+        )
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(actions=["s3:GetObject"], resources=[artifacts_bucket.arn_for_objects("runs/*")])
+        )
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["s3:ListBucket"],
+                resources=[artifacts_bucket.bucket_arn],
+                conditions={"StringLike": {"s3:prefix": ["runs/*"]}},
+            )
+        )
+        key.grant_decrypt(self.role)
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=[
+                    "sagemaker:DescribePipeline",
+                    "sagemaker:StartPipelineExecution",
+                    "sagemaker:ListPipelineExecutions",
+                    "sagemaker:ListPipelineExecutionSteps",
+                    "sagemaker:DescribePipelineExecution",
+                ],
+                resources=[_pipeline_arn(self, pipeline_name), _pipeline_arn(self, f"{pipeline_name}/execution/*")],
+            )
+        )
+        acknowledge_wildcards(
+            self.role, "reads pipeline run outputs under runs/ and executions of this project's pipeline only"
+        )
+        self.domain = sagemaker.CfnDomain(
+            self,
+            "Domain",
+            domain_name=domain_name,
+            auth_mode="IAM",
+            app_network_access_type="VpcOnly",
+            vpc_id=vpc.vpc_id,
+            subnet_ids=[s.subnet_id for s in subnets],
+            kms_key_id=key.key_arn,
+            default_user_settings=sagemaker.CfnDomain.UserSettingsProperty(
+                execution_role=self.role.role_arn, security_groups=[self.security_group.security_group_id]
+            ),
+        )
+        self.domain.apply_removal_policy(removal_policy)
+        # A retained domain still uses its security group (and its rules): deleting them would fail with
+        # DependencyViolation and leave the stack DELETE_FAILED. They follow the domain.
+        for child in self.security_group.node.find_all():
+            if isinstance(child, CfnResource):
+                child.apply_removal_policy(removal_policy)
+        self.users: dict[str, sagemaker.CfnUserProfile] = {}
+        for name in user_names:
+            # The construct ID is the profile name itself (names differing only in "-" would collide: the
+            # blueprint model rejects them).
+            self.users[name] = sagemaker.CfnUserProfile(
+                self, f"User-{name}", domain_id=self.domain.attr_domain_id, user_profile_name=name
+            )
+
+
+def _pipeline_arn(scope: Construct, name: str) -> str:
+    return Stack.of(scope).format_arn(service="sagemaker", resource="pipeline", resource_name=name)

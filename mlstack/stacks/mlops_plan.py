@@ -1,0 +1,115 @@
+"""`plan_mlops`: the MLOps layer's part of `mlstack plan` (pipeline steps, instance-hours per run, endpoint, quotas).
+
+The catalog holds EC2 on-demand prices only; SageMaker bills ml.* training, processing and hosting at its own rates,
+which no dated source here confirms. So every SageMaker cost stays unknown, and the plan shows instance-hours per
+run and an EC2 list-price lower bound, labelled as such, instead of a guessed SageMaker figure.
+"""
+
+from __future__ import annotations
+
+from mlstack.catalog import get_instance
+from mlstack.config import BlueprintConfig
+from mlstack.plan import Cost, Plan, Quota, Resource
+
+STACK = "MlopsStack"
+QUOTA_CODE_UNKNOWN = "unknown"
+NO_SAGEMAKER_PRICE = "SageMaker ml.* rates are not in the catalog (it holds EC2 on-demand prices); left unknown"
+
+
+def plan_mlops(config: BlueprintConfig, plan: Plan) -> None:
+    mlops = config.mlops
+    if mlops is None:
+        return
+    pipeline = mlops.pipeline
+    training = pipeline.training
+    name = config.name
+    plan.resources += [
+        Resource(STACK, "S3 bucket", "artifacts: runs/, capture/, monitoring/ (project KMS key, versioned, retained)"),
+        Resource(STACK, "S3 bucket", "access logs (SSE-S3, retained)"),
+        Resource(STACK, "Model package group", f"{name}-models (registry, retained)"),
+        Resource(STACK, "SageMaker pipeline", f"{name}-pipeline: Preprocess, Train, Evaluate, Baseline, Register"),
+        Resource(STACK, "Lambda function", f"approval-to-deploy and monitoring for endpoint {name}-serving"),
+        Resource(STACK, "EventBridge rule", "model package approved; endpoint in service", 2),
+    ]
+    if mlops.studio is not None:
+        plan.resources.append(
+            Resource(STACK, "Studio domain", f"VpcOnly, IAM auth, users: {', '.join(mlops.studio.users) or 'none'}")
+        )
+    steps = [
+        ("Preprocess", pipeline.processing_instance_type, 1, pipeline.processing_hours),
+        ("Train", training.instance_type, training.instance_count, training.expected_hours),
+        ("Evaluate", pipeline.processing_instance_type, 1, pipeline.processing_hours),
+        ("Baseline", pipeline.processing_instance_type, 1, pipeline.processing_hours),
+    ]
+    rows: list[str] = []
+    floor = 0.0
+    floor_known = True
+    for step, instance_type, count, hours in steps:
+        it = get_instance(instance_type)
+        extra = ""
+        if step == "Train":
+            extra = ", torchrun" if training.distribution == "torchrun" else ""
+            extra += ", EFA" if count > 1 and it.efa_supported else ""
+            extra += ", managed Spot" if training.spot else ""
+            extra += ", checkpoints to S3" if training.checkpoints else ""
+        rows.append(f"{step}: {count} x {instance_type}{extra}, ~{count * hours:g} instance-hours")
+        if it.price_per_hour is None:
+            floor_known = False
+        else:
+            floor += it.price_per_hour * count * hours
+    rows.append("Register (if accuracy >= threshold): no instance")
+    rows.append(f"cost per run: unknown ({NO_SAGEMAKER_PRICE})")
+    if floor_known:
+        rows.append(
+            f"EC2 on-demand list-price lower bound per run: ${floor:,.2f} (SageMaker ml.* rates are higher; "
+            "Spot lowers training)"
+        )
+    serving = mlops.serving
+    rows.append(
+        f"feeds endpoint {name}-serving: {serving.instance_count} x {serving.instance_type}, "
+        f"data capture {serving.capture_percent}% (created on the first approval)"
+    )
+    rows.append(f"data-quality monitoring: {mlops.monitoring.schedule} on {mlops.monitoring.instance_type}")
+    plan.details.setdefault("sections", []).append(("MLOps pipeline run", rows))
+    plan.details["mlops"] = {
+        "steps": [{"step": s, "instance_type": t, "instance_count": c, "expected_hours": h} for s, t, c, h in steps],
+        "cost_per_run": None,
+        "ec2_floor_per_run": round(floor, 2) if floor_known else None,
+        "endpoint": f"{name}-serving",
+    }
+    plan.costs.append(
+        Cost(
+            f"endpoint {name}-serving: {serving.instance_count} x {serving.instance_type} (after first approval)",
+            serving.instance_count,
+            None,
+            None,
+            NO_SAGEMAKER_PRICE,
+        )
+    )
+    plan.quotas.append(
+        Quota(
+            "sagemaker",
+            f"{training.instance_type} for {'spot ' if training.spot else ''}training job usage",
+            QUOTA_CODE_UNKNOWN,
+            training.instance_count,
+            "instances",
+        )
+    )
+    plan.quotas.append(
+        Quota(
+            "sagemaker",
+            f"{pipeline.processing_instance_type} for processing job usage",
+            QUOTA_CODE_UNKNOWN,
+            1,
+            "instances",
+        )
+    )
+    plan.quotas.append(
+        Quota(
+            "sagemaker",
+            f"{serving.instance_type} for endpoint usage",
+            QUOTA_CODE_UNKNOWN,
+            serving.instance_count,
+            "instances",
+        )
+    )

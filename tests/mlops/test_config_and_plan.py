@@ -1,0 +1,119 @@
+"""The `mlops:` section (one line per bad value, through the loader) and `mlstack plan` for the MLOps blueprints."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from mlstack.config import load
+from mlstack.errors import BlueprintError
+from mlstack.plan import build_plan, render
+
+IMAGE = {"source": "dlc", "account": "683313688378", "repository": "sagemaker-scikit-learn", "tag": "1.2-1-cpu-py3"}
+MONITOR = {
+    "source": "dlc",
+    "account": "156813124566",
+    "repository": "sagemaker-model-monitor-analyzer",
+    "tag": "latest",
+}
+
+
+def _load(tmp_path: Path, training: dict[str, Any] | None = None, **mlops: Any) -> Any:
+    section: dict[str, Any] = {
+        "images": {"training": IMAGE, "processing": IMAGE},
+        "monitoring": {"image": MONITOR},
+        "pipeline": {"training": training or {}},
+    }
+    section.update(mlops)
+    path = tmp_path / "bp.yaml"
+    path.write_text(yaml.safe_dump({"name": "mlops-test", "description": "test", "mlops": section}))
+    return load(path)
+
+
+def _problem(tmp_path: Path, training: dict[str, Any] | None = None, **mlops: Any) -> str:
+    with pytest.raises(BlueprintError) as info:
+        _load(tmp_path, training, **mlops)
+    (problem,) = info.value.problems
+    assert "\n" not in problem
+    return problem.split(": ", 1)[1]  # drop the file path
+
+
+def test_minimal_section_has_cheap_secure_defaults(tmp_path: Path) -> None:
+    config = _load(tmp_path)
+    assert config.stack_ids == ["NetworkStack", "MlopsStack"]
+    mlops = config.mlops
+    assert mlops.pipeline.training.instance_type == "ml.m7i.xlarge"
+    assert mlops.pipeline.training.spot is False
+    assert mlops.serving.instance_type == "ml.m7i.large"
+    assert mlops.serving.volume_key is True
+    assert mlops.studio is None
+
+
+@pytest.mark.parametrize(
+    ("training", "message"),
+    [
+        (
+            {"instance_type": "ml.inf2.xlarge"},
+            "mlops.pipeline.training.instance_type: training instance 'ml.inf2.xlarge': SageMaker does not offer it "
+            "for training jobs; pick another type (got 'ml.inf2.xlarge')",
+        ),
+        (
+            {"instance_type": "ml.g5.2xlarge", "instance_count": 2, "distribution": "torchrun"},
+            "mlops.pipeline.training: instance_type: ml.g5.2xlarge has no EFA; torchrun on 2 instances needs "
+            "ml.p4d.24xlarge, ml.p5.48xlarge or ml.trn1.32xlarge (or instance_count: 1)",
+        ),
+        (
+            {"instance_type": "ml.p4d.24xlarge", "instance_count": 2, "spot": True, "max_wait_hours": 2},
+            "mlops.pipeline.training: spot: managed Spot on several instances needs checkpoints: true (else restart "
+            "from 0)",
+        ),
+        (
+            {"spot": True, "max_runtime_hours": 2, "max_wait_hours": 1},
+            "mlops.pipeline.training: max_wait_hours: with spot it must be >= max_runtime_hours (2.0) (got 1.0)",
+        ),
+        ({"max_wait_hours": 1}, "mlops.pipeline.training: max_wait_hours: only for spot: true; remove it"),
+    ],
+)
+def test_bad_training_step_is_one_line(tmp_path: Path, training: dict[str, Any], message: str) -> None:
+    assert _problem(tmp_path, training) == message
+
+
+def test_processing_type_must_be_offered_for_processing(tmp_path: Path) -> None:
+    problem = _problem(tmp_path, pipeline={"processing_instance_type": "ml.p4d.24xlarge"})
+    assert problem.startswith(
+        "mlops.pipeline.processing_instance_type: processing instance 'ml.p4d.24xlarge': SageMaker does not offer it "
+        "for processing jobs"
+    )
+
+
+def test_studio_users_that_collide_without_dashes(tmp_path: Path) -> None:
+    problem = _problem(tmp_path, studio={"users": ["data-sci", "datasci"]})
+    assert problem.startswith("mlops.studio.users: 'datasci': another user has the same name without '-'")
+
+
+def test_plan_lists_steps_instance_hours_unknown_sagemaker_cost_and_the_endpoint() -> None:
+    plan = build_plan(load("mlops-efa-training"))
+    assert plan.stacks == ["NetworkStack", "MlopsStack"]
+    (section,) = [rows for title, rows in plan.details["sections"] if title == "MLOps pipeline run"]
+    assert section[1] == "Train: 2 x ml.p4d.24xlarge, torchrun, EFA, managed Spot, checkpoints to S3, ~8 instance-hours"
+    assert any(r.startswith("cost per run: unknown") for r in section)
+    assert plan.details["mlops"]["cost_per_run"] is None
+    assert plan.details["mlops"]["endpoint"] == "mlops-efa-training-serving"
+    (endpoint_cost,) = [c for c in plan.costs if c.item.startswith("endpoint ")]
+    assert endpoint_cost.unit_per_hour is None  # no SageMaker hosting rate is invented
+    quotas = {q.name: q.needed for q in plan.quotas if q.service == "sagemaker"}
+    assert quotas["ml.p4d.24xlarge for spot training job usage"] == 2
+    text = render(plan)
+    assert "MLOps pipeline run" in text and "mlops-efa-training-serving" in text
+
+
+def test_cpu_plan_has_an_ec2_lower_bound_labelled_as_such() -> None:
+    plan = build_plan(load("mlops-pipeline"))
+    (section,) = [rows for title, rows in plan.details["sections"] if title == "MLOps pipeline run"]
+    assert section[1] == "Train: 1 x ml.m7i.xlarge, ~0.1 instance-hours"
+    floor = [r for r in section if r.startswith("EC2 on-demand list-price lower bound")]
+    assert len(floor) <= 1
+    assert all("SageMaker ml.* rates are higher" in r for r in floor)

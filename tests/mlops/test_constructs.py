@@ -1,0 +1,89 @@
+"""The MLOps constructs in a plain CDK Stack (no blueprint file): what a team gets from its own app."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from aws_cdk import App, Environment, Stack
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_s3 as s3
+from aws_cdk.assertions import Match, Template
+
+from mlstack.constructs.sagemaker import ApprovalDeploy, MlopsPipeline, PipelineDefinitionError, TrainingSettings
+
+IMAGE = "683313688378.dkr.ecr.us-east-1.amazonaws.com/sagemaker-scikit-learn:1.2-1-cpu-py3"
+MONITOR = "156813124566.dkr.ecr.us-east-1.amazonaws.com/sagemaker-model-monitor-analyzer:latest"
+
+
+def _stack() -> tuple[Stack, ec2.Vpc, kms.Key, s3.Bucket]:
+    stack = Stack(App(context={"aws:cdk:bundling-stacks": []}), "Team", env=Environment(region="us-east-1"))
+    vpc = ec2.Vpc(stack, "Vpc", max_azs=2, nat_gateways=0)
+    key = kms.Key(stack, "Key", enable_key_rotation=True)
+    bucket = s3.Bucket(stack, "Bucket", encryption_key=key)
+    return stack, vpc, key, bucket
+
+
+def test_pipeline_and_approval_deploy_in_a_plain_stack() -> None:
+    stack, vpc, key, bucket = _stack()
+    pipeline = MlopsPipeline(
+        stack,
+        "Pipeline",
+        artifacts_bucket=bucket,
+        key=key,
+        model_package_group_name="team-models",
+        pipeline_name="team-pipeline",
+        training_image=IMAGE,
+        processing_image=IMAGE,
+        monitor_image=MONITOR,
+        vpc=vpc,
+        subnets=vpc.isolated_subnets,
+    )
+    ApprovalDeploy(
+        stack,
+        "Deploy",
+        model_package_group_name="team-models",
+        endpoint_name="team-serving",
+        artifacts_bucket=bucket,
+        key=key,
+        vpc=vpc,
+        subnets=vpc.isolated_subnets,
+        instance_type="ml.m7i.large",
+        monitor_image=MONITOR,
+    )
+    template = Template.from_stack(stack)
+    template.has_resource_properties(
+        "AWS::SageMaker::Pipeline",
+        {
+            "PipelineName": "team-pipeline",
+            "RoleArn": {"Fn::GetAtt": [Match.string_like_regexp("PipelinePipelineRole"), "Arn"]},
+        },
+    )
+    template.has_resource_properties(
+        "AWS::Events::Rule",
+        {"EventPattern": {"detail": {"ModelPackageGroupName": ["team-models"], "ModelApprovalStatus": ["Approved"]}}},
+    )
+    template.resource_count_is("AWS::Lambda::Function", 1)
+    doc = pipeline.definition.to_json()
+    assert [s["Name"] for s in doc["Steps"]] == ["Preprocess", "Train", "Evaluate", "Baseline", "CheckAccuracy"]
+    assert json.dumps(doc).count("PendingManualApproval") == 1
+
+
+def test_bad_training_settings_fail_at_construction_with_one_line() -> None:
+    stack, vpc, key, bucket = _stack()
+    with pytest.raises(PipelineDefinitionError, match=r"^training instance 'ml\.g6\.xlarge': multi-instance torchrun"):
+        MlopsPipeline(
+            stack,
+            "Pipeline",
+            artifacts_bucket=bucket,
+            key=key,
+            model_package_group_name="g",
+            pipeline_name="p",
+            training_image=IMAGE,
+            processing_image=IMAGE,
+            monitor_image=MONITOR,
+            vpc=vpc,
+            subnets=vpc.isolated_subnets,
+            training=TrainingSettings(instance_type="ml.g6.xlarge", instance_count=2, distribution="torchrun"),
+        )
