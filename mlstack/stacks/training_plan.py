@@ -5,13 +5,22 @@ Imports no CDK: `mlstack plan` answers without starting jsii/Node.
 
 from __future__ import annotations
 
-from mlstack.catalog import InstanceType, efa_layout
+from mlstack.catalog import InstanceType, efa_layout, get_instance
 from mlstack.config import BlueprintConfig
 from mlstack.config.training import NodeGroupConfig, TrainingConfig
 from mlstack.constructs.training.job import render_job_yaml
+from mlstack.constructs.training.kube import UPDATE_STRATEGY
 from mlstack.plan import HOURS_PER_MONTH, Cost, Plan, Quota, Resource
 
 STACK = "TrainingClusterStack"
+ADMIN_HOST_TYPE = "m7i.large"
+"""Instance type of the cluster admin host (kubectl only)."""
+
+
+def cluster_name(config: BlueprintConfig) -> str:
+    """The EKS cluster name: fixed, so the control-plane log group (named after it) can exist before the cluster."""
+    return f"{config.name}-training"
+
 
 # --------------------------------------------------------------------------------------------------- memory fit
 
@@ -112,9 +121,28 @@ def plan_training(config: BlueprintConfig, plan: Plan) -> None:
     stack = STACK
     cluster = training.cluster
     endpoint = "private endpoint" if cluster.endpoint_access == "private" else "public+private endpoint"
+    name = cluster_name(config)
     plan.resources.append(
-        Resource(stack, "EKS cluster", f"Kubernetes {cluster.kubernetes_version}, {endpoint}, 5 log types, KMS secrets")
+        Resource(
+            stack,
+            "EKS cluster",
+            f"{name}: Kubernetes {cluster.kubernetes_version}, {endpoint}, 5 log types ({cluster.log_retention_days} "
+            f"days, KMS), KMS secrets, upgrade policy {cluster.support_type}",
+        )
     )
+    access_rows = access_path(config)
+    if cluster.admin_host:
+        plan.resources.append(Resource(stack, "Admin host", f"{ADMIN_HOST_TYPE}, private subnet, SSM only", 1))
+        admin_it = get_instance(ADMIN_HOST_TYPE)
+        plan.costs.append(
+            Cost(
+                f"{ADMIN_HOST_TYPE} cluster admin host",
+                1,
+                admin_it.price_per_hour,
+                admin_it.price_date,
+                _price_source(admin_it),
+            )
+        )
     system = training.system_node_group
     plan.resources.append(
         Resource(stack, "System node group", f"{system.instance_type}, desired {system.desired_size}", 1)
@@ -209,7 +237,22 @@ def plan_training(config: BlueprintConfig, plan: Plan) -> None:
             f"--cluster-name ... --nodegroup-name ... --scaling-config desiredSize={job_nodes}`)"
         )
 
+    update_rows = [
+        f"accelerated node groups: update strategy {UPDATE_STRATEGY} (terminate a node, then launch its replacement, "
+        "one at a time): needs no spare capacity, so it works inside an ODCR or Capacity Block",
+        "a launch-template or AMI change replaces every node of the group; a job running on a replaced node is "
+        "interrupted: roll updates between jobs (scale to 0, deploy, scale up) or checkpoint first",
+    ]
+    for group in training.node_groups:
+        if group.capacity.type == "capacity_block":
+            update_rows.append(
+                f"{group.name}: EC2 starts terminating Capacity Block instances 30 minutes before the block ends; "
+                f"scale the group to 0 before then (`aws eks update-nodegroup-config --cluster-name {name} "
+                "--nodegroup-name <name> --scaling-config minSize=0,desiredSize=0`) so jobs checkpoint and stop cleanly"
+            )
     sections: list[tuple[str, list[str]]] = [
+        ("Access", access_rows),
+        ("Updates", update_rows),
         ("Nodes", node_rows),
         ("Accelerators", accel_rows or ["none (CPU only)"]),
         ("EFA and network", efa_rows),
@@ -260,6 +303,25 @@ def plan_training(config: BlueprintConfig, plan: Plan) -> None:
     plan.warnings.extend(memory_warnings(training))
     if training.job.image is None:
         plan.warnings.append("training.job.image is not set: the rendered job has a placeholder image")
+
+
+def access_path(config: BlueprintConfig) -> list[str]:
+    """How an admin reaches the cluster's API, one line each (what `mlstack plan` prints under Access)."""
+    assert config.training is not None
+    cluster = config.training.cluster
+    name = cluster_name(config)
+    rows: list[str] = []
+    if cluster.admin_host:
+        rows.append(
+            f"admin host ({ADMIN_HOST_TYPE}, SSM Session Manager, cluster-admin access entry): `aws ssm start-session "
+            f"--target <instance id>` (stack output AdminHostSessionCommand); kubectl is configured for {name}"
+        )
+    rows += [f"access entry (cluster admin): {arn}" for arn in cluster.admin_principal_arns]
+    if cluster.endpoint_access == "public_and_private":
+        rows.append("the API endpoint is also public (IAM-authenticated; labs only)")
+    elif cluster.admin_principal_arns:
+        rows.append("admin principals need a network path into the VPC (VPN, peering) to reach the private endpoint")
+    return rows
 
 
 def _add_vcpus(vcpus: dict[tuple[str, str], int], it: InstanceType, capacity: str, count: int) -> None:

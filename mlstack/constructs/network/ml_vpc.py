@@ -94,7 +94,7 @@ class MlVpc(Construct):
         self.flow_log_group = logs.LogGroup(
             self,
             "FlowLogGroup",
-            retention=_retention(network.flow_logs.retention_days),
+            retention=retention(network.flow_logs.retention_days),
             encryption_key=key,
             removal_policy=removal_policy,
         )
@@ -119,7 +119,8 @@ class MlVpc(Construct):
         raise ValueError(f"no private subnet in {zone!r}; the network spans {', '.join(self.zones)}")
 
 
-def _retention(days: int) -> logs.RetentionDays:
+def retention(days: int) -> logs.RetentionDays:
+    """The RetentionDays member of a CloudWatch retention period (one of `LOG_RETENTION_DAYS`)."""
     # RetentionDays members, in order, are exactly the CloudWatch retention periods (INFINITE last).
     by_days = dict(zip(LOG_RETENTION_DAYS, [m for m in logs.RetentionDays if m.name != "INFINITE"], strict=True))
     return by_days[days]

@@ -82,6 +82,12 @@ class FsxLustre(Construct):
             lustre_configuration=fsx.CfnFileSystem.LustreConfigurationProperty(**lustre),
         )
         self.file_system.apply_removal_policy(removal_policy)
+        # CreateFileSystem checks that the group admits Lustre traffic from itself; the rules are resources of their
+        # own, so without a dependency CloudFormation may create the file system first and fail
+        # (aws/aws-parallelcluster #6181).
+        for child in self.security_group.node.children:
+            if isinstance(child, ec2.CfnSecurityGroupIngress | ec2.CfnSecurityGroupEgress):
+                self.file_system.node.add_dependency(child)
         # A retained file system keeps its network interfaces, and they keep this group: deleting the group would
         # fail (DependencyViolation) and leave the stack in DELETE_FAILED. The group and its self-referencing rules
         # (LNET between the file servers) go, or stay, with the file system; rules naming the clients' groups go.

@@ -11,6 +11,9 @@ GPU_TAINT = "nvidia.com/gpu"
 NEURON_TAINT = "aws.amazon.com/neuron"
 EFA_TAINT = "vpc.amazonaws.com/efa"
 LABEL_PREFIX = "mlstack.io"
+UPDATE_STRATEGY = "MINIMAL"
+"""Update strategy of accelerated node groups (AWS::EKS::Nodegroup UpdateConfig.UpdateStrategy): terminate, then
+launch, one node at a time; needs no capacity beyond what the group (or its reservation) has."""
 
 
 def ami_type(it: InstanceType) -> str:

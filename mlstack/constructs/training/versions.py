@@ -80,6 +80,10 @@ ADDONS: dict[str, str | None] = {
 VPC_CNI_MIN_VERSION = "1.18.5"
 """Oldest VPC CNI that supports `efa-only` interfaces (domain.md §2.1 item 7)."""
 
+NODE_MONITORING_AGENT = "eks-node-monitoring-agent"
+VPC_CNI_SERVICE_ACCOUNT = "aws-node"
+"""Service account of the VPC CNI DaemonSet in kube-system (its Pod Identity association's subject)."""
+
 CLOUDWATCH_OBSERVABILITY = "amazon-cloudwatch-observability"
 CLOUDWATCH_NAMESPACE = "amazon-cloudwatch"
 CLOUDWATCH_AGENT_SERVICE_ACCOUNT = "cloudwatch-agent"
