@@ -15,6 +15,7 @@ from constructs import Construct
 from mlstack.config import BlueprintConfig
 from mlstack.config.training import TrainingConfig
 from mlstack.config.training import construct_id as _construct_id
+from mlstack.constructs.scanners import skip_checkov
 from mlstack.constructs.storage.fsx_lustre import FsxLustre
 from mlstack.constructs.training.admin_host import ClusterAdminHost
 from mlstack.constructs.training.cluster import TrainingCluster
@@ -162,6 +163,14 @@ def _allow_ebs_encryption_by_autoscaling(network: NetworkStack) -> None:
             resources=["*"],
             conditions=conditions,
         )
+    )
+    skip_checkov(
+        network.key,
+        {
+            "CKV_AWS_33": "the two statements with principal * (AllowEbsThroughEc2, AllowEbsGrantsThroughEc2) are "
+            "bounded by kms:CallerAccount = this account and kms:ViaService = ec2.<region>, as in the AWS-managed "
+            "aws/ebs key policy: EC2 Auto Scaling's service-linked role encrypts node volumes without being named",
+        },
     )
     network.key.add_to_resource_policy(
         iam.PolicyStatement(

@@ -19,7 +19,7 @@ ADMIN_HOST_TYPE = "m7i.large"
 
 def cluster_name(config: BlueprintConfig) -> str:
     """The EKS cluster name: fixed, so the control-plane log group (named after it) can exist before the cluster."""
-    return f"{config.name}-training"
+    return f"{config.name}-cluster"
 
 
 # --------------------------------------------------------------------------------------------------- memory fit

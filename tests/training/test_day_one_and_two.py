@@ -106,6 +106,8 @@ def test_admin_host_is_private_ssm_only_and_cluster_admin(bp: tuple[str, Any, di
         i.get("SourceSecurityGroupId") == {"Fn::GetAtt": [host_sg, "GroupId"]} and i["FromPort"] == 443 for i in ingress
     )
     assert "AdminHostSessionCommand" in "".join(template["Outputs"]), instance_id
+    (host_lt,) = [r for k, r in _of_type(template, "AWS::EC2::LaunchTemplate").items() if k.startswith("AdminHost")]
+    assert host_lt["Properties"]["LaunchTemplateData"]["MetadataOptions"]["HttpTokens"] == "required"
     user_data = json.dumps(props["UserData"])
     assert "stable-1.3" in user_data and "update-kubeconfig" in user_data
 
@@ -221,13 +223,13 @@ def test_control_plane_log_group_is_owned_encrypted_and_expires(bp: tuple[str, A
     name, config, template = bp
     ((cluster_id, cluster),) = _of_type(template, "AWS::EKS::Cluster").items()
     props = cluster["Properties"]
-    assert props["Name"] == f"{name}-training"
+    assert props["Name"] == f"{name}-cluster"
     assert (
         props["UpgradePolicy"] == {"SupportType": config.training.cluster.support_type} == {"SupportType": "STANDARD"}
     )
     groups = {k: r for k, r in _of_type(template, "AWS::Logs::LogGroup").items() if "ControlPlane" in k}
     ((log_id, log),) = groups.items()
-    assert log["Properties"]["LogGroupName"] == f"/aws/eks/{name}-training/cluster"
+    assert log["Properties"]["LogGroupName"] == f"/aws/eks/{name}-cluster/cluster"
     assert log["Properties"]["RetentionInDays"] == config.training.cluster.log_retention_days
     assert "KmsKeyId" in log["Properties"] and log["DeletionPolicy"] == "Retain"
     assert log_id in cluster.get("DependsOn", []), cluster_id

@@ -24,6 +24,8 @@ def test_default_blueprint_plan_lists_nodes_efa_storage_costs_and_quotas() -> No
     plan = build_plan(load("eks-gpu-training"))
     sections = dict(plan.details["sections"])
     assert list(sections) == [
+        "Access",
+        "Updates",
         "Nodes",
         "Accelerators",
         "EFA and network",

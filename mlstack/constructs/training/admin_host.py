@@ -34,8 +34,8 @@ def admin_host_commands(*, cluster_name: str, region: str, kubernetes_version: s
 class ClusterAdminHost(Construct):
     """A small EC2 instance in a private subnet from which admins run kubectl against the cluster.
 
-    - Reached only through SSM Session Manager: no inbound rule, no SSH key, in a private subnet (no public IP). Outbound HTTPS only (the
-      API endpoint, SSM, STS and dl.k8s.io through the NAT gateway).
+    - Reached only through SSM Session Manager: no inbound rule, no SSH key, in a private subnet (no public IP).
+      Outbound HTTPS only (the API endpoint, SSM, STS and dl.k8s.io through the NAT gateway).
     - Its role carries AmazonSSMManagedInstanceCore and nothing else in IAM; an EKS access entry gives it
       AmazonEKSClusterAdminPolicy, and the cluster security group admits HTTPS from the host's group.
     - IMDSv2 required, encrypted gp3 root volume with `key`, detailed monitoring. Stateless: replace it at will.

@@ -98,13 +98,10 @@ def acknowledge_node_role(nodegroup: eks.Nodegroup) -> None:
     """Keep the node role to `NODE_ROLE_POLICIES` (EKS User Guide, node IAM role) and acknowledge them in cdk-nag."""
     role = nodegroup.role.node.default_child
     assert isinstance(role, iam.CfnRole)
-    role.add_property_override(
-        "ManagedPolicyArns",
-        [
-            {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, f":iam::aws:policy/{policy}"]]}
-            for policy in NODE_ROLE_POLICIES
-        ],
-    )
+    # Replaces the L2 role's lazy list (CDK adds AmazonEKS_CNI_Policy to a node group's generated role).
+    role.managed_policy_arns = [
+        iam.ManagedPolicy.from_aws_managed_policy_name(policy).managed_policy_arn for policy in NODE_ROLE_POLICIES
+    ]
     for policy, reason in NODE_ROLE_POLICIES.items():
         rule = f"AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/{policy}]"
         Validations.of(nodegroup.role).acknowledge(Acknowledgment(id=rule, reason=reason))
