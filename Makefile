@@ -3,6 +3,7 @@
 #   make test    every gate: ruff, mypy --strict, pytest (synth once, cdk-nag, checkov, cfn-lint, snapshots, moto)
 #   make lint    ruff + mypy + cfn-lint over cdk.out
 #   make bench   synth time of all blueprints vs an empty CDK app
+#   make check-charts  every pinned Helm chart version exists in its repository (needs the network)
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 PYTHON ?= python3
@@ -16,7 +17,7 @@ CHECKOV_VENV := .venv-checkov
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 export CDK_DISABLE_CLI_TELEMETRY := true
 
-.PHONY: install synth test lint bench snapshot-update clean
+.PHONY: install synth test lint bench snapshot-update clean check-charts
 
 install: $(STAMPS)/venv $(STAMPS)/npm $(STAMPS)/checkov-$(CHECKOV_VERSION)
 
@@ -53,6 +54,10 @@ lint: synth
 	$(BIN)/cfn-lint cdk.out/assembly-*/*.template.json
 	$(CHECKOV_VENV)/bin/checkov --framework cloudformation --skip-download --quiet --compact \
 		$$(printf -- '-f %s ' cdk.out/assembly-*/*.template.json)
+
+# Needs the network: every pinned Helm chart version exists where the kubectl handler pulls it from.
+check-charts: install
+	$(BIN)/python -m mlstack.constructs.training.chart_check
 
 bench: install
 	$(BIN)/python bench/synth_bench.py

@@ -3,7 +3,7 @@
 Rules that need only this section live here (EFA on an instance without EFA, a placement group with a
 reservation, Spot with multi-node EFA, FSx values, node counts). Rules that need the whole blueprint (the AZ
 must be one of the network's zones) are in `BlueprintConfig` (`mlstack/config/blueprint.py`), which calls
-`TrainingConfig.check_zones`. Sources of the domain rules: shared/reference/domain.md §2 (EFA) and §1.3/§3 (FSx).
+`TrainingConfig.check_zones`. Sources of the domain rules: EC2 User Guide (EFA) and the FSx for Lustre User Guide.
 """
 
 from __future__ import annotations
@@ -203,12 +203,12 @@ class NodeGroupConfig(StrictModel):
     efa: bool = True
     """Attach one EFA per network card (the catalog's layout) and a cluster placement group."""
     efa_on_every_card: bool = False
-    """`efa` (with an IP) on every card instead of `efa-only` on cards 1..N-1 (DESIGN.md EFA layout)."""
+    """`efa` (with an IP) on every card instead of `efa-only` on cards 1..N-1 (the catalog's EFA layout)."""
     placement_group: bool | None = None
     """Cluster placement group; default: on for EFA groups without a reservation, never with one."""
     availability_zones: list[str] | None = Field(default=None, min_length=1)
     """AZ names or IDs (as the network lists them), one subnet each; default: the network's first zone.
-    An EFA group takes exactly one: EFA traffic does not cross subnets or AZs (domain.md §2.1 item 3)."""
+    An EFA group takes exactly one: EFA traffic does not cross subnets or AZs (EC2 User Guide, EFA limitations)."""
     root_volume_gib: int = Field(default=200, ge=50, le=16384)
 
     @field_validator("name")
@@ -324,7 +324,7 @@ class DataRepositoryConfig(StrictModel):
 
 
 class FsxConfig(StrictModel):
-    """FSx for Lustre shared by the training nodes (domain.md §3)."""
+    """FSx for Lustre shared by the training nodes (FSx for Lustre User Guide)."""
 
     deployment_type: FsxDeployment = "PERSISTENT_2"
     storage_capacity_gib: int = 1200

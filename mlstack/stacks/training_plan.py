@@ -223,7 +223,7 @@ def plan_training(config: BlueprintConfig, plan: Plan) -> None:
             _add_vcpus(vcpus, it, group.capacity.type, group.max_size)
         if group.efa and it.gpudirect_rdma is False and it.accelerator is not None and it.accelerator.kind == "gpu":
             plan.warnings.append(
-                f"node group {group.name!r}: {it.name} has no GPUDirect RDMA (domain.md P4): multi-node NCCL over EFA "
+                f"node group {group.name!r}: {it.name} has no GPUDirect RDMA: multi-node NCCL over EFA "
                 "is much slower than on P-series; fine for pipeline tests, not for large-scale training"
             )
 

@@ -16,6 +16,8 @@ from mlstack.config import BLUEPRINTS_DIR, load
 from mlstack.config.network import TRAINING_INTERFACE_ENDPOINTS
 from mlstack.config.training import KUBECTL_MINOR, KubernetesVersion
 from mlstack.constructs.training import cluster as cluster_module
+from mlstack.constructs.training import versions
+from mlstack.constructs.training.chart_check import index_has, oci_parts, token_url
 from mlstack.constructs.training.job import render_job
 from mlstack.constructs.training.node_group import NODE_ROLE_POLICIES, taint_keys
 from mlstack.errors import BlueprintError
@@ -94,6 +96,16 @@ def test_admin_host_is_private_ssm_only_and_cluster_admin(bp: tuple[str, Any, di
     role_id = next(k for k, r in _of_type(template, "AWS::IAM::Role").items() if "AdminHostRole" in k)
     policies = json.dumps(template["Resources"][role_id]["Properties"]["ManagedPolicyArns"])
     assert "AmazonSSMManagedInstanceCore" in policies and policies.count("arn:") == 1
+    # update-kubeconfig in the user data reads the cluster: DescribeCluster on this cluster only.
+    inline = [
+        r["Properties"]["PolicyDocument"]["Statement"]
+        for r in _of_type(template, "AWS::IAM::Policy").values()
+        if {"Ref": role_id} in r["Properties"]["Roles"]
+    ]
+    ((statement,),) = inline
+    cluster_id = next(iter(_of_type(template, "AWS::EKS::Cluster")))
+    assert statement["Action"] == "eks:DescribeCluster"
+    assert statement["Resource"] == {"Fn::GetAtt": [cluster_id, "Arn"]}
     entries = [r["Properties"] for r in _of_type(template, "AWS::EKS::AccessEntry").values()]
     admin = [e for e in entries if e["PrincipalArn"] == {"Fn::GetAtt": [role_id, "Arn"]}]
     assert len(admin) == 1 and "AmazonEKSClusterAdminPolicy" in json.dumps(admin[0]["AccessPolicies"])
@@ -291,8 +303,24 @@ def test_neuron_chart_leaves_the_scheduler_off_and_nothing_claims_it(session: Se
     ]
     values = json.loads(chart["Values"])
     assert values.get("scheduler", {}).get("enabled", False) is False
-    source = Path(cluster_module.__file__).read_text()
-    assert "Device plugin + scheduler extension" not in source
+    # The old pins claimed "device plugin + scheduler extension" while the chart's scheduler stayed off.
+    assert "scheduler" not in versions.NEURON_HELM_CHART.source
+    assert "Device plugin + scheduler extension" not in Path(cluster_module.__file__).read_text()
+
+
+def test_chart_check_reads_helm_indexes_and_oci_references() -> None:
+    # `make check-charts` (network) checks each pinned version where the chart is pulled from; its parsing is
+    # checked here offline.
+    assert oci_parts(versions.NEURON_HELM_CHART.repository) == ("public.ecr.aws", "neuron/neuron-helm-chart")
+    index = {"entries": {"aws-efa-k8s-device-plugin": [{"version": "0.5.30"}, {"version": "0.5.29"}]}}
+    assert index_has(index, "aws-efa-k8s-device-plugin", "v0.5.30")
+    assert not index_has(index, "aws-efa-k8s-device-plugin", "v0.5.31")
+    challenge = 'Bearer realm="https://public.ecr.aws/token/",service="public.ecr.aws",scope="aws"'
+    assert token_url(challenge, "neuron/neuron-helm-chart") == (
+        "https://public.ecr.aws/token/?scope=repository:neuron/neuron-helm-chart:pull&service=public.ecr.aws"
+    )
+    with pytest.raises(ValueError, match="is not an oci:// reference"):
+        oci_parts(versions.EFA_DEVICE_PLUGIN.repository)
 
 
 def test_trainium_job_gets_the_neuron_efa_environment() -> None:

@@ -14,7 +14,8 @@ from constructs import Construct
 from mlstack.config.training import FsxConfig
 
 LUSTRE_PORTS = (ec2.Port.tcp(988), ec2.Port.tcp_range(1018, 1023))
-"""LNET traffic between clients and servers and among servers (domain.md §1.3 / pitfall P19)."""
+"""LNET traffic between clients and servers and among servers (FSx for Lustre User Guide, "File system access
+control with Amazon VPC")."""
 
 LUSTRE_VERSION = "2.15"
 """Required for PERSISTENT_2 with a metadata configuration ([BOTO]); recommended for all new file systems."""

@@ -36,8 +36,9 @@ class ClusterAdminHost(Construct):
 
     - Reached only through SSM Session Manager: no inbound rule, no SSH key, in a private subnet (no public IP).
       Outbound HTTPS only (the API endpoint, SSM, STS and dl.k8s.io through the NAT gateway).
-    - Its role carries AmazonSSMManagedInstanceCore and nothing else in IAM; an EKS access entry gives it
-      AmazonEKSClusterAdminPolicy, and the cluster security group admits HTTPS from the host's group.
+    - Its role carries AmazonSSMManagedInstanceCore and eks:DescribeCluster on this cluster (for the kubeconfig);
+      an EKS access entry gives it AmazonEKSClusterAdminPolicy, and the cluster security group admits HTTPS from
+      the host's group.
     - IMDSv2 required, encrypted gp3 root volume with `key`, detailed monitoring. Stateless: replace it at will.
     """
 
@@ -69,6 +70,10 @@ class ClusterAdminHost(Construct):
             description="EKS admin host: Session Manager only; cluster access comes from its EKS access entry",
             assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
             managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name("AmazonSSMManagedInstanceCore")],
+        )
+        # `aws eks update-kubeconfig` (user data) reads the endpoint and CA; `aws eks get-token` needs no permission.
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(actions=["eks:DescribeCluster"], resources=[cluster.cluster_arn])
         )
         user_data = ec2.UserData.for_linux()
         user_data.add_commands(

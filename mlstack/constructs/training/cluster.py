@@ -64,7 +64,7 @@ class TrainingCluster(Construct):
       (Trainium/Inferentia) publish GPU/Neuron metrics to CloudWatch; its agent gets CloudWatchAgentServerPolicy
       through EKS Pod Identity.
     - Helm charts (versions in `versions.py`): NVIDIA or Neuron device plugin, the EFA device plugin tolerating
-      the accelerator taints (its chart default tolerates none: pitfall P5) and the Kubeflow Trainer operator. No
+      the accelerator taints (its chart default tolerates none) and the Kubeflow Trainer operator. No
       standalone dcgm-exporter chart: a second DCGM exporter on the same GPUs would duplicate the add-on's.
     """
 
@@ -214,7 +214,7 @@ class TrainingCluster(Construct):
                 {
                     "tolerations": _tolerate(*accel_taints),
                     # The chart's node affinity is an allow-list of instance types; a type missing from the pinned
-                    # chart's list never gets the plugin (pitfall P5). List exactly the blueprint's EFA types.
+                    # chart's list never gets the plugin. List exactly the blueprint's EFA types.
                     "supportedInstanceLabels": {"keys": ["node.kubernetes.io/instance-type"], "values": efa_types},
                 },
             )

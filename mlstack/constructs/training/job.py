@@ -28,7 +28,8 @@ TEMPLATE = Path(__file__).resolve().parents[3] / "runtime" / "k8s" / "torch-efa-
 FSX_CLAIM = "fsx"
 FSX_MOUNT = "/fsx"
 HUGEPAGES_2MI = "5120Mi"
-"""EFA-driver hosts pre-allocate 5128 2 MiB pages; the EKS example job requests 5120Mi (domain.md §2.4)."""
+"""EFA-driver hosts pre-allocate 5128 2 MiB pages; the EKS example job requests 5120Mi (EKS User Guide, "Run
+machine learning training on Amazon EKS with Elastic Fabric Adapter")."""
 IMAGE_PLACEHOLDER = "SET-training.job.image"
 
 # NCCL jobs: variables only needed for old aws-ofi-nccl / libfabric, or harmful on current ones (aws-ofi-nccl

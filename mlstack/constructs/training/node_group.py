@@ -225,7 +225,7 @@ class AcceleratedNodeGroup(Construct):
             labels=node_labels(config),
             taints=node_taints(config),
             # Replace or reboot nodes whose GPUs/Neuron devices or runtime go unhealthy (node monitoring agent
-            # conditions; domain.md §8.4).
+            # conditions; EKS User Guide, "Enable node auto repair").
             enable_node_auto_repair=True,
         )
         acknowledge_node_role(self.nodegroup)
