@@ -1,27 +1,37 @@
 # mlstack: every target installs what it needs on a fresh machine (Python venv + npm packages).
 #   make synth   synthesize every blueprint into cdk.out/ (offline, no AWS credentials)
-#   make test    every gate: ruff, mypy --strict, pytest (synth once, nag, cfn-lint, snapshots, moto)
+#   make test    every gate: ruff, mypy --strict, pytest (synth once, cdk-nag, checkov, cfn-lint, snapshots, moto)
 #   make lint    ruff + mypy + cfn-lint over cdk.out
 #   make bench   synth time of all blueprints vs an empty CDK app
+#   make check-charts  every pinned Helm chart version exists in its repository (needs the network)
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMPS := .stamps
+# checkov runs from its own venv: its pins (boto3, packaging, networkx) clash with boto3/moto/CDK in .venv.
+CHECKOV_VERSION := 3.3.30
+CHECKOV_VENV := .venv-checkov
 # Node 22 from the npm registry (package.json) comes first: the machine's Node 20 is end-of-life for jsii.
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 export CDK_DISABLE_CLI_TELEMETRY := true
 
-.PHONY: install synth test lint bench snapshot-update clean
+.PHONY: install synth test lint bench snapshot-update clean check-charts
 
-install: $(STAMPS)/venv $(STAMPS)/npm
+install: $(STAMPS)/venv $(STAMPS)/npm $(STAMPS)/checkov-$(CHECKOV_VERSION)
 
 $(STAMPS)/venv: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check --upgrade pip
 	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev]'
 	@mkdir -p $(STAMPS) && touch $@
+
+$(STAMPS)/checkov-$(CHECKOV_VERSION):
+	rm -rf $(CHECKOV_VENV)
+	$(PYTHON) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/pip install --quiet --disable-pip-version-check 'checkov==$(CHECKOV_VERSION)'
+	@mkdir -p $(STAMPS) && rm -f $(STAMPS)/checkov-* && touch $@
 
 $(STAMPS)/npm: package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
@@ -42,6 +52,12 @@ lint: synth
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/cfn-lint cdk.out/assembly-*/*.template.json
+	$(CHECKOV_VENV)/bin/checkov --framework cloudformation --skip-download --quiet --compact \
+		$$(printf -- '-f %s ' cdk.out/assembly-*/*.template.json)
+
+# Needs the network: every pinned Helm chart version exists where the kubectl handler pulls it from.
+check-charts: install
+	$(BIN)/python -m mlstack.constructs.training.chart_check
 
 bench: install
 	$(BIN)/python bench/synth_bench.py
@@ -50,4 +66,4 @@ snapshot-update: install
 	$(BIN)/pytest -q tests/blueprints/test_gates.py --snapshot-update
 
 clean:
-	rm -rf cdk.out $(STAMPS) $(VENV) node_modules
+	rm -rf cdk.out $(STAMPS) $(VENV) $(CHECKOV_VENV) node_modules

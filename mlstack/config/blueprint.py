@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from mlstack.config.base import StrictModel
 from mlstack.config.inference import InferenceConfig
 from mlstack.config.mlops import MlopsConfig
-from mlstack.config.network import NetworkConfig
+from mlstack.config.network import NetworkConfig, default_interface_endpoints
 from mlstack.config.training import TrainingConfig
 
 _REGION = re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-\d$")
@@ -62,6 +62,25 @@ class BlueprintConfig(StrictModel):
     """Model endpoints (InferenceStack); omit for none."""
     mlops: MlopsConfig | None = None
     """SageMaker pipeline, model registry, approval-to-deploy and monitoring (MlopsStack); omit for none."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _layer_endpoints(cls, data: Any) -> Any:
+        # Unset `network.interface_endpoints` means "what my layers use"; it depends on the other sections.
+        if not isinstance(data, dict):
+            return data
+        network = data.get("network") or {}
+        if not isinstance(network, dict) or "interface_endpoints" in network:
+            return data
+        training = data.get("training")
+        cluster = training.get("cluster") if isinstance(training, dict) else None
+        admin_host = cluster.get("admin_host", True) if isinstance(cluster, dict) else True
+        keys = default_interface_endpoints(
+            training=training is not None,
+            admin_host=admin_host is not False,
+            inference=data.get("inference") is not None,
+        )
+        return {**data, "network": {**network, "interface_endpoints": keys}}
 
     @field_validator("description")
     @classmethod

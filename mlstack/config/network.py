@@ -47,7 +47,41 @@ DEFAULT_INTERFACE_ENDPOINTS: tuple[str, ...] = (
     "sagemaker.runtime",
     "ssm",
 )
-"""The set the foundation issue asks for: image pulls, credentials, logs/metrics, SageMaker, SSM."""
+"""The default of a network with an inference layer (and of a bare `NetworkConfig`): image pulls, credentials,
+logs/metrics, SageMaker, SSM."""
+
+TRAINING_INTERFACE_ENDPOINTS: dict[str, str] = {
+    "ecr.api": "nodes pull add-on, device-plugin and training images (registry API; layers come through S3)",
+    "ecr.dkr": "nodes pull add-on, device-plugin and training images (Docker registry endpoint)",
+    "sts": "the kubectl handler and SDKs in pods exchange credentials",
+    "logs": "Fluent Bit (amazon-cloudwatch-observability) ships container logs",
+    "monitoring": "the CloudWatch agent publishes Container Insights, GPU and Neuron metrics",
+    "ec2": "the VPC CNI attaches ENIs and assigns pod IPs through the EC2 API on every node",
+    "eks-auth": "EKS Pod Identity (the vpc-cni and CloudWatch agent roles) fetches credentials",
+}
+"""What a training cluster's nodes and add-ons call, with the reason; no SageMaker endpoints (nothing uses them)."""
+
+ADMIN_HOST_INTERFACE_ENDPOINTS: dict[str, str] = {
+    "ssm": "the SSM agent of the cluster admin host registers with Systems Manager",
+    "ssmmessages": "Session Manager sessions to the admin host",
+    "ec2messages": "the SSM agent of the admin host receives commands",
+}
+"""Added when the training layer ships its SSM-managed admin host."""
+
+
+def default_interface_endpoints(*, training: bool, admin_host: bool, inference: bool) -> list[str]:
+    """The interface endpoints a blueprint gets when `network.interface_endpoints` is not given: what its layers use.
+
+    A network with an inference layer keeps `DEFAULT_INTERFACE_ENDPOINTS`; a training layer adds what EKS nodes
+    need (and SSM for the admin host). A training-only network has no SageMaker endpoints.
+    """
+    keys: list[str] = list(DEFAULT_INTERFACE_ENDPOINTS) if inference or not training else []
+    if training:
+        keys += [k for k in TRAINING_INTERFACE_ENDPOINTS if k not in keys]
+        if admin_host:
+            keys += [k for k in ADMIN_HOST_INTERFACE_ENDPOINTS if k not in keys]
+    return keys
+
 
 # CloudWatch Logs accepts only these retention periods (PutRetentionPolicy API).
 LOG_RETENTION_DAYS = (
@@ -110,6 +144,8 @@ class NetworkConfig(StrictModel):
     private_subnet_mask: int = Field(default=18, ge=16, le=28)
     """Prefix length of each private subnet (/18 = 16,379 usable IPs)."""
     interface_endpoints: list[EndpointKey] = Field(default_factory=lambda: list(DEFAULT_INTERFACE_ENDPOINTS))
+    """Interface VPC endpoints. Unset in a blueprint: what its layers use (`default_interface_endpoints`); a list
+    given here wins."""
     gateway_endpoints: list[GatewayEndpoint] = Field(default_factory=lambda: list[GatewayEndpoint](["s3"]))
     flow_logs: FlowLogConfig = Field(default_factory=FlowLogConfig)
 

@@ -3,7 +3,7 @@
 Rules that need only this section live here (EFA on an instance without EFA, a placement group with a
 reservation, Spot with multi-node EFA, FSx values, node counts). Rules that need the whole blueprint (the AZ
 must be one of the network's zones) are in `BlueprintConfig` (`mlstack/config/blueprint.py`), which calls
-`TrainingConfig.check_zones`. Sources of the domain rules: shared/reference/domain.md §2 (EFA) and §1.3/§3 (FSx).
+`TrainingConfig.check_zones`. Sources of the domain rules: EC2 User Guide (EFA) and the FSx for Lustre User Guide.
 """
 
 from __future__ import annotations
@@ -16,15 +16,22 @@ from pydantic import Field, field_validator, model_validator
 from mlstack.catalog import InstanceType, get_instance
 from mlstack.catalog.memory import MAX_PARAMS
 from mlstack.config.base import StrictModel, pascal_id
+from mlstack.config.network import LOG_RETENTION_DAYS
 from mlstack.errors import CatalogError
 
 if TYPE_CHECKING:
     from mlstack.config.network import NetworkConfig
 
-KubernetesVersion = Literal["1.33", "1.34", "1.35", "1.36"]
-"""EKS versions this project builds for: AL2023 accelerated AMIs exist (no AL2 AMIs from 1.33, domain.md P21),
-the default VPC CNI add-on supports EFA-only interfaces (>= 1.18.5, P20), and the kubectl layer is v1.36
-(kubectl supports one minor version of skew)."""
+KubernetesVersion = Literal["1.35", "1.36"]
+"""EKS versions this project builds for: AL2023 accelerated AMIs exist (no AL2 AMIs from 1.33), the default VPC CNI
+add-on supports EFA-only interfaces (>= 1.18.5), and each is within one minor version of the kubectl layer (v1.36:
+kubectl supports one minor version of skew with the API server, Kubernetes version skew policy). 1.33 and 1.34
+are out of that skew; `KUBECTL_MINOR` and its test keep the two in step."""
+
+KUBECTL_MINOR = 36
+"""Minor version of the kubectl Lambda layer the cluster's custom resources run (aws-cdk.lambda-layer-kubectl-v36)."""
+
+SupportType = Literal["STANDARD", "EXTENDED"]
 
 CapacityKind = Literal["on_demand", "spot", "capacity_reservation", "capacity_block"]
 """How the node group gets instances: On-Demand, Spot, a targeted On-Demand Capacity Reservation (ODCR), or an
@@ -42,6 +49,7 @@ PERSISTENT_2_THROUGHPUT = (125, 250, 500, 1000)
 _ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:(role|user)/[\w+=,.@/-]+$")
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _RESERVATION_ID = re.compile(r"^cr-[0-9a-f]{8,17}$")
+_PLACEMENT_GROUP_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,254}$")
 
 
 def construct_id(name: str) -> str:
@@ -63,8 +71,35 @@ class ClusterConfig(StrictModel):
     kubernetes_version: KubernetesVersion = "1.35"
     endpoint_access: Literal["private", "public_and_private"] = "private"
     """`private`: the API server is reachable only from the VPC (cdk-nag EKS1). Public access is for labs only."""
+    admin_host: bool = True
+    """The out-of-the-box access path: an SSM-managed admin host (no inbound ports, no public IP) in a private
+    subnet, with kubectl and a kubeconfig, given cluster-admin by an access entry. Reach it with
+    `aws ssm start-session --target <instance id>` (the stack outputs the command)."""
     admin_principal_arns: list[str] = Field(default_factory=list)
-    """IAM roles/users given cluster-admin through EKS access entries (AmazonEKSClusterAdminPolicy)."""
+    """IAM roles/users given cluster-admin through EKS access entries (AmazonEKSClusterAdminPolicy). With a private
+    endpoint they also need a network path into the VPC (VPN, peering) or the admin host."""
+    support_type: SupportType = "STANDARD"
+    """EKS upgrade policy. STANDARD: at the end of standard support EKS upgrades the control plane to the next
+    version instead of moving it into paid extended support. EXTENDED: stay (billed per cluster-hour)."""
+    log_retention_days: int = 365
+    """Days CloudWatch Logs keeps the control-plane log group (one of the CloudWatch retention values)."""
+
+    @field_validator("log_retention_days")
+    @classmethod
+    def _retention(cls, value: int) -> int:
+        if value not in LOG_RETENTION_DAYS:
+            allowed = ", ".join(str(v) for v in LOG_RETENTION_DAYS)
+            raise ValueError(f"{value} is not a CloudWatch Logs retention period; use one of {allowed}")
+        return value
+
+    @model_validator(mode="after")
+    def _reachable(self) -> ClusterConfig:
+        if self.endpoint_access == "private" and not self.admin_host and not self.admin_principal_arns:
+            raise ValueError(
+                "a private cluster endpoint with admin_host: false and no admin_principal_arns leaves nobody able to "
+                "reach the cluster; keep admin_host: true, or list admin_principal_arns that have a path into the VPC"
+            )
+        return self
 
     @field_validator("admin_principal_arns")
     @classmethod
@@ -117,6 +152,10 @@ class CapacityConfig(StrictModel):
     type: CapacityKind = "on_demand"
     reservation_id: str | None = None
     """`cr-...` ID of the ODCR or Capacity Block; required for those two kinds, not allowed otherwise."""
+    placement_group_name: str | None = None
+    """capacity_reservation only: the cluster placement group the ODCR was created in (EC2 User Guide, "Capacity
+    Reservations for cluster placement groups"); the launch template places nodes in it. Capacity Blocks take
+    none: EC2 co-locates a block's instances itself."""
 
     @model_validator(mode="after")
     def _reservation(self) -> CapacityConfig:
@@ -132,6 +171,17 @@ class CapacityConfig(StrictModel):
             raise ValueError(
                 f"reservation_id is only used with capacity_reservation or capacity_block, not {self.type}; remove it"
             )
+        if self.placement_group_name is not None:
+            if self.type != "capacity_reservation":
+                raise ValueError(
+                    f"placement_group_name is only used with capacity_reservation (the group the ODCR was created "
+                    f"in), not {self.type}; remove it"
+                )
+            if not _PLACEMENT_GROUP_NAME.match(self.placement_group_name):
+                raise ValueError(
+                    f"placement_group_name {self.placement_group_name!r} is not a placement group name; use up to "
+                    "255 letters, digits, '.', '_' or '-'"
+                )
         return self
 
     @property
@@ -153,12 +203,12 @@ class NodeGroupConfig(StrictModel):
     efa: bool = True
     """Attach one EFA per network card (the catalog's layout) and a cluster placement group."""
     efa_on_every_card: bool = False
-    """`efa` (with an IP) on every card instead of `efa-only` on cards 1..N-1 (DESIGN.md EFA layout)."""
+    """`efa` (with an IP) on every card instead of `efa-only` on cards 1..N-1 (the catalog's EFA layout)."""
     placement_group: bool | None = None
     """Cluster placement group; default: on for EFA groups without a reservation, never with one."""
     availability_zones: list[str] | None = Field(default=None, min_length=1)
     """AZ names or IDs (as the network lists them), one subnet each; default: the network's first zone.
-    An EFA group takes exactly one: EFA traffic does not cross subnets or AZs (domain.md §2.1 item 3)."""
+    An EFA group takes exactly one: EFA traffic does not cross subnets or AZs (EC2 User Guide, EFA limitations)."""
     root_volume_gib: int = Field(default=200, ge=50, le=16384)
 
     @field_validator("name")
@@ -197,9 +247,18 @@ class NodeGroupConfig(StrictModel):
         if self.efa_on_every_card and not self.efa:
             raise ValueError(f"node group {self.name!r}: efa_on_every_card needs efa: true; remove it or enable efa")
         if self.placement_group and self.capacity.is_reservation:
+            hint = (
+                "; to use the cluster placement group the ODCR was created in, name it in capacity.placement_group_name"
+                if self.capacity.type == "capacity_reservation"
+                else ""
+            )
             raise ValueError(
-                f"node group {self.name!r}: a placement group cannot be combined with a {self.capacity.type} "
-                "(the reservation already fixes placement); remove placement_group"
+                f"node group {self.name!r}: a new placement group cannot be combined with a {self.capacity.type} "
+                f"(its instances would not match the reservation); remove placement_group{hint}"
+            )
+        if self.capacity.placement_group_name is not None and not self.efa:
+            raise ValueError(
+                f"node group {self.name!r}: capacity.placement_group_name is for EFA groups; enable efa or remove it"
             )
         if self.placement_group and not self.efa:
             raise ValueError(
@@ -265,7 +324,7 @@ class DataRepositoryConfig(StrictModel):
 
 
 class FsxConfig(StrictModel):
-    """FSx for Lustre shared by the training nodes (domain.md §3)."""
+    """FSx for Lustre shared by the training nodes (FSx for Lustre User Guide)."""
 
     deployment_type: FsxDeployment = "PERSISTENT_2"
     storage_capacity_gib: int = 1200

@@ -13,6 +13,7 @@ from constructs import Construct
 from mlstack.config import BlueprintConfig
 from mlstack.config.inference import InferenceConfig
 from mlstack.constructs.inference import InvokeApi, ModelEndpoint, ServingImage
+from mlstack.constructs.scanners import skip_checkov
 from mlstack.stacks.base import MlStack
 from mlstack.stacks.inference_plan import plan_inference
 from mlstack.stacks.network import NetworkStack
@@ -72,6 +73,7 @@ class InferenceStack(MlStack):
                 id="AwsSolutions-S1", reason="this is the access-log target bucket; logging it would recurse"
             )
         )
+        skip_checkov(self.access_logs, {"CKV_AWS_18": "this is the access-log target bucket; logging it would recurse"})
         artifact = config.model.artifact
         self.model_bucket: s3.IBucket
         if artifact.existing_bucket is None:

@@ -15,14 +15,16 @@ from constructs import Construct
 from mlstack.config import BlueprintConfig
 from mlstack.config.training import TrainingConfig
 from mlstack.config.training import construct_id as _construct_id
+from mlstack.constructs.scanners import skip_checkov
 from mlstack.constructs.storage.fsx_lustre import FsxLustre
+from mlstack.constructs.training.admin_host import ClusterAdminHost
 from mlstack.constructs.training.cluster import TrainingCluster
 from mlstack.constructs.training.efa import EfaNetworking
 from mlstack.constructs.training.job import FSX_CLAIM
 from mlstack.constructs.training.node_group import AcceleratedNodeGroup
 from mlstack.stacks.base import MlStack
 from mlstack.stacks.network import NetworkStack
-from mlstack.stacks.training_plan import memory_warnings
+from mlstack.stacks.training_plan import ADMIN_HOST_TYPE, cluster_name, memory_warnings
 
 STACK = "TrainingClusterStack"
 
@@ -56,8 +58,27 @@ class TrainingClusterStack(MlStack):
         _allow_ebs_encryption_by_autoscaling(network)
 
         self.cluster = TrainingCluster(
-            self, "Training", vpc=vpc, subnets=network.network.private_subnets, key=key, config=training
+            self,
+            "Training",
+            vpc=vpc,
+            subnets=network.network.private_subnets,
+            key=key,
+            config=training,
+            cluster_name=cluster_name(blueprint),
+            removal_policy=self.removal_policy,
         )
+        self.admin_host: ClusterAdminHost | None = None
+        if training.cluster.admin_host:
+            self.admin_host = ClusterAdminHost(
+                self,
+                "AdminHost",
+                vpc=vpc,
+                subnet=network.network.private_subnets[0],
+                key=key,
+                cluster=self.cluster.cluster,
+                kubernetes_version=training.cluster.kubernetes_version,
+                instance_type=ADMIN_HOST_TYPE,
+            )
         self.efa: dict[str, EfaNetworking] = {}
         self.node_groups: dict[str, AcceleratedNodeGroup] = {}
         for group in training.node_groups:
@@ -82,6 +103,10 @@ class TrainingClusterStack(MlStack):
                 cluster_security_group_id=self.cluster.cluster_security_group_id,
                 efa=efa,
             )
+            # Like the system nodes: a node that starts before the CNI, kube-proxy and Pod Identity agent add-ons
+            # exist cannot give its pods IPs.
+            for addon in self.cluster.node_prerequisites:
+                self.node_groups[group.name].nodegroup.node.add_dependency(addon)
 
         namespace = training.job.namespace
         self.cluster.add_manifest(
@@ -138,6 +163,14 @@ def _allow_ebs_encryption_by_autoscaling(network: NetworkStack) -> None:
             resources=["*"],
             conditions=conditions,
         )
+    )
+    skip_checkov(
+        network.key,
+        {
+            "CKV_AWS_33": "the two statements with principal * (AllowEbsThroughEc2, AllowEbsGrantsThroughEc2) are "
+            "bounded by kms:CallerAccount = this account and kms:ViaService = ec2.<region>, as in the AWS-managed "
+            "aws/ebs key policy: EC2 Auto Scaling's service-linked role encrypts node volumes without being named",
+        },
     )
     network.key.add_to_resource_policy(
         iam.PolicyStatement(

@@ -13,9 +13,18 @@ from mlstack.catalog.prices import price as ec2_price
 from mlstack.config import BlueprintConfig
 from mlstack.config.training import NodeGroupConfig, TrainingConfig
 from mlstack.constructs.training.job import render_job_yaml
+from mlstack.constructs.training.kube import UPDATE_STRATEGY
 from mlstack.plan import HOURS_PER_MONTH, Cost, Plan, Quota, Resource
 
 STACK = "TrainingClusterStack"
+ADMIN_HOST_TYPE = "m7i.large"
+"""Instance type of the cluster admin host (kubectl only)."""
+
+
+def cluster_name(config: BlueprintConfig) -> str:
+    """The EKS cluster name: fixed, so the control-plane log group (named after it) can exist before the cluster."""
+    return f"{config.name}-cluster"
+
 
 # --------------------------------------------------------------------------------------------------- memory fit
 
@@ -116,9 +125,30 @@ def plan_training(config: BlueprintConfig, plan: Plan) -> None:
     stack = STACK
     cluster = training.cluster
     endpoint = "private endpoint" if cluster.endpoint_access == "private" else "public+private endpoint"
+    name = cluster_name(config)
     plan.resources.append(
-        Resource(stack, "EKS cluster", f"Kubernetes {cluster.kubernetes_version}, {endpoint}, 5 log types, KMS secrets")
+        Resource(
+            stack,
+            "EKS cluster",
+            f"{name}: Kubernetes {cluster.kubernetes_version}, {endpoint}, 5 log types ({cluster.log_retention_days} "
+            f"days, KMS), KMS secrets, upgrade policy {cluster.support_type}",
+        )
     )
+    access_rows = access_path(config)
+    used_prices: list[DatedPrice] = []
+    if cluster.admin_host:
+        plan.resources.append(Resource(stack, "Admin host", f"{ADMIN_HOST_TYPE}, private subnet, SSM only", 1))
+        admin_price = ec2_price(ADMIN_HOST_TYPE)
+        used_prices += [admin_price] if admin_price is not None else []
+        plan.costs.append(
+            Cost(
+                f"{ADMIN_HOST_TYPE} cluster admin host",
+                1,
+                None if admin_price is None else admin_price.usd_per_hour,
+                None if admin_price is None else admin_price.date,
+                _price_source(admin_price),
+            )
+        )
     system = training.system_node_group
     plan.resources.append(
         Resource(stack, "System node group", f"{system.instance_type}, desired {system.desired_size}", 1)
@@ -126,7 +156,7 @@ def plan_training(config: BlueprintConfig, plan: Plan) -> None:
     plan.costs.append(Cost("EKS control plane", 1, EKS_CLUSTER_PER_HOUR, None, EKS_PRICE_SOURCE))
     sys_it = system.instance
     sys_price = ec2_price(sys_it.name)
-    used_prices = [sys_price] if sys_price is not None else []
+    used_prices += [sys_price] if sys_price is not None else []
     plan.costs.append(
         Cost(
             f"{system.instance_type} system nodes (desired)",
@@ -206,7 +236,7 @@ def plan_training(config: BlueprintConfig, plan: Plan) -> None:
             _add_vcpus(vcpus, it, group.capacity.type, group.max_size)
         if group.efa and it.gpudirect_rdma is False and it.accelerator is not None and it.accelerator.kind == "gpu":
             plan.warnings.append(
-                f"node group {group.name!r}: {it.name} has no GPUDirect RDMA (domain.md P4): multi-node NCCL over EFA "
+                f"node group {group.name!r}: {it.name} has no GPUDirect RDMA: multi-node NCCL over EFA "
                 "is much slower than on P-series; fine for pipeline tests, not for large-scale training"
             )
 
@@ -220,7 +250,22 @@ def plan_training(config: BlueprintConfig, plan: Plan) -> None:
             f"--cluster-name ... --nodegroup-name ... --scaling-config desiredSize={job_nodes}`)"
         )
 
+    update_rows = [
+        f"accelerated node groups: update strategy {UPDATE_STRATEGY} (terminate a node, then launch its replacement, "
+        "one at a time): needs no spare capacity, so it works inside an ODCR or Capacity Block",
+        "a launch-template or AMI change replaces every node of the group; a job running on a replaced node is "
+        "interrupted: roll updates between jobs (scale to 0, deploy, scale up) or checkpoint first",
+    ]
+    for group in training.node_groups:
+        if group.capacity.type == "capacity_block":
+            update_rows.append(
+                f"{group.name}: EC2 starts terminating Capacity Block instances 30 minutes before the block ends; "
+                f"scale the group to 0 before then (`aws eks update-nodegroup-config --cluster-name {name} "
+                "--nodegroup-name <name> --scaling-config minSize=0,desiredSize=0`) so jobs checkpoint and stop cleanly"
+            )
     sections: list[tuple[str, list[str]]] = [
+        ("Access", access_rows),
+        ("Updates", update_rows),
         ("Nodes", node_rows),
         ("Accelerators", accel_rows or ["none (CPU only)"]),
         ("EFA and network", efa_rows),
@@ -272,6 +317,25 @@ def plan_training(config: BlueprintConfig, plan: Plan) -> None:
     plan.warnings.extend(price_age_warnings(used_prices, dt.date.today()))
     if training.job.image is None:
         plan.warnings.append("training.job.image is not set: the rendered job has a placeholder image")
+
+
+def access_path(config: BlueprintConfig) -> list[str]:
+    """How an admin reaches the cluster's API, one line each (what `mlstack plan` prints under Access)."""
+    assert config.training is not None
+    cluster = config.training.cluster
+    name = cluster_name(config)
+    rows: list[str] = []
+    if cluster.admin_host:
+        rows.append(
+            f"admin host ({ADMIN_HOST_TYPE}, SSM Session Manager, cluster-admin access entry): `aws ssm start-session "
+            f"--target <instance id>` (stack output AdminHostSessionCommand); kubectl is configured for {name}"
+        )
+    rows += [f"access entry (cluster admin): {arn}" for arn in cluster.admin_principal_arns]
+    if cluster.endpoint_access == "public_and_private":
+        rows.append("the API endpoint is also public (IAM-authenticated; labs only)")
+    elif cluster.admin_principal_arns:
+        rows.append("admin principals need a network path into the VPC (VPN, peering) to reach the private endpoint")
+    return rows
 
 
 def _add_vcpus(vcpus: dict[tuple[str, str], int], it: InstanceType, capacity: str, count: int) -> None:

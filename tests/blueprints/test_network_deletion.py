@@ -19,8 +19,9 @@ _MOTO_CANNOT_DELETE = frozenset({"AWS::Lambda::Function"})  # moto runs Lambda c
 
 
 def _deployable_in_moto(template: dict[str, Any]) -> dict[str, Any]:
-    """Drop what moto cannot run: CDK's bootstrap-version check, the custom resource whose Lambda needs Docker,
-    and tags (moto 5.2.5's KMS CloudFormation handler expects TagKey/TagValue and raises on Key/Value)."""
+    """Drop what moto cannot run: CDK's bootstrap-version check, the custom resource whose Lambda needs Docker (and
+    what refers to that function, such as its log group), and tags (moto 5.2.5's KMS CloudFormation handler
+    expects TagKey/TagValue and raises on Key/Value)."""
     result = copy.deepcopy(template)
     result.pop("Rules", None)
     result.get("Parameters", {}).pop("BootstrapVersion", None)
@@ -29,6 +30,20 @@ def _deployable_in_moto(template: dict[str, Any]) -> dict[str, Any]:
         for logical_id, resource in result["Resources"].items()
         if resource["Type"].startswith("Custom::") or resource["Type"] in _MOTO_CANNOT_DELETE
     }
+    while True:
+        refers = {
+            logical_id
+            for logical_id, resource in result["Resources"].items()
+            if logical_id not in dropped
+            and any(
+                f'{{"Ref": "{d}"}}' in json.dumps(resource.get("Properties", {}))
+                or f'"Fn::GetAtt": ["{d}"' in json.dumps(resource.get("Properties", {}))
+                for d in dropped
+            )
+        }
+        if not refers:
+            break
+        dropped |= refers
     for logical_id in dropped:
         del result["Resources"][logical_id]
     for resource in result["Resources"].values():

@@ -26,6 +26,8 @@ PINNED_LOGICAL_IDS: dict[str, dict[str, str]] = {
     "NetworkStack": {
         "ProjectKeyFDD03260": "AWS::KMS::Key",
         "NetworkFlowLogGroup4F8CEEEF": "AWS::Logs::LogGroup",
+        # Log group of CDK's restrict-default-security-group function (created so it is encrypted and expires).
+        "NetworkRestrictDefaultSgLogGroup2644C920": "AWS::Logs::LogGroup",
     },
     "InferenceStack": {
         "AccessLogs8B620ECA": "AWS::S3::Bucket",
@@ -42,6 +44,8 @@ PINNED_LOGICAL_IDS: dict[str, dict[str, str]] = {
     },
     "TrainingClusterStack": {
         "FsxFileSystem7053E557": "AWS::FSx::FileSystem",
+        # EKS control-plane logs (/aws/eks/<cluster>/cluster), created before the cluster so the stack owns them.
+        "TrainingControlPlaneLogGroupD70220C2": "AWS::Logs::LogGroup",
         # Log groups of CDK's kubectl-provider functions (aws_eks_v2 creates and retains them).
         "TrainingClusterKubectlProviderHandlerLogGroupF5270D71": "AWS::Logs::LogGroup",
         "TrainingClusterKubectlProviderframeworkonEventLogGroup2BA49C21": "AWS::Logs::LogGroup",

@@ -65,7 +65,8 @@ def _accelerator(instance_type: str) -> Accelerator:
 
 
 def _launch_template(template: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    lts = _resources(template, "AWS::EC2::LaunchTemplate")
+    # The node group's; the admin host's (IMDSv2 only) is checked in tests/training/test_day_one_and_two.py.
+    lts = {k: v for k, v in _resources(template, "AWS::EC2::LaunchTemplate").items() if not k.startswith("AdminHost")}
     assert len(lts) == 1
     logical_id, lt = next(iter(lts.items()))
     return logical_id, lt["Properties"]["LaunchTemplateData"]
@@ -302,7 +303,8 @@ def test_rendered_job_requests_every_efa_and_uses_no_legacy_nccl_variables(bp: t
     resource = "nvidia.com/gpu" if accelerator.kind == "gpu" else "aws.amazon.com/neuron"
     assert limits[resource] == accelerator.count
     names = {e["name"] for e in container["env"]}
-    assert not names & LEGACY_ENV and not any(n.startswith("RDMAV_") for n in names)
+    legacy = LEGACY_ENV if accelerator.kind == "gpu" else {n for n in LEGACY_ENV if n.startswith("NCCL")}
+    assert not names & legacy and not any(n.startswith("RDMAV_") for n in names)
     assert {"name": "fsx", "mountPath": "/fsx"} in container["volumeMounts"]
     assert job["kind"] == "TrainJob" and job["spec"]["trainer"]["numNodes"] == (
         config.training.job.nodes or group.max_size

@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import aws_cdk as cdk
 import pytest
+import yaml
 from aws_cdk.assertions import Match, Template
 
 from mlstack import blueprint
-from mlstack.config import BlueprintConfig
+from mlstack.config import BLUEPRINTS_DIR, BlueprintConfig
+from mlstack.config.network import (
+    ADMIN_HOST_INTERFACE_ENDPOINTS,
+    DEFAULT_INTERFACE_ENDPOINTS,
+    TRAINING_INTERFACE_ENDPOINTS,
+)
 from mlstack.synth_all import cdk_json_context
 from tests.synth import TEST_CONTEXT, Session, template
 
@@ -111,12 +118,16 @@ def test_subnets_are_pinned_by_az_id_and_never_map_public_ips(default: Template)
     assert all(s["Properties"]["MapPublicIpOnLaunch"] is False for s in subnets.values())
 
 
-def test_one_nat_gateway_and_the_default_interface_endpoints(default: Template) -> None:
+def test_one_nat_gateway_and_the_training_interface_endpoints(default: Template) -> None:
+    # eks-gpu-training is training-only: what EKS nodes and the admin host use, no SageMaker endpoints.
     default.resource_count_is("AWS::EC2::NatGateway", 1)
     endpoints = default.find_resources("AWS::EC2::VPCEndpoint")
-    services = sorted(str(e["Properties"]["ServiceName"]) for e in endpoints.values())
-    for suffix in ("ecr.api", "ecr.dkr", "sts", "logs", "monitoring", "sagemaker.api", "sagemaker.runtime", "ssm"):
-        assert any(s.endswith(f".{suffix}") for s in services), suffix
+    services = sorted(json.dumps(e["Properties"]["ServiceName"]) for e in endpoints.values())
+    expected = [*TRAINING_INTERFACE_ENDPOINTS, *ADMIN_HOST_INTERFACE_ENDPOINTS]
+    for suffix in expected:
+        assert any(f".{suffix}" in s for s in services), suffix
+    assert not any("sagemaker" in s for s in services)
+    assert len(services) == len(expected) + 1  # + the S3 gateway
     gateway = [e for e in endpoints.values() if e["Properties"].get("VpcEndpointType") == "Gateway"]
     assert len(gateway) == 1
 
@@ -134,6 +145,29 @@ def test_endpoint_security_group_allows_https_from_the_vpc_only(default: Templat
 
 def test_default_security_group_is_restricted(default: Template) -> None:
     default.resource_count_is("Custom::VpcRestrictDefaultSG", 1)
+
+
+def test_default_sg_handler_logs_to_an_encrypted_expiring_group_created_first(default: Template) -> None:
+    (handler_id,) = default.find_resources("AWS::Lambda::Function")
+    groups = default.find_resources("AWS::Logs::LogGroup", {"Properties": {"RetentionInDays": 365}})
+    named = {k: g for k, g in groups.items() if handler_id in json.dumps(g["Properties"].get("LogGroupName", ""))}
+    ((group_id, group),) = named.items()
+    assert "KmsKeyId" in group["Properties"]
+    ((_, custom),) = default.find_resources("Custom::VpcRestrictDefaultSG").items()
+    assert group_id in custom["DependsOn"]
+    skips = default.find_resources("AWS::Lambda::Function")[handler_id]["Metadata"]["checkov"]["skip"]
+    assert {s["id"] for s in skips} == {"CKV_AWS_115", "CKV_AWS_116", "CKV_AWS_117"}
+
+
+def test_inference_blueprints_keep_the_sagemaker_endpoint_set(session: Session) -> None:
+    checked = 0
+    for name, bp in session.blueprints.items():
+        raw = yaml.safe_load((BLUEPRINTS_DIR / f"{name}.yaml").read_text())
+        if bp.built.config.inference is None or "interface_endpoints" in (raw.get("network") or {}):
+            continue  # training-only, or an explicit list (which wins)
+        assert bp.built.config.network.interface_endpoints == list(DEFAULT_INTERFACE_ENDPOINTS), name
+        checked += 1
+    assert checked or not any(n.startswith("inference-") for n in session.blueprints)
 
 
 def test_isolated_network_has_no_nat_no_igw_no_public_subnets(variants: dict[str, Template]) -> None:

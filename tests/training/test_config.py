@@ -92,7 +92,7 @@ def test_efa_groups_in_different_azs(tmp_path: Path, bp: dict[str, Any]) -> None
 def test_placement_group_with_a_reservation(tmp_path: Path, bp: dict[str, Any]) -> None:
     capacity = {"type": "capacity_block", "reservation_id": "cr-0123456789abcdef0"}
     line = _problem(tmp_path, _group(bp, placement_group=True, capacity=capacity))
-    assert "a placement group cannot be combined with a capacity_block" in line and "remove placement_group" in line
+    assert "a new placement group cannot be combined with a capacity_block" in line and "remove placement_group" in line
 
 
 def test_reservation_without_an_id(tmp_path: Path, bp: dict[str, Any]) -> None:

@@ -24,6 +24,8 @@ def test_default_blueprint_plan_lists_nodes_efa_storage_costs_and_quotas() -> No
     plan = build_plan(load("eks-gpu-training"))
     sections = dict(plan.details["sections"])
     assert list(sections) == [
+        "Access",
+        "Updates",
         "Nodes",
         "Accelerators",
         "EFA and network",
@@ -109,7 +111,9 @@ def test_trainium_job_requests_neuron_devices_and_runs_one_process_per_core() ->
     assert container["resources"]["limits"]["vpc.amazonaws.com/efa"] == 8
     assert container["command"][:2] == ["torchrun", "--nproc-per-node=32"]
     assert {t["key"] for t in pod["tolerations"]} == {"aws.amazon.com/neuron", "vpc.amazonaws.com/efa"}
-    assert not {e["name"] for e in container["env"]} & (LEGACY_ENV | {"NCCL_DEBUG"})
+    # Not an NCCL job: no NCCL variables; the libfabric ones it does need are checked in test_day_one_and_two.
+    nccl = {n for n in LEGACY_ENV if n.startswith("NCCL")} | {"NCCL_DEBUG"}
+    assert not {e["name"] for e in container["env"]} & nccl
     assert job["spec"]["runtimeRef"]["name"] == runtime["metadata"]["name"] == "torch-efa-trn1"
 
 

@@ -12,6 +12,7 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from mlstack.constructs.inference.model_endpoint import ModelEndpoint
+from mlstack.constructs.scanners import skip_checkov
 
 HANDLER_DIR = Path(__file__).resolve().parents[3] / "runtime" / "invoke"
 """`runtime/invoke/`: the handler code, tested against moto in tests/runtime."""
@@ -78,6 +79,19 @@ class InvokeApi(Construct):
             grantee=self.function, actions=["sagemaker:InvokeEndpoint"], resource_arns=[endpoint.endpoint_arn]
         )
         self.url = self.function.add_function_url(auth_type=lambda_.FunctionUrlAuthType.AWS_IAM)
+        skip_checkov(
+            self.function,
+            {
+                "CKV_AWS_115": "the endpoint's instance count bounds throughput; a reserved concurrency would cap the "
+                "API below the endpoint's capacity and take capacity from the account pool",
+                "CKV_AWS_116": "invoked synchronously through its function URL, so the caller gets every error; a DLQ "
+                "only receives failed asynchronous invocations",
+                "CKV_AWS_117": "calls only the SageMaker runtime API, IAM-authenticated over HTTPS, and stores no "
+                "data; outside the VPC it needs no NAT gateway or interface endpoint",
+                "CKV_AWS_173": "its environment holds the endpoint name and a timeout, no secret; Lambda encrypts it "
+                "at rest with an AWS-owned key",
+            },
+        )
 
     @property
     def url_string(self) -> str:

@@ -29,6 +29,7 @@ from mlstack.config.inference import (
     ServerlessEndpointConfig,
     VariantConfig,
 )
+from mlstack.constructs.scanners import skip_checkov
 
 EndpointSpec = RealtimeEndpointConfig | ServerlessEndpointConfig | AsyncEndpointConfig
 
@@ -153,6 +154,15 @@ class ModelEndpoint(Construct):
         )
         # SageMaker checks image and artifact access in CreateModel: the role's *policy* must exist first.
         self.model.node.add_dependency(self.role)
+        if not in_vpc:
+            skip_checkov(
+                self.model,
+                {
+                    "CKV_AWS_370": "Serverless Inference supports neither network isolation nor a VPC (SageMaker "
+                    "Developer Guide, Serverless Inference, feature exclusions); models of the other endpoint "
+                    "kinds set EnableNetworkIsolation",
+                },
+            )
 
         self.variants = self._variants()
         self.topics: list[sns.ITopic] = []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from aws_cdk import RemovalPolicy
+from aws_cdk import CfnResource, Fn, RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
@@ -12,6 +12,7 @@ from constructs import Construct
 
 from mlstack.config.base import pascal_id
 from mlstack.config.network import INTERFACE_ENDPOINTS, LOG_RETENTION_DAYS, NetworkConfig
+from mlstack.constructs.scanners import skip_checkov
 
 
 class MlVpc(Construct):
@@ -91,10 +92,12 @@ class MlVpc(Construct):
                 open=False,
             )
 
+        self._secure_default_sg_handler(key, removal_policy)
+
         self.flow_log_group = logs.LogGroup(
             self,
             "FlowLogGroup",
-            retention=_retention(network.flow_logs.retention_days),
+            retention=retention(network.flow_logs.retention_days),
             encryption_key=key,
             removal_policy=removal_policy,
         )
@@ -102,6 +105,38 @@ class MlVpc(Construct):
             "FlowLog",
             destination=ec2.FlowLogDestination.to_cloud_watch_logs(self.flow_log_group),
             traffic_type=ec2.FlowLogTrafficType[network.flow_logs.traffic],
+        )
+
+    def _secure_default_sg_handler(self, key: kms.IKey, removal_policy: RemovalPolicy) -> None:
+        """CDK's function behind `restrict_default_security_group` (it strips the default group's rules): a log group
+        of its own (encrypted, with retention; created before the function first runs, else Lambda creates an
+        unencrypted one that never expires) and the checkov findings its generated code leaves open, skipped with
+        the reason."""
+        provider = Stack.of(self).node.try_find_child("Custom::VpcRestrictDefaultSGCustomResourceProvider")
+        custom = self.vpc.node.try_find_child("RestrictDefaultSecurityGroupCustomResource")
+        if provider is None or custom is None:
+            return
+        handler = provider.node.find_child("Handler")
+        assert isinstance(handler, CfnResource)
+        self.default_sg_log_group = logs.LogGroup(
+            self,
+            "RestrictDefaultSgLogGroup",
+            log_group_name=Fn.join("", ["/aws/lambda/", handler.ref]),
+            retention=logs.RetentionDays.ONE_YEAR,
+            encryption_key=key,
+            removal_policy=removal_policy,
+        )
+        custom.node.add_dependency(self.default_sg_log_group)
+        skip_checkov(
+            handler,
+            {
+                "CKV_AWS_115": "CDK's handler that strips the default security group's rules runs once per stack "
+                "create/update/delete; reserved concurrency would only take capacity from the account pool",
+                "CKV_AWS_116": "invoked synchronously by CloudFormation (custom resource), which fails the stack "
+                "operation on an error; a DLQ only receives failed asynchronous events",
+                "CKV_AWS_117": "calls only the EC2 API on the default security group and handles no data; outside the "
+                "VPC it needs no NAT or endpoint, so it also works in an isolated network",
+            },
         )
 
     def _pin_subnets_by_az_id(self) -> None:
@@ -119,7 +154,8 @@ class MlVpc(Construct):
         raise ValueError(f"no private subnet in {zone!r}; the network spans {', '.join(self.zones)}")
 
 
-def _retention(days: int) -> logs.RetentionDays:
+def retention(days: int) -> logs.RetentionDays:
+    """The RetentionDays member of a CloudWatch retention period (one of `LOG_RETENTION_DAYS`)."""
     # RetentionDays members, in order, are exactly the CloudWatch retention periods (INFINITE last).
     by_days = dict(zip(LOG_RETENTION_DAYS, [m for m in logs.RetentionDays if m.name != "INFINITE"], strict=True))
     return by_days[days]

@@ -14,7 +14,8 @@ from constructs import Construct
 from mlstack.config.training import FsxConfig
 
 LUSTRE_PORTS = (ec2.Port.tcp(988), ec2.Port.tcp_range(1018, 1023))
-"""LNET traffic between clients and servers and among servers (domain.md §1.3 / pitfall P19)."""
+"""LNET traffic between clients and servers and among servers (FSx for Lustre User Guide, "File system access
+control with Amazon VPC")."""
 
 LUSTRE_VERSION = "2.15"
 """Required for PERSISTENT_2 with a metadata configuration ([BOTO]); recommended for all new file systems."""
@@ -82,6 +83,12 @@ class FsxLustre(Construct):
             lustre_configuration=fsx.CfnFileSystem.LustreConfigurationProperty(**lustre),
         )
         self.file_system.apply_removal_policy(removal_policy)
+        # CreateFileSystem checks that the group admits Lustre traffic from itself; the rules are resources of their
+        # own, so without a dependency CloudFormation may create the file system first and fail
+        # (aws/aws-parallelcluster #6181).
+        for child in self.security_group.node.children:
+            if isinstance(child, ec2.CfnSecurityGroupIngress | ec2.CfnSecurityGroupEgress):
+                self.file_system.node.add_dependency(child)
         # A retained file system keeps its network interfaces, and they keep this group: deleting the group would
         # fail (DependencyViolation) and leave the stack in DELETE_FAILED. The group and its self-referencing rules
         # (LNET between the file servers) go, or stay, with the file system; rules naming the clients' groups go.

@@ -5,22 +5,27 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, cast
 
-from aws_cdk import Acknowledgment, Stack, Validations
+from aws_cdk import Acknowledgment, RemovalPolicy, Stack, Validations
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
 from aws_cdk.lambda_layer_kubectl_v36 import KubectlV36Layer
 from constructs import Construct
 
 from mlstack.config.base import pascal_id
 from mlstack.config.training import TrainingConfig
+from mlstack.constructs.network.ml_vpc import retention
+from mlstack.constructs.scanners import skip_checkov
 from mlstack.constructs.training import versions
 from mlstack.constructs.training.kube import EFA_TAINT, GPU_TAINT, LABEL_PREFIX, NEURON_TAINT
-from mlstack.constructs.training.node_group import acknowledge_node_role
+from mlstack.constructs.training.node_group import acknowledge_node_role, taint_keys
 
 ADMIN_POLICY = "AmazonEKSClusterAdminPolicy"
-_BEFORE_NODES = ("vpc-cni", "kube-proxy", "eks-pod-identity-agent")
+BEFORE_NODES = ("vpc-cni", "kube-proxy", "eks-pod-identity-agent")
+"""Add-ons every node group (system and accelerated) waits for: a node that starts first gets no pod IPs."""
 AFTER_NODES = ("coredns", "aws-fsx-csi-driver", "eks-node-monitoring-agent")
 
 _ALL_LOGS = [
@@ -59,7 +64,7 @@ class TrainingCluster(Construct):
       (Trainium/Inferentia) publish GPU/Neuron metrics to CloudWatch; its agent gets CloudWatchAgentServerPolicy
       through EKS Pod Identity.
     - Helm charts (versions in `versions.py`): NVIDIA or Neuron device plugin, the EFA device plugin tolerating
-      the accelerator taints (its chart default tolerates none: pitfall P5) and the Kubeflow Trainer operator. No
+      the accelerator taints (its chart default tolerates none) and the Kubeflow Trainer operator. No
       standalone dcgm-exporter chart: a second DCGM exporter on the same GPUs would duplicate the add-on's.
     """
 
@@ -72,13 +77,27 @@ class TrainingCluster(Construct):
         subnets: Sequence[ec2.ISubnet],
         key: kms.IKey,
         config: TrainingConfig,
+        cluster_name: str,
+        removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
     ) -> None:
         super().__init__(scope, construct_id)
         self.config = config
         cluster_config = config.cluster
+        # EKS writes control-plane logs to /aws/eks/<name>/cluster and creates that group itself (no retention, no
+        # key) unless it exists: create it first, so the stack owns its retention and encryption. That needs a
+        # cluster name known before the cluster exists, hence the explicit name.
+        self.log_group = logs.LogGroup(
+            self,
+            "ControlPlaneLogGroup",
+            log_group_name=f"/aws/eks/{cluster_name}/cluster",
+            retention=retention(cluster_config.log_retention_days),
+            encryption_key=key,
+            removal_policy=removal_policy,
+        )
         self.cluster = eks.Cluster(
             self,
             "Cluster",
+            cluster_name=cluster_name,
             version=eks.KubernetesVersion.of(cluster_config.kubernetes_version),
             vpc=vpc,
             vpc_subnets=[ec2.SubnetSelection(subnets=list(subnets))],
@@ -102,9 +121,16 @@ class TrainingCluster(Construct):
                     "requests still need IAM authentication and an access entry",
                 )
             )
+        cfn_cluster = self.cluster.node.default_child
+        assert isinstance(cfn_cluster, eks.CfnCluster)
+        cfn_cluster.node.add_dependency(self.log_group)
+        # STANDARD: at the end of standard support EKS upgrades the control plane instead of billing extended
+        # support (EKS User Guide, "Cluster upgrade policy").
+        cfn_cluster.add_property_override("UpgradePolicy", {"SupportType": cluster_config.support_type})
         # jsii stubs: Cluster lacks a member of the ICluster protocol in Python typing only.
         self.cluster_ref = cast(eks.ICluster, self.cluster)
         self._acknowledge_generated()
+        self._secure_kubectl_provider(key)
         for i, arn in enumerate(cluster_config.admin_principal_arns):
             eks.AccessEntry(
                 self,
@@ -119,10 +145,11 @@ class TrainingCluster(Construct):
             )
 
         self.addons: dict[str, eks.Addon] = {}
-        for name in _BEFORE_NODES:
+        for name in BEFORE_NODES:
             self.addons[name] = eks.Addon(
                 self, _addon_id(name), cluster=self.cluster_ref, addon_name=name, addon_version=versions.ADDONS[name]
             )
+        self.vpc_cni_role = self._vpc_cni_pod_identity(self.addons["vpc-cni"])
 
         system = config.system_node_group
         self.system_nodes = eks.Nodegroup(
@@ -149,7 +176,12 @@ class TrainingCluster(Construct):
         # These run pods: create them once nodes can join.
         for name in AFTER_NODES:
             addon = eks.Addon(
-                self, _addon_id(name), cluster=self.cluster_ref, addon_name=name, addon_version=versions.ADDONS[name]
+                self,
+                _addon_id(name),
+                cluster=self.cluster_ref,
+                addon_name=name,
+                addon_version=versions.ADDONS[name],
+                configuration_values=self.node_monitoring_values() if name == versions.NODE_MONITORING_AGENT else None,
             )
             addon.node.add_dependency(self.system_nodes)
             self.addons[name] = addon
@@ -168,8 +200,9 @@ class TrainingCluster(Construct):
                 },
             )
         if kinds & {"trainium", "inferentia"}:
-            # Device plugin + scheduler extension; the node problem detector is left off (EKS node monitoring
-            # covers it). Values keys per the chart README: check them when bumping the version.
+            # The device plugin only: the chart's scheduler extension stays off (its default; a job would also have to
+            # name that scheduler), and so does its node problem detector (EKS node monitoring covers it). Values keys
+            # per the chart README: check them when bumping the version.
             self._chart(
                 versions.NEURON_HELM_CHART,
                 {"npd": {"enabled": False}, "devicePlugin": {"tolerations": _tolerate(*accel_taints)}},
@@ -181,11 +214,54 @@ class TrainingCluster(Construct):
                 {
                     "tolerations": _tolerate(*accel_taints),
                     # The chart's node affinity is an allow-list of instance types; a type missing from the pinned
-                    # chart's list never gets the plugin (pitfall P5). List exactly the blueprint's EFA types.
+                    # chart's list never gets the plugin. List exactly the blueprint's EFA types.
                     "supportedInstanceLabels": {"keys": ["node.kubernetes.io/instance-type"], "values": efa_types},
                 },
             )
         self._chart(versions.KUBEFLOW_TRAINER, {})
+
+    @property
+    def node_prerequisites(self) -> list[eks.Addon]:
+        """The add-ons a node group must wait for (vpc-cni, kube-proxy, eks-pod-identity-agent)."""
+        return [self.addons[name] for name in BEFORE_NODES]
+
+    def node_monitoring_values(self) -> dict[str, Any]:
+        """Configuration values of the eks-node-monitoring-agent add-on.
+
+        The add-on's `dcgm-server` DaemonSet (the DCGM host engine the agent reads GPU health from) tolerates no
+        taint by default (chart values `dcgmAgent.tolerations: []`): on a tainted GPU node it never runs, the agent
+        reports AcceleratedHardwareReady=False and node auto repair replaces a healthy node (aws/containers-roadmap
+        #2567, #2555). Tolerate exactly the taints the node groups set (`taint_keys`, the same source as the taints).
+        The node agent's own default (`nodeAgent.tolerations`) already tolerates every taint; it is set here so
+        that stays true should the default change.
+        """
+        keys = sorted({key for group in self.config.node_groups for key in taint_keys(group)})
+        return {"dcgmAgent": {"tolerations": _tolerate(*keys)}, "nodeAgent": {"tolerations": [{"operator": "Exists"}]}}
+
+    def _vpc_cni_pod_identity(self, addon: eks.Addon) -> iam.Role:
+        """The VPC CNI (aws-node) gets AmazonEKS_CNI_Policy through its own EKS Pod Identity role, not the node role:
+        what a pod reads from instance metadata then carries no ENI or IP permissions (EKS User Guide, "Configure
+        Amazon VPC CNI plugin to use IRSA": remove the policy from the node role)."""
+        role = iam.Role(
+            self,
+            "VpcCniRole",
+            description="EKS Pod Identity role of the vpc-cni add-on (aws-node service account)",
+            assumed_by=iam.ServicePrincipal("pods.eks.amazonaws.com").with_session_tags(),
+            managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name("AmazonEKS_CNI_Policy")],
+        )
+        Validations.of(role).acknowledge(
+            Acknowledgment(
+                id="AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonEKS_CNI_Policy]",
+                reason="the policy the VPC CNI needs to manage ENIs and pod IPs (EKS User Guide); only the aws-node "
+                "service account can assume this role (Pod Identity association on the add-on)",
+            )
+        )
+        cfn = addon.node.default_child
+        assert isinstance(cfn, eks.CfnAddon)
+        cfn.add_property_override(
+            "PodIdentityAssociations", [{"ServiceAccount": versions.VPC_CNI_SERVICE_ACCOUNT, "RoleArn": role.role_arn}]
+        )
+        return role
 
     def _cloudwatch_observability(self) -> eks.Addon:
         """The amazon-cloudwatch-observability add-on, its agent's Pod Identity role and association.
@@ -302,6 +378,29 @@ class TrainingCluster(Construct):
         }
         for rule_id, reason in reasons.items():
             Validations.of(provider).acknowledge(Acknowledgment(id=rule_id, reason=reason))
+
+    def _secure_kubectl_provider(self, key: kms.IKey) -> None:
+        """CDK's kubectl-provider functions (the handler that runs kubectl/helm, and the provider framework's
+        onEvent): their log groups get the project key; the checkov findings CDK's code leaves open are skipped on
+        each function with the reason."""
+        provider = self.cluster.node.find_child("KubectlProvider")
+        for child in provider.node.find_all():
+            if isinstance(child, logs.CfnLogGroup):
+                # The key policy lets CloudWatch Logs use the key for this account's log groups (NetworkStack).
+                child.kms_key_id = key.key_arn
+            elif isinstance(child, lambda_.CfnFunction):
+                skip_checkov(
+                    child,
+                    {
+                        "CKV_AWS_115": "CDK's kubectl-provider function runs only when CloudFormation changes a "
+                        "manifest, chart or patch of this stack; reserved concurrency would only take capacity from "
+                        "the account pool",
+                        "CKV_AWS_116": "invoked synchronously through the CloudFormation custom-resource provider, "
+                        "which fails the stack operation on an error; a DLQ only receives failed asynchronous events",
+                        "CKV_AWS_173": "its environment holds no secret (kubectl/helm paths and the regional STS "
+                        "setting, written by aws-cdk-lib); Lambda encrypts it at rest with an AWS-owned key",
+                    },
+                )
 
     @property
     def cluster_security_group_id(self) -> str:

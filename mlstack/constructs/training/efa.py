@@ -1,5 +1,5 @@
-"""`EfaNetworking`: what every EFA fleet shares (domain.md §2.1): a self-referencing security group, a cluster
-placement group (unless a reservation fixes placement) and one subnet in one AZ."""
+"""`EfaNetworking`: what every EFA fleet shares (EC2 User Guide, "Get started with EFA"): a self-referencing
+security group, a cluster placement group (unless a reservation fixes placement) and one subnet in one AZ."""
 
 from __future__ import annotations
 
@@ -16,10 +16,11 @@ from mlstack.catalog import efa_layout
 class EfaNetworking(Construct):
     """Security group and placement for EFA-enabled instances of one node group.
 
-    - The security group allows all traffic to and from itself, in and out (EFA OS-bypass needs it; pitfall P1),
+    - The security group allows all traffic to and from itself, in and out (EFA OS-bypass needs
+      it; EC2 User Guide, EFA security group),
       and nothing else: other traffic (control plane, image pulls) goes through the other groups on the node.
     - `placement_group` is a cluster placement group, or None when a capacity reservation or Capacity Block
-      already fixes placement (DESIGN.md; eksctl does the same).
+      already fixes placement (eksctl does the same).
     - EFA does not cross subnets or AZs, so the construct holds exactly one subnet.
     """
 

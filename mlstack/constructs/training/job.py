@@ -28,10 +28,12 @@ TEMPLATE = Path(__file__).resolve().parents[3] / "runtime" / "k8s" / "torch-efa-
 FSX_CLAIM = "fsx"
 FSX_MOUNT = "/fsx"
 HUGEPAGES_2MI = "5120Mi"
-"""EFA-driver hosts pre-allocate 5128 2 MiB pages; the EKS example job requests 5120Mi (domain.md §2.4)."""
+"""EFA-driver hosts pre-allocate 5128 2 MiB pages; the EKS example job requests 5120Mi (EKS User Guide, "Run
+machine learning training on Amazon EKS with Elastic Fabric Adapter")."""
 IMAGE_PLACEHOLDER = "SET-training.job.image"
 
-# domain.md §2.3: variables only needed for old aws-ofi-nccl / libfabric, or harmful on current ones. Never emitted.
+# NCCL jobs: variables only needed for old aws-ofi-nccl / libfabric, or harmful on current ones (aws-ofi-nccl
+# README, environment variables). Never emitted for a GPU job.
 LEGACY_ENV = frozenset(
     {
         "FI_PROVIDER",
@@ -57,12 +59,28 @@ def runtime_name(training: TrainingConfig) -> str:
     return f"torch-efa-{training.job_group.name}"
 
 
+NEURON_EFA_ENV: tuple[tuple[str, str], ...] = (
+    ("FI_PROVIDER", "efa"),
+    ("FI_EFA_USE_DEVICE_RDMA", "1"),
+    ("FI_EFA_FORK_SAFE", "1"),
+    ("CCOM_SOCKET_IFNAME", "eth0"),
+)
+"""Neuron collectives over EFA: the Neuron runtime reaches EFA through libfabric directly (no aws-ofi-nccl), and the
+Neuron SDK's multi-node setup ("How to prepare trn1.32xlarge for multi-node execution", torch-neuronx docs) sets
+the EFA provider, device RDMA and fork safety; CCOM_SOCKET_IFNAME names the interface of its bootstrap socket (the
+pod's eth0), as the Neuron EKS samples do."""
+
+
 def job_environment(training: TrainingConfig) -> list[dict[str, str]]:
-    """The minimal environment: aws-ofi-nccl >= 1.7 and libfabric >= 1.18 need no EFA variables (§2.3)."""
-    it = training.job_group.instance
+    """GPU: the minimal environment (aws-ofi-nccl >= 1.7 and libfabric >= 1.18 need no EFA variables).
+    Neuron with EFA: the libfabric variables the Neuron runtime needs (`NEURON_EFA_ENV`)."""
+    group = training.job_group
+    it = group.instance
     env = [{"name": "LOGLEVEL", "value": "INFO"}]
     if it.accelerator is not None and it.accelerator.kind == "gpu":
         env.append({"name": "NCCL_DEBUG", "value": "WARN"})
+    if it.accelerator is not None and it.accelerator.kind != "gpu" and group.efa:
+        env += [{"name": name, "value": value} for name, value in NEURON_EFA_ENV]
     # If os.fork() in dataloader workers fails with "Cannot allocate memory", add FI_EFA_USE_HUGE_PAGE=0 (§2.3).
     return env
 

@@ -11,12 +11,15 @@ GPU_TAINT = "nvidia.com/gpu"
 NEURON_TAINT = "aws.amazon.com/neuron"
 EFA_TAINT = "vpc.amazonaws.com/efa"
 LABEL_PREFIX = "mlstack.io"
+UPDATE_STRATEGY = "MINIMAL"
+"""Update strategy of accelerated node groups (AWS::EKS::Nodegroup UpdateConfig.UpdateStrategy): terminate, then
+launch, one node at a time; needs no capacity beyond what the group (or its reservation) has."""
 
 
 def ami_type(it: InstanceType) -> str:
-    """The EKS AMI type for `it` (AL2023: AL2 AMIs end with Kubernetes 1.32, domain.md P21).
+    """The EKS AMI type for `it` (AL2023: AL2 AMIs end with Kubernetes 1.32, EKS AL2 deprecation notice).
 
-    Set as a raw CloudFormation value: CDK's own GPU check does not know p5/p6/trn (toolchain.md §2 item 2).
+    Set as a raw CloudFormation value: CDK's own GPU check does not know p5/p6/trn instance families.
     """
     arm = it.arch == "arm64"
     if it.accelerator is None:

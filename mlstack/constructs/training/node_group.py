@@ -7,6 +7,7 @@ from typing import Any
 from aws_cdk import Acknowledgment, Fn, Validations
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
@@ -16,6 +17,7 @@ from mlstack.constructs.training.efa import EfaNetworking
 from mlstack.constructs.training.kube import (
     EFA_TAINT,
     LABEL_PREFIX,
+    UPDATE_STRATEGY,
     accelerator_taint_key,
     ami_type,
 )
@@ -42,10 +44,15 @@ def node_labels(config: NodeGroupConfig) -> dict[str, str]:
     return labels
 
 
+def taint_keys(config: NodeGroupConfig) -> list[str]:
+    """The NoSchedule taint keys of a node group: its accelerator's, and EFA's when it has EFA. Every per-node agent
+    that must run on these nodes tolerates exactly these (the single source for taints and tolerations)."""
+    return [k for k in (accelerator_taint_key(config.instance), EFA_TAINT if config.efa else None) if k]
+
+
 def node_taints(config: NodeGroupConfig) -> list[eks.TaintSpec]:
     """Accelerator nodes only take pods that tolerate their accelerator (and EFA) taints."""
-    keys = [k for k in (accelerator_taint_key(config.instance), EFA_TAINT if config.efa else None) if k]
-    return [eks.TaintSpec(effect=eks.TaintEffect.NO_SCHEDULE, key=key, value="true") for key in keys]
+    return [eks.TaintSpec(effect=eks.TaintEffect.NO_SCHEDULE, key=key, value="true") for key in taint_keys(config)]
 
 
 def local_nvme_user_data() -> str:
@@ -80,13 +87,21 @@ def local_nvme_user_data() -> str:
 
 NODE_ROLE_POLICIES = {
     "AmazonEKSWorkerNodePolicy": "kubelet registration and node describe calls (EKS managed node group node role)",
-    "AmazonEKS_CNI_Policy": "the VPC CNI attaches ENIs and IPs to pods (EKS node role requirement)",
     "AmazonEC2ContainerRegistryReadOnly": "nodes pull add-on and workload images from ECR (read-only)",
 }
+"""The node role's only policies. AmazonEKS_CNI_Policy, which CDK adds by default, is removed: the VPC CNI has its
+own Pod Identity role (`TrainingCluster`), so a pod that reads the node role from instance metadata gets no ENI or
+IP permissions."""
 
 
 def acknowledge_node_role(nodegroup: eks.Nodegroup) -> None:
-    """The three AWS managed policies every EKS node role needs (EKS User Guide, node IAM role)."""
+    """Keep the node role to `NODE_ROLE_POLICIES` (EKS User Guide, node IAM role) and acknowledge them in cdk-nag."""
+    role = nodegroup.role.node.default_child
+    assert isinstance(role, iam.CfnRole)
+    # Replaces the L2 role's lazy list (CDK adds AmazonEKS_CNI_Policy to a node group's generated role).
+    role.managed_policy_arns = [
+        iam.ManagedPolicy.from_aws_managed_policy_name(policy).managed_policy_arn for policy in NODE_ROLE_POLICIES
+    ]
     for policy, reason in NODE_ROLE_POLICIES.items():
         rule = f"AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/{policy}]"
         Validations.of(nodegroup.role).acknowledge(Acknowledgment(id=rule, reason=reason))
@@ -130,8 +145,12 @@ class AcceleratedNodeGroup(Construct):
             "metadata_options": ec2.CfnLaunchTemplate.MetadataOptionsProperty(
                 http_tokens="required",
                 http_endpoint="enabled",
-                # 2 hops (the EKS default): pods off the host network, such as the FSx CSI node plugin, reach IMDS
-                # through their own network namespace. IMDSv2 tokens are required either way.
+                # 2 hops (the EKS default), because two node agents run off the host network and read instance
+                # metadata through their own network namespace: the FSx CSI node plugin (fsx-csi-node, no
+                # hostNetwork in the driver's chart; instance ID and AZ) and the CloudWatch agent of
+                # amazon-cloudwatch-observability (instance ID and type for Container Insights). The agents on the
+                # host network (kubelet, aws-node, kube-proxy, Pod Identity agent, node monitoring agent) need 1.
+                # What a pod can read is the node role, kept to NODE_ROLE_POLICIES: the CNI has its own role.
                 http_put_response_hop_limit=2,
             ),
             "block_device_mappings": [
@@ -157,6 +176,11 @@ class AcceleratedNodeGroup(Construct):
             if efa.placement_group is not None:
                 data["placement"] = ec2.CfnLaunchTemplate.PlacementProperty(
                     group_name=efa.placement_group.placement_group_name
+                )
+            elif config.capacity.placement_group_name is not None:
+                # The cluster placement group the ODCR was created in: instances launched there match it.
+                data["placement"] = ec2.CfnLaunchTemplate.PlacementProperty(
+                    group_name=config.capacity.placement_group_name
                 )
         else:
             data["security_group_ids"] = [cluster_security_group_id]
@@ -201,11 +225,17 @@ class AcceleratedNodeGroup(Construct):
             labels=node_labels(config),
             taints=node_taints(config),
             # Replace or reboot nodes whose GPUs/Neuron devices or runtime go unhealthy (node monitoring agent
-            # conditions; domain.md §8.4).
+            # conditions; EKS User Guide, "Enable node auto repair").
             enable_node_auto_repair=True,
         )
         acknowledge_node_role(self.nodegroup)
         cfn = self.nodegroup.node.default_child
         assert isinstance(cfn, eks.CfnNodegroup)
         cfn.add_property_override("AmiType", ami_type(it))
+        # MINIMAL: an update (AMI release, launch-template version) terminates a node before it launches the
+        # replacement, one node at a time, so it needs no spare capacity, which an ODCR or Capacity Block does not
+        # have. The default strategy launches first and fails or waits there (EKS User Guide, "Update a managed node
+        # group", update strategies). A running job on the replaced node is interrupted either way: roll updates
+        # between jobs (README, Training: updates).
+        cfn.add_property_override("UpdateConfig", {"MaxUnavailable": 1, "UpdateStrategy": UPDATE_STRATEGY})
         self.ami_type = ami_type(it)

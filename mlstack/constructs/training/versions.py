@@ -1,8 +1,9 @@
 """Every Helm chart and EKS add-on version of the training cluster, pinned in this one module.
 
 Charts are recorded at synth and fetched by the kubectl-provider Lambda at deploy time (nothing here is
-downloaded or validated offline: toolchain.md §6). Bump a version here, review the values in `cluster.py`,
-and redeploy. Sources for each pin are given next to it.
+downloaded or validated offline). Bump a version here, run `make check-charts` (it needs the network: each
+version must exist where the chart is pulled from), review the values in `cluster.py`, and redeploy. Sources for
+each pin are given next to it.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ NEURON_HELM_CHART = Chart(
     repository="oci://public.ecr.aws/neuron/neuron-helm-chart",
     version="1.9.0",
     namespace="kube-system",
-    source="github.com/aws-neuron/neuron-helm-charts release 1.9.0 (Neuron SDK 2.31.0): device plugin + scheduler ext.",
+    source="github.com/aws-neuron/neuron-helm-charts release 1.9.0 (Neuron SDK 2.31.0); only its device plugin is used",
 )
 
 EFA_DEVICE_PLUGIN = Chart(
@@ -45,7 +46,7 @@ EFA_DEVICE_PLUGIN = Chart(
     repository="https://aws.github.io/eks-charts",
     version="v0.5.30",
     namespace="kube-system",
-    source="aws/eks-charts stable/aws-efa-k8s-device-plugin Chart.yaml @ 5239609 (domain.md §2.4)",
+    source="aws/eks-charts stable/aws-efa-k8s-device-plugin Chart.yaml @ 5239609",
 )
 
 KUBEFLOW_TRAINER = Chart(
@@ -60,7 +61,7 @@ KUBEFLOW_TRAINER = Chart(
 ADDONS: dict[str, str | None] = {
     # None = the EKS default version for the cluster's Kubernetes version. For the versions this project allows
     # (>= 1.33, see mlstack.config.training.KubernetesVersion) the default VPC CNI is newer than 1.18.5, the first
-    # release that supports EFA-only interfaces (domain.md §2.4, P20) [INFERRED from the EKS add-on release cadence;
+    # release that supports EFA-only interfaces (VPC CNI release notes) [INFERRED from the EKS add-on release cadence;
     # check with `aws eks describe-addon-versions --addon-name vpc-cni` before deploying].
     "vpc-cni": None,
     "kube-proxy": None,
@@ -78,7 +79,11 @@ ADDONS: dict[str, str | None] = {
 """Managed EKS add-ons, in creation order (the first three before nodes join, the rest once they have)."""
 
 VPC_CNI_MIN_VERSION = "1.18.5"
-"""Oldest VPC CNI that supports `efa-only` interfaces (domain.md §2.1 item 7)."""
+"""Oldest VPC CNI that supports `efa-only` interfaces (EKS User Guide, EFA with EKS)."""
+
+NODE_MONITORING_AGENT = "eks-node-monitoring-agent"
+VPC_CNI_SERVICE_ACCOUNT = "aws-node"
+"""Service account of the VPC CNI DaemonSet in kube-system (its Pod Identity association's subject)."""
 
 CLOUDWATCH_OBSERVABILITY = "amazon-cloudwatch-observability"
 CLOUDWATCH_NAMESPACE = "amazon-cloudwatch"

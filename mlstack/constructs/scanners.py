@@ -1,0 +1,38 @@
+"""Acknowledging a policy scanner's finding on one resource, with a reason a reviewer can check.
+
+Two scanners read every synthesized template: cdk-nag (at synth, `Validations.of(scope).acknowledge`) and checkov
+(in `make test`, reading each resource's `Metadata.checkov.skip`). A finding is fixed where it can be; where it
+cannot, it is acknowledged here on the resource it names, never globally.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from aws_cdk import Acknowledgment, CfnResource, Validations
+from constructs import IConstruct
+
+
+def acknowledge_nag(scope: IConstruct, reasons: Mapping[str, str]) -> None:
+    """cdk-nag: acknowledge each rule (`AwsSolutions-IAM4[...]`) on `scope` and its children, with its reason."""
+    for rule_id, reason in reasons.items():
+        Validations.of(scope).acknowledge(Acknowledgment(id=rule_id, reason=reason))
+
+
+def skip_checkov(resource: IConstruct, reasons: Mapping[str, str]) -> None:
+    """checkov: skip each check (`CKV_AWS_117`) on this one CloudFormation resource, with its reason.
+
+    `resource` is an L1 (`CfnResource`) or a construct whose default child is one. The skips land in the resource's
+    `Metadata.checkov.skip` (checkov's CloudFormation suppression format), merged with any already there.
+    """
+    cfn = resource if isinstance(resource, CfnResource) else resource.node.default_child
+    if not isinstance(cfn, CfnResource):
+        raise TypeError(f"{resource.node.path} is not a CloudFormation resource and has none as default child")
+    for check_id, reason in reasons.items():
+        if not reason.strip():
+            raise ValueError(f"skipping {check_id} on {resource.node.path} needs a reason")
+    current = cfn.get_metadata("checkov")
+    skips = list(current["skip"]) if isinstance(current, dict) else []
+    known = {entry["id"] for entry in skips}
+    skips += [{"id": check_id, "comment": reason} for check_id, reason in reasons.items() if check_id not in known]
+    cfn.add_metadata("checkov", {"skip": skips})

@@ -1,0 +1,142 @@
+"""`ClusterAdminHost`: the out-of-the-box way into a private EKS API endpoint (Session Manager, no inbound ports)."""
+
+from __future__ import annotations
+
+from aws_cdk import Acknowledgment, CfnOutput, Stack, Validations
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from constructs import Construct
+
+KUBECONFIG = "/etc/mlstack/kubeconfig"
+ADMIN_POLICY = "AmazonEKSClusterAdminPolicy"
+
+
+def admin_host_commands(*, cluster_name: str, region: str, kubernetes_version: str) -> list[str]:
+    """User-data commands: kubectl of the cluster's minor version and a kubeconfig every login shell uses.
+
+    kubectl comes from the Kubernetes release site (dl.k8s.io, `stable-<minor>.txt` names the newest patch); the
+    kubeconfig calls `aws eks get-token` with the instance role, so any Session Manager user of the host is admin.
+    """
+    return [
+        "set -euo pipefail",
+        f"KUBECTL_VERSION=$(curl -fsSL https://dl.k8s.io/release/stable-{kubernetes_version}.txt)",
+        'curl -fsSLo /usr/local/bin/kubectl "https://dl.k8s.io/release/${KUBECTL_VERSION}/bin/linux/amd64/kubectl"',
+        "chmod 755 /usr/local/bin/kubectl",
+        "mkdir -p /etc/mlstack",
+        f"aws eks update-kubeconfig --region {region} --name {cluster_name} --kubeconfig {KUBECONFIG}",
+        f"chmod 644 {KUBECONFIG}",
+        f"echo 'export KUBECONFIG={KUBECONFIG}' > /etc/profile.d/mlstack-kubeconfig.sh",
+    ]
+
+
+class ClusterAdminHost(Construct):
+    """A small EC2 instance in a private subnet from which admins run kubectl against the cluster.
+
+    - Reached only through SSM Session Manager: no inbound rule, no SSH key, in a private subnet (no public IP).
+      Outbound HTTPS only (the API endpoint, SSM, STS and dl.k8s.io through the NAT gateway).
+    - Its role carries AmazonSSMManagedInstanceCore and eks:DescribeCluster on this cluster (for the kubeconfig);
+      an EKS access entry gives it AmazonEKSClusterAdminPolicy, and the cluster security group admits HTTPS from
+      the host's group.
+    - IMDSv2 required, encrypted gp3 root volume with `key`, detailed monitoring. Stateless: replace it at will.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        vpc: ec2.IVpc,
+        subnet: ec2.ISubnet,
+        key: kms.IKey,
+        cluster: eks.Cluster,
+        kubernetes_version: str,
+        instance_type: str = "m7i.large",
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.security_group = ec2.SecurityGroup(
+            self,
+            "SecurityGroup",
+            vpc=vpc,
+            description="EKS admin host: no inbound; HTTPS out to the API endpoint, SSM and kubectl downloads",
+            allow_all_outbound=False,
+        )
+        self.security_group.add_egress_rule(ec2.Peer.any_ipv4(), ec2.Port.tcp(443), "HTTPS: EKS, SSM, STS, dl.k8s.io")
+        cluster.connections.allow_from(self.security_group, ec2.Port.tcp(443), "kubectl from the admin host")
+        self.role = iam.Role(
+            self,
+            "Role",
+            description="EKS admin host: Session Manager only; cluster access comes from its EKS access entry",
+            assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
+            managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name("AmazonSSMManagedInstanceCore")],
+        )
+        # `aws eks update-kubeconfig` (user data) reads the endpoint and CA; `aws eks get-token` needs no permission.
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(actions=["eks:DescribeCluster"], resources=[cluster.cluster_arn])
+        )
+        user_data = ec2.UserData.for_linux()
+        user_data.add_commands(
+            *admin_host_commands(
+                cluster_name=cluster.cluster_name,
+                region=Stack.of(self).region,
+                kubernetes_version=kubernetes_version,
+            )
+        )
+        self.instance = ec2.Instance(
+            self,
+            "Instance",
+            vpc=vpc,
+            vpc_subnets=ec2.SubnetSelection(subnets=[subnet]),
+            instance_type=ec2.InstanceType(instance_type),
+            # Resolved from the public SSM parameter at deploy time (no synth-time lookup).
+            machine_image=ec2.MachineImage.latest_amazon_linux2023(),
+            security_group=self.security_group,
+            role=self.role,
+            user_data=user_data,
+            require_imdsv2=True,
+            detailed_monitoring=True,
+            ebs_optimized=True,
+            block_devices=[
+                ec2.BlockDevice(
+                    device_name="/dev/xvda",
+                    volume=ec2.BlockDeviceVolume.ebs(
+                        20, encrypted=True, kms_key=key, volume_type=ec2.EbsDeviceVolumeType.GP3
+                    ),
+                )
+            ],
+        )
+        # The subnet fixes the AZ. CDK would also write the subnet's zone, which is an AZ ID (use1-az4) when the
+        # network pins subnets by ID, and AvailabilityZone takes only names.
+        cfn_instance = self.instance.node.default_child
+        assert isinstance(cfn_instance, ec2.CfnInstance)
+        cfn_instance.add_property_deletion_override("AvailabilityZone")
+        self.access_entry = eks.AccessEntry(
+            self,
+            "AccessEntry",
+            cluster=cluster,  # type: ignore[arg-type]  # jsii stubs: Cluster lacks an ICluster member in typing only
+            principal=self.role.role_arn,
+            access_policies=[
+                eks.AccessPolicy.from_access_policy_name(ADMIN_POLICY, access_scope_type=eks.AccessScopeType.CLUSTER)
+            ],
+        )
+        CfnOutput(
+            self,
+            "SessionCommand",
+            description="Open a shell with kubectl on the cluster admin host (Session Manager plugin required)",
+            value=f"aws ssm start-session --region {Stack.of(self).region} --target {self.instance.instance_id}",
+        )
+        Validations.of(self.role).acknowledge(
+            Acknowledgment(
+                id="AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonSSMManagedInstanceCore]",
+                reason="the managed policy Session Manager requires on an instance it manages (Systems Manager User "
+                "Guide, instance profile); the host's only access path",
+            )
+        )
+        Validations.of(self.instance).acknowledge(
+            Acknowledgment(
+                id="AwsSolutions-EC29",
+                reason="stateless admin host (kubectl and a kubeconfig from user data): replacing it loses nothing, "
+                "and termination protection would block stack deletion",
+            )
+        )

@@ -1,0 +1,71 @@
+"""checkov, the second policy scanner, over every synthesized template (next to cdk-nag in test_gates.py).
+
+checkov runs from its own venv (`make install` creates .venv-checkov; its pins clash with boto3/moto), offline
+(`--skip-download`). A finding is fixed, or skipped on its resource with a reason (`Metadata.checkov.skip`, written
+by `mlstack.constructs.scanners.skip_checkov`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.synth import ROOT, Session
+
+CHECKOV = Path(os.environ.get("MLSTACK_CHECKOV", ROOT / ".venv-checkov" / "bin" / "checkov"))
+MIN_REASON = 20
+"""A skip's comment must say why (a few words at least), not just 'n/a'."""
+
+
+def _templates(session: Session) -> list[Path]:
+    return sorted(
+        session.outdir / f"assembly-{name}" / f"{stack.artifact_id}.template.json"
+        for name, bp in session.blueprints.items()
+        for stack in bp.built.stacks
+    )
+
+
+@pytest.fixture(scope="module")
+def checkov_report(session: Session) -> list[dict[str, Any]]:
+    assert CHECKOV.exists(), f"{CHECKOV} is missing: run `make install` (it creates .venv-checkov)"
+    args = [str(CHECKOV), "--framework", "cloudformation", "--skip-download", "--quiet", "--compact", "-o", "json"]
+    for template in _templates(session):
+        args += ["-f", str(template)]
+    run = subprocess.run(args, capture_output=True, text=True, timeout=600, check=False)
+    assert run.returncode in (0, 1), run.stderr[-2000:]
+    report = json.loads(run.stdout) if run.stdout.strip() else []
+    return report if isinstance(report, list) else [report]
+
+
+def test_checkov_scanned_every_template(session: Session, checkov_report: list[dict[str, Any]]) -> None:
+    summary = [r["summary"] for r in checkov_report if r.get("check_type") == "cloudformation"]
+    assert summary and summary[0]["parsing_errors"] == 0
+    assert (
+        summary[0]["resource_count"]
+        >= sum(len(t["Resources"]) for bp in session.blueprints.values() for t in bp.templates.values()) // 2
+    )  # checkov counts the resources it has checks for; a dropped template would halve this
+
+
+def test_checkov_has_no_failed_checks(checkov_report: list[dict[str, Any]]) -> None:
+    failed = [
+        f"{check['check_id']} {check['resource']} ({Path(check['file_path']).name}): {check['check_name']}"
+        for report in checkov_report
+        for check in report.get("results", {}).get("failed_checks", [])
+    ]
+    assert failed == [], "\n".join(failed)
+
+
+def test_every_checkov_skip_names_a_check_and_gives_a_reason(session: Session) -> None:
+    bad = []
+    for name, bp in session.blueprints.items():
+        for stack_id, template in bp.templates.items():
+            for logical_id, resource in template["Resources"].items():
+                for skip in resource.get("Metadata", {}).get("checkov", {}).get("skip", []):
+                    if not str(skip.get("id", "")).startswith("CKV") or len(skip.get("comment", "")) < MIN_REASON:
+                        bad.append(f"{name}/{stack_id}/{logical_id}: {skip}")
+    assert bad == []
