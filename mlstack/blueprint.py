@@ -12,6 +12,7 @@ from mlstack.stacks.base import MlStack
 from mlstack.stacks.network import NetworkStack
 
 if TYPE_CHECKING:
+    from mlstack.stacks.ai_services import AiServicesStack
     from mlstack.stacks.inference import InferenceStack
     from mlstack.stacks.training import TrainingClusterStack
 
@@ -24,10 +25,11 @@ class BuiltBlueprint:
     network: NetworkStack
     training: TrainingClusterStack | None = None
     inference: InferenceStack | None = None
+    ai_services: AiServicesStack | None = None
 
     @property
     def stacks(self) -> list[MlStack]:
-        return [s for s in (self.network, self.training, self.inference) if s is not None]
+        return [s for s in (self.network, self.training, self.inference, self.ai_services) if s is not None]
 
 
 def build(scope: Construct, config: BlueprintConfig) -> BuiltBlueprint:
@@ -42,4 +44,11 @@ def build(scope: Construct, config: BlueprintConfig) -> BuiltBlueprint:
         from mlstack.stacks.inference import InferenceStack
 
         inference = InferenceStack(scope, "InferenceStack", blueprint=config, network=network)
-    return BuiltBlueprint(config=config, network=network, training=training, inference=inference)
+    ai_services = None
+    if config.ai_services is not None:
+        from mlstack.stacks.ai_services import AiServicesStack
+
+        ai_services = AiServicesStack(scope, "AiServicesStack", blueprint=config, network=network)
+    return BuiltBlueprint(
+        config=config, network=network, training=training, inference=inference, ai_services=ai_services
+    )

@@ -145,6 +145,10 @@ def build_plan(config: BlueprintConfig) -> Plan:
         from mlstack.stacks.inference_plan import plan_inference
 
         plan_inference(config, plan)
+    if config.ai_services is not None:
+        from mlstack.stacks.ai_services_plan import plan_ai_services
+
+        plan_ai_services(config, plan)
     return plan
 
 
