@@ -14,7 +14,7 @@ from mlstack.config import BlueprintConfig
 from mlstack.constructs.ai_services import AiServiceApi, DocumentPipeline, Guardrail
 from mlstack.constructs.ai_services.api import MEDIA_PREFIX
 from mlstack.constructs.ai_services.document_pipeline import INPUT_PREFIX
-from mlstack.constructs.nag import acknowledge
+from mlstack.constructs.nag import acknowledge, checkov_skip
 from mlstack.stacks.ai_services_plan import plan_ai_services
 from mlstack.stacks.base import MlStack
 from mlstack.stacks.network import NetworkStack
@@ -70,6 +70,10 @@ class AiServicesStack(MlStack):
         )
         acknowledge(
             self.access_logs, {"AwsSolutions-S1": "this is the access-log target bucket; logging it would recurse"}
+        )
+        checkov_skip(
+            self.access_logs.node.default_child,  # type: ignore[arg-type]
+            {"CKV_AWS_18": "this is the access-log target bucket; logging it would recurse"},
         )
         self.pipeline: DocumentPipeline | None = None
         if config.document_pipeline is not None:

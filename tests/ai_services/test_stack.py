@@ -163,12 +163,7 @@ def test_bedrock_is_scoped_to_the_model_arn_with_an_empty_account(template: dict
         if s["Action"] == "bedrock:InvokeModel"
     ]
     (statement,) = statements
-    assert statement["Resource"] == {
-        "Fn::Join": [
-            "",
-            ["arn:", {"Ref": "AWS::Partition"}, ":bedrock:us-east-1::foundation-model/amazon.nova-lite-v1:0"],
-        ]
-    }
+    assert statement["Resource"] == "arn:aws:bedrock:us-east-1::foundation-model/amazon.nova-lite-v1:0"
 
 
 def test_api_routes_use_iam_auth_and_the_stage_is_throttled_and_logged(template: dict[str, Any]) -> None:

@@ -6,6 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import jsii
+
 from aws_cdk import Duration, RemovalPolicy, Stack
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_apigatewayv2 as apigwv2
@@ -46,6 +48,32 @@ OPERATIONS = (*UNSCOPED_ACTIONS, "bedrock.converse")
 
 MEDIA_PREFIX = "media/"
 TRANSCRIPT_PREFIX = "transcripts/"
+
+
+@jsii.implements(apigwv2.IAccessLogSettings)
+class _AccessLogs:
+    """JSON access logs (request ID, caller, method, path, status, latency) to `destination`."""
+
+    def __init__(self, destination: apigwv2.IAccessLogDestination) -> None:
+        self._destination = destination
+
+    @property
+    def destination(self) -> apigwv2.IAccessLogDestination:
+        return self._destination
+
+    @property
+    def format(self) -> apigw.AccessLogFormat:
+        return apigw.AccessLogFormat.json_with_standard_fields(
+            caller=True,
+            http_method=True,
+            ip=True,
+            protocol=True,
+            request_time=True,
+            resource_path=True,
+            response_length=True,
+            status=True,
+            user=True,
+        )
 
 
 @dataclass(frozen=True)
@@ -216,20 +244,7 @@ class AiServiceApi(Construct):
             stage_name="$default",
             auto_deploy=True,
             throttle=apigwv2.ThrottleSettings(rate_limit=throttle_rate_limit, burst_limit=throttle_burst_limit),
-            access_log_settings=apigwv2.AccessLogSettings(
-                destination=apigwv2.LogGroupLogDestination(self.access_log_group),
-                format=apigw.AccessLogFormat.json_with_standard_fields(
-                    caller=True,
-                    http_method=True,
-                    ip=True,
-                    protocol=True,
-                    request_time=True,
-                    resource_path=True,
-                    response_length=True,
-                    status=True,
-                    user=True,
-                ),
-            ),
+            access_log_settings=_AccessLogs(apigwv2.LogGroupLogDestination(self.access_log_group)),
         )
 
     @property

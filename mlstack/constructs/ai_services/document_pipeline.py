@@ -88,7 +88,6 @@ class DocumentPipeline(Construct):
             block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
             enforce_ssl=True,
             versioned=True,
-            event_bridge_enabled=True,
             server_access_logs_bucket=access_logs_bucket,
             server_access_logs_prefix="documents/" if access_logs_bucket else None,
             removal_policy=removal_policy,
@@ -100,6 +99,13 @@ class DocumentPipeline(Construct):
                     abort_incomplete_multipart_upload_after=Duration.days(7),
                 ),
             ],
+        )
+        # EventBridge notifications on the bucket itself: `event_bridge_enabled=True` would add a custom resource
+        # (a Lambda function with a managed policy) to call PutBucketNotificationConfiguration instead.
+        cfn_bucket = self.bucket.node.default_child
+        assert isinstance(cfn_bucket, s3.CfnBucket)
+        cfn_bucket.notification_configuration = s3.CfnBucket.NotificationConfigurationProperty(
+            event_bridge_configuration=s3.CfnBucket.EventBridgeConfigurationProperty(event_bridge_enabled=True)
         )
         if access_logs_bucket is None:
             acknowledge(self.bucket, {"AwsSolutions-S1": "the caller chose no access-log bucket"})
@@ -220,7 +226,7 @@ class DocumentPipeline(Construct):
         )
         function = lambda_.Function(
             self,
-            construct_id,
+            f"{construct_id}Function",
             runtime=lambda_.Runtime.PYTHON_3_14,
             architecture=lambda_.Architecture.ARM_64,
             handler=handler,
