@@ -150,6 +150,13 @@ class ApiConfig(StrictModel):
         return sorted({op.split(".")[0] for op in self.operations})
 
 
+TextractFeature = Literal["TABLES", "FORMS"]
+
+
+def _default_features() -> list[TextractFeature]:
+    return ["TABLES", "FORMS"]
+
+
 class DocumentPipelineConfig(StrictModel):
     """Upload -> Step Functions -> Textract (asynchronous) -> Comprehend -> JSON in S3 + a DynamoDB index."""
 
@@ -157,9 +164,7 @@ class DocumentPipelineConfig(StrictModel):
     """Language of the documents (Comprehend entity detection, and PII detection when redacting)."""
     pii_redaction: bool = False
     """Also detect PII and write a redacted copy of the text."""
-    textract_features: list[Literal["TABLES", "FORMS"]] = Field(
-        default_factory=lambda: ["TABLES", "FORMS"], min_length=1
-    )
+    textract_features: list[TextractFeature] = Field(default_factory=_default_features, min_length=1)
     """Textract StartDocumentAnalysis FeatureTypes (at least one)."""
     poll_seconds: int = Field(default=10, ge=1, le=300)
     """Wait between Textract job status checks."""

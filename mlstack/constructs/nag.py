@@ -6,10 +6,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from aws_cdk import Acknowledgment, CfnResource, Stack, Validations
-from constructs import Construct
+from constructs import IConstruct
 
 
-def acknowledge(scope: Construct, reasons: Mapping[str, str]) -> None:
+def acknowledge(scope: IConstruct, reasons: Mapping[str, str]) -> None:
     """cdk-nag rule ID (optionally granular: `AwsSolutions-IAM5[Resource::...]`) -> reason, on `scope`."""
     for rule_id, reason in reasons.items():
         Validations.of(scope).acknowledge(Acknowledgment(id=rule_id, reason=reason))

@@ -27,18 +27,20 @@ TRANSITIONS_ONE_CHECK = 8
 TRANSITIONS_PER_EXTRA_CHECK = 3
 """Each further status check: WaitForTextract, CheckAnalysis, TextractDone?."""
 
-_OPERATION_PRICE = {
-    "comprehend.sentiment": "comprehend.nlp.unit",
-    "comprehend.entities": "comprehend.nlp.unit",
-    "comprehend.pii": "comprehend.pii.unit",
-    "translate.text": "translate.character",
-    "rekognition.labels": "rekognition.image",
-    "rekognition.moderation": "rekognition.image",
-    "rekognition.text": "rekognition.image",
-    "textract.analyze": "textract.analyze_document.page",
-    "bedrock.converse": "bedrock.tokens",
+_API_METER: dict[str, tuple[str | None, int | None, str]] = {
+    "comprehend.sentiment": ("comprehend.nlp.unit", COMPREHEND_MIN_UNITS, "units"),
+    "comprehend.entities": ("comprehend.nlp.unit", COMPREHEND_MIN_UNITS, "units"),
+    "comprehend.pii": ("comprehend.pii.unit", COMPREHEND_MIN_UNITS, "units"),
+    "rekognition.labels": ("rekognition.image", 1, "images"),
+    "rekognition.moderation": ("rekognition.image", 1, "images"),
+    "rekognition.text": ("rekognition.image", 1, "images"),
+    "textract.analyze": ("textract.analyze_document.page", 1, "pages"),
+    "translate.text": ("translate.character", None, "requests (characters per request vary)"),
+    "bedrock.converse": ("bedrock.tokens", None, "requests (tokens per request vary)"),
+    "transcribe.start": (None, None, "jobs (billed per audio second; price not in the catalog)"),
 }
-"""API operation -> the catalog price that meters it (Transcribe: not in the catalog)."""
+"""API operation -> (catalog price, metered units per smallest request or None when they vary, what is counted).
+A request of the smallest billable size: Comprehend's 3-unit minimum, one image, one page."""
 
 
 @dataclass(frozen=True)
@@ -98,14 +100,14 @@ def pipeline_per_thousand(spec: DocumentPipelineConfig) -> list[Metered]:
 
 
 def api_per_thousand(spec: ApiConfig) -> list[Metered]:
-    """What each operation meters, per 1,000 requests (a 300-character text, one image, one page...)."""
+    """What each operation meters per 1,000 requests of the smallest billable size (unpriced where it varies)."""
     catalog = ai_catalog()
     rows = []
     for op in spec.operations:
-        price_id = _OPERATION_PRICE.get(op)
-        price = catalog.price(price_id) if price_id else None
-        quantity = 1000 * COMPREHEND_MIN_UNITS if op.startswith("comprehend.") else 1000
-        rows.append(Metered(f"{op} ({price.unit if price else 'request'}s)", quantity, price))
+        price_id, per_request, counted = _API_METER[op]
+        priced = price_id is not None and per_request is not None
+        price = catalog.price(price_id) if priced and price_id else None
+        rows.append(Metered(f"{op} {counted}", 1000 * (per_request or 1), price))
     return rows
 
 
@@ -168,7 +170,8 @@ def plan_ai_services(config: BlueprintConfig, plan: Plan) -> None:
                     else ""
                 )
             )
-        _hourly(plan, metered, api.requests_per_month, "requests", unpriced)
+        # No hourly rows: requests_per_month is for the whole API, not per operation.
+        unpriced |= {m.what for m in metered if m.usd is None}
         unpriced |= {"API Gateway HTTP API requests", "Lambda requests and GB-seconds"}
     rows.append("not in the catalog (cost above is a lower bound): " + ", ".join(sorted(unpriced)))
     sections.append(("AI services", rows))

@@ -44,3 +44,12 @@ def test_monthly_volume_becomes_hourly_cost_rows_with_source_and_date() -> None:
     assert "Textract analysis pages at 20,000 documents/month" in plan.unpriced
     rendered = render(plan)
     assert "AI services" in rendered and "No price known for:" in rendered
+
+
+def test_api_is_priced_per_smallest_request_and_adds_no_hourly_rows() -> None:
+    plan = build_plan(load("document-ai"))
+    rows = dict(plan.details["sections"])["AI services"]
+    assert "  comprehend.sentiment units: 3,000; price not in the catalog" in rows
+    assert "  bedrock.converse requests (tokens per request vary): 1,000; price not in the catalog" in rows
+    # requests_per_month is the whole API's volume, so it is not multiplied into each operation.
+    assert not [c for c in plan.costs if "requests/month" in c.item]

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import jsii
-
 from aws_cdk import Duration, RemovalPolicy, Stack
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_apigatewayv2 as apigwv2
