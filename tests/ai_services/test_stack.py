@@ -11,6 +11,7 @@ import pytest
 from aws_cdk import aws_cognito as cognito
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_sns as sns
 from aws_cdk.assertions import Match, Template
 
 from mlstack.constructs.ai_services import AiServiceApi, DocumentPipeline, Guardrail
@@ -200,7 +201,8 @@ def test_constructs_work_in_a_plain_stack_without_a_blueprint() -> None:
     pool = cognito.UserPool(stack, "Pool")
     client = pool.add_client("App")
     media = s3.Bucket(stack, "Media", encryption=s3.BucketEncryption.KMS, encryption_key=key)
-    DocumentPipeline(stack, "Docs", key=key, removal_policy=cdk.RemovalPolicy.DESTROY)
+    topic = sns.Topic(stack, "Alerts")
+    DocumentPipeline(stack, "Docs", key=key, removal_policy=cdk.RemovalPolicy.DESTROY, alarm_topic=topic)
     AiServiceApi(
         stack,
         "Api",
@@ -214,6 +216,12 @@ def test_constructs_work_in_a_plain_stack_without_a_blueprint() -> None:
     )
     template = Template.from_stack(stack)
     template.resource_count_is("AWS::StepFunctions::StateMachine", 1)
+    alarms = template.find_resources("AWS::CloudWatch::Alarm")
+    assert {a["Properties"]["MetricName"] for a in alarms.values()} == {
+        "ExecutionsFailed",
+        "ApproximateNumberOfMessagesVisible",
+    }
+    assert all(len(a["Properties"]["AlarmActions"]) == 1 for a in alarms.values())
     template.has_resource_properties("AWS::ApiGatewayV2::Authorizer", {"AuthorizerType": "JWT"})
     template.has_resource_properties("AWS::ApiGatewayV2::Route", {"AuthorizationType": "JWT"})
     template.has_resource_properties(

@@ -6,6 +6,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from aws_cdk import Duration, RemovalPolicy, Stack
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as cw_actions
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
@@ -14,6 +16,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
@@ -71,11 +74,13 @@ class DocumentPipeline(Construct):
         poll_interval: Duration = Duration.seconds(10),  # noqa: B008 - immutable
         max_polls: int = 60,
         log_retention: logs.RetentionDays = logs.RetentionDays.ONE_YEAR,
+        alarm_topic: sns.ITopic | None = None,
     ) -> None:
         """`key` encrypts the bucket, table, logs; `access_logs_bucket` receives S3 server access logs (None: off).
 
         Defaults: English, no PII redaction, TABLES and FORMS, a status check every 10 s up to 60 times
-        (10 minutes), logs kept one year, everything stateful retained.
+        (10 minutes), logs kept one year, everything stateful retained. Alarms (a failed document, a message
+        in the dead-letter queue) notify `alarm_topic` when given (None: alarms without an action).
         """
         super().__init__(scope, construct_id)
         self.key = key
@@ -201,6 +206,33 @@ class DocumentPipeline(Construct):
             ],
         )
         self._acknowledge_generated()
+        self.alarms = [
+            cloudwatch.Alarm(
+                self,
+                "DocumentsFailedAlarm",
+                metric=self.state_machine.metric_failed(period=Duration.minutes(5), statistic="Sum"),
+                threshold=1,
+                evaluation_periods=1,
+                comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+                treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+                alarm_description=f"A document failed: see {FAILED_PREFIX}<name>.error.json in the documents bucket",
+            ),
+            cloudwatch.Alarm(
+                self,
+                "DeadLetterAlarm",
+                metric=self.dead_letter_queue.metric_approximate_number_of_messages_visible(
+                    period=Duration.minutes(5), statistic="Maximum"
+                ),
+                threshold=1,
+                evaluation_periods=1,
+                comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+                treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+                alarm_description="An upload event or a failure record is in the dead-letter queue: replay it",
+            ),
+        ]
+        if alarm_topic is not None:
+            for alarm in self.alarms:
+                alarm.add_alarm_action(cw_actions.SnsAction(alarm_topic))
 
     def _function(
         self,
