@@ -236,6 +236,8 @@ class AiServiceApi(Construct):
         self.access_log_group = logs.LogGroup(
             self, "AccessLogs", encryption_key=key, retention=log_retention, removal_policy=removal_policy
         )
+        # HTTP API access logs need only log-delivery permissions of the deployer ("Configuring logging for an
+        # HTTP API", API Gateway Developer Guide), not the account-wide CloudWatch role REST API stages need.
         self.stage = apigwv2.HttpStage(
             self,
             "Stage",
