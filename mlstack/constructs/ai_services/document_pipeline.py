@@ -19,9 +19,9 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
-from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
+from mlstack.constructs.ai_services.pipeline_definition import pipeline_definition
 from mlstack.constructs.nag import acknowledge, checkov_skip, nag_id
 
 HANDLER_DIR = Path(__file__).resolve().parents[3] / "runtime" / "ai_services" / "doc_pipeline"
@@ -33,10 +33,6 @@ FAILED_PREFIX = "failed/"
 WORK_PREFIX = "work/"
 """Extracted text between two steps; deleted by the last step and expired after a day if a run dies."""
 
-RETRYABLE_ERRORS = ("ServiceBusyError",)
-"""What the task handlers raise on throttling or a 5xx from Textract, Comprehend or S3 (retried with backoff)."""
-
-_LAMBDA_ERRORS = ["Lambda.ServiceException", "Lambda.AWSLambdaException", "Lambda.SdkClientException"]
 LAMBDA_CHECKOV_SKIPS = {
     "CKV_AWS_116": "invoked synchronously by Step Functions, which retries and catches; a DLQ applies to async invokes",
     "CKV_AWS_117": "calls only AWS APIs (Textract, Comprehend, S3); nothing in a VPC",
@@ -178,7 +174,18 @@ class DocumentPipeline(Construct):
         self.state_machine = sfn.StateMachine(
             self,
             "StateMachine",
-            definition_body=sfn.DefinitionBody.from_chainable(self._definition(poll_interval)),
+            definition_body=sfn.DefinitionBody.from_chainable(
+                pipeline_definition(
+                    self,
+                    start_fn=self.start_fn,
+                    check_fn=self.check_fn,
+                    entities_fn=self.entities_fn,
+                    failure_fn=self.failure_fn,
+                    table=self.table,
+                    dead_letter_queue=self.dead_letter_queue,
+                    poll_interval=poll_interval,
+                )
+            ),
             state_machine_type=sfn.StateMachineType.STANDARD,
             tracing_enabled=True,
             # ALL events, without execution data: documents may hold personal data.
@@ -316,89 +323,6 @@ class DocumentPipeline(Construct):
                 findings["AwsSolutions-IAM5[Resource::*]"] = reasons[fn] + " (AWS service authorization reference)"
             acknowledge(role, findings)
 
-    def _definition(self, poll_interval: Duration) -> sfn.IChainable:
-        document = sfn.Pass(
-            self,
-            "Document",
-            comment="Bucket, key and ETag of the uploaded object, from the S3 event",
-            parameters={
-                "bucket.$": "$.detail.bucket.name",
-                "key.$": "$.detail.object.key",
-                "etag.$": "$.detail.object.etag",
-                "execution.$": "$$.Execution.Id",
-            },
-        )
-        record_failure = self._task("RecordFailure", self.failure_fn)
-        send_to_dlq = tasks.SqsSendMessage(
-            self,
-            "SendToDeadLetterQueue",
-            queue=self.dead_letter_queue,
-            message_body=sfn.TaskInput.from_json_path_at("$"),
-            result_path=sfn.JsonPath.DISCARD,
-        )
-        failed = sfn.Fail(self, "DocumentFailed", cause="see failed/<key>.error.json", error="DocumentFailed")
-        index_failure = tasks.DynamoPutItem(
-            self,
-            "IndexFailure",
-            table=self.table,
-            item={
-                "document": tasks.DynamoAttributeValue.from_string(sfn.JsonPath.string_at("$.key")),
-                "status": tasks.DynamoAttributeValue.from_string("FAILED"),
-                "reason_key": tasks.DynamoAttributeValue.from_string(sfn.JsonPath.string_at("$.reason_key")),
-                "execution": tasks.DynamoAttributeValue.from_string(sfn.JsonPath.string_at("$.execution")),
-            },
-            result_path=sfn.JsonPath.DISCARD,
-        )
-        _retry(index_failure, ["DynamoDB.InternalServerErrorException", "DynamoDB.RequestLimitExceededException"])
-        record_failure.add_catch(send_to_dlq, errors=["States.ALL"], result_path="$.failure_error")
-        index_failure.add_catch(send_to_dlq, errors=["States.ALL"], result_path="$.failure_error")
-        send_to_dlq.next(failed)
-        failure_path = record_failure.next(index_failure).next(failed)
-
-        start = self._task("StartAnalysis", self.start_fn)
-        wait = sfn.Wait(self, "WaitForTextract", time=sfn.WaitTime.duration(poll_interval))
-        check = self._task("CheckAnalysis", self.check_fn)
-        entities = self._task("ExtractEntities", self.entities_fn)
-        index = tasks.DynamoPutItem(
-            self,
-            "IndexResult",
-            table=self.table,
-            item={
-                "document": tasks.DynamoAttributeValue.from_string(sfn.JsonPath.string_at("$.key")),
-                "status": tasks.DynamoAttributeValue.from_string("SUCCEEDED"),
-                "result_key": tasks.DynamoAttributeValue.from_string(sfn.JsonPath.string_at("$.result_key")),
-                "pages": tasks.DynamoAttributeValue.number_from_string(
-                    sfn.JsonPath.format("{}", sfn.JsonPath.string_at("$.pages"))
-                ),
-                "entities": tasks.DynamoAttributeValue.number_from_string(
-                    sfn.JsonPath.format("{}", sfn.JsonPath.string_at("$.entity_count"))
-                ),
-                "execution": tasks.DynamoAttributeValue.from_string(sfn.JsonPath.string_at("$.execution")),
-            },
-            result_path=sfn.JsonPath.DISCARD,
-        )
-        _retry(index, ["DynamoDB.InternalServerErrorException", "DynamoDB.RequestLimitExceededException"])
-        for step in (start, check, entities, index):
-            step.add_catch(failure_path, errors=["States.ALL"], result_path="$.error")
-        done = sfn.Succeed(self, "Indexed")
-        finished = (
-            sfn.Choice(self, "TextractDone?")
-            .when(sfn.Condition.string_equals("$.status", "IN_PROGRESS"), wait)
-            .otherwise(entities.next(index).next(done))
-        )
-        return document.next(start).next(wait).next(check).next(finished)
-
-    def _task(self, construct_id: str, function: lambda_.IFunction) -> tasks.LambdaInvoke:
-        task = tasks.LambdaInvoke(
-            self,
-            construct_id,
-            lambda_function=function,
-            payload_response_only=True,
-            retry_on_service_exceptions=False,
-        )
-        _retry(task, [*_LAMBDA_ERRORS, *RETRYABLE_ERRORS])
-        return task
-
     def _acknowledge_generated(self) -> None:
         role = self.state_machine.role
         stack = Stack.of(self)
@@ -418,14 +342,3 @@ class DocumentPipeline(Construct):
 
 def _allow(function: lambda_.Function, actions: list[str], resources: list[str]) -> None:
     function.add_to_role_policy(iam.PolicyStatement(actions=actions, resources=resources))
-
-
-def _retry(task: sfn.TaskStateBase, errors: list[str]) -> None:
-    """Exponential backoff with jitter: 2, 4, 8, 16, 32 s (5 attempts), then the catch."""
-    task.add_retry(
-        errors=errors,
-        interval=Duration.seconds(2),
-        max_attempts=5,
-        backoff_rate=2,
-        jitter_strategy=sfn.JitterType.FULL,
-    )
