@@ -12,6 +12,7 @@ from mlstack.stacks.base import MlStack
 from mlstack.stacks.network import NetworkStack
 
 if TYPE_CHECKING:
+    from mlstack.stacks.ai_services import AiServicesStack
     from mlstack.stacks.inference import InferenceStack
     from mlstack.stacks.mlops import MlopsStack
     from mlstack.stacks.training import TrainingClusterStack
@@ -26,10 +27,12 @@ class BuiltBlueprint:
     training: TrainingClusterStack | None = None
     inference: InferenceStack | None = None
     mlops: MlopsStack | None = None
+    ai_services: AiServicesStack | None = None
 
     @property
     def stacks(self) -> list[MlStack]:
-        return [s for s in (self.network, self.training, self.inference, self.mlops) if s is not None]
+        layers = (self.network, self.training, self.inference, self.mlops, self.ai_services)
+        return [s for s in layers if s is not None]
 
 
 def build(scope: Construct, config: BlueprintConfig) -> BuiltBlueprint:
@@ -48,4 +51,16 @@ def build(scope: Construct, config: BlueprintConfig) -> BuiltBlueprint:
         from mlstack.stacks.mlops import MlopsStack
 
         mlops = MlopsStack(scope, "MlopsStack", blueprint=config, network=network)
-    return BuiltBlueprint(config=config, network=network, training=training, inference=inference, mlops=mlops)
+    ai_services = None
+    if config.ai_services is not None:
+        from mlstack.stacks.ai_services import AiServicesStack
+
+        ai_services = AiServicesStack(scope, "AiServicesStack", blueprint=config, network=network)
+    return BuiltBlueprint(
+        config=config,
+        network=network,
+        training=training,
+        inference=inference,
+        mlops=mlops,
+        ai_services=ai_services,
+    )

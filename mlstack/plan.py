@@ -149,6 +149,10 @@ def build_plan(config: BlueprintConfig) -> Plan:
         from mlstack.stacks.mlops_plan import plan_mlops
 
         plan_mlops(config, plan)
+    if config.ai_services is not None:
+        from mlstack.stacks.ai_services_plan import plan_ai_services
+
+        plan_ai_services(config, plan)
     return plan
 
 

@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from mlstack.config.ai_services import AiServicesConfig
 from mlstack.config.base import StrictModel
 from mlstack.config.inference import InferenceConfig
 from mlstack.config.mlops import MlopsConfig
@@ -60,6 +61,8 @@ class BlueprintConfig(StrictModel):
     """A training cluster (TrainingClusterStack); omit for none."""
     inference: InferenceConfig | None = None
     """Model endpoints (InferenceStack); omit for none."""
+    ai_services: AiServicesConfig | None = None
+    """Managed AI service API and document pipeline (AiServicesStack); omit for none."""
     mlops: MlopsConfig | None = None
     """SageMaker pipeline, model registry, approval-to-deploy and monitoring (MlopsStack); omit for none."""
 
@@ -124,6 +127,15 @@ class BlueprintConfig(StrictModel):
                 raise ValueError(problems[0])
         return self
 
+    @model_validator(mode="after")
+    def _ai_services_region(self) -> BlueprintConfig:
+        # Cross-section rule of the AI services layer (each service used is offered in env.region).
+        if self.ai_services is not None:
+            problems = self.ai_services.check_region(self.env.region)
+            if problems:
+                raise ValueError(problems[0])
+        return self
+
     @property
     def stack_ids(self) -> list[str]:
         """The stacks this blueprint deploys, in order (stable construct IDs; `blueprint.build` creates them)."""
@@ -134,6 +146,8 @@ class BlueprintConfig(StrictModel):
             ids.append("InferenceStack")
         if self.mlops is not None:
             ids.append("MlopsStack")
+        if self.ai_services is not None:
+            ids.append("AiServicesStack")
         return ids
 
     @property

@@ -42,6 +42,18 @@ PINNED_LOGICAL_IDS: dict[str, dict[str, str]] = {
         "ApprovalDeployLogGroupE2AEB061": "AWS::Logs::LogGroup",
         "StudioDomain20F5E462": "AWS::SageMaker::Domain",
     },
+    "AiServicesStack": {
+        "AccessLogs8B620ECA": "AWS::S3::Bucket",
+        "DocumentPipelineBucket26175D8C": "AWS::S3::Bucket",
+        "DocumentPipelineIndex6F4BD2D5": "AWS::DynamoDB::Table",
+        "DocumentPipelineStartAnalysisLogsC7A40224": "AWS::Logs::LogGroup",
+        "DocumentPipelineCheckAnalysisLogsD5884336": "AWS::Logs::LogGroup",
+        "DocumentPipelineExtractEntitiesLogsE8EC7F1E": "AWS::Logs::LogGroup",
+        "DocumentPipelineRecordFailureLogs1025FC29": "AWS::Logs::LogGroup",
+        "DocumentPipelineStateMachineLogsBE973400": "AWS::Logs::LogGroup",
+        "ApiFunctionLogs4B382957": "AWS::Logs::LogGroup",
+        "ApiAccessLogs50B185DB": "AWS::Logs::LogGroup",
+    },
     "TrainingClusterStack": {
         "FsxFileSystem7053E557": "AWS::FSx::FileSystem",
         # EKS control-plane logs (/aws/eks/<cluster>/cluster), created before the cluster so the stack owns them.

@@ -5,10 +5,9 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import jsii
-from aws_cdk import Acknowledgment, ArnFormat, Aws, Duration, Stack, Validations
+from aws_cdk import ArnFormat, Aws, Duration, Stack
 from aws_cdk import aws_applicationautoscaling as appscaling
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_ec2 as ec2
@@ -29,6 +28,8 @@ from mlstack.config.inference import (
     ServerlessEndpointConfig,
     VariantConfig,
 )
+from mlstack.constructs.nag import acknowledge as _acknowledge
+from mlstack.constructs.nag import nag_id as _nag
 from mlstack.constructs.scanners import skip_checkov
 
 EndpointSpec = RealtimeEndpointConfig | ServerlessEndpointConfig | AsyncEndpointConfig
@@ -639,27 +640,3 @@ class ModelEndpoint(Construct):
             statistic="Average",
             period=_ONE_MINUTE,
         )
-
-
-def _acknowledge(scope: Construct, reasons: Mapping[str, str]) -> None:
-    for rule_id, reason in reasons.items():
-        Validations.of(scope).acknowledge(Acknowledgment(id=rule_id, reason=reason))
-
-
-def _nag(stack: Stack, value: str) -> str:
-    """How cdk-nag writes a resource in a granular finding id (`<Logical.Arn>/x/*`, `arn:<AWS::Partition>:...`)."""
-    return _render(stack.resolve(value))
-
-
-def _render(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    if isinstance(value, dict) and len(value) == 1:
-        ((fn, arg),) = value.items()
-        if fn == "Ref":
-            return f"<{arg}>"
-        if fn == "Fn::GetAtt":
-            return f"<{arg[0]}.{arg[1]}>"
-        if fn == "Fn::Join":
-            return str(arg[0]).join(_render(part) for part in arg[1])
-    raise ValueError(f"cannot render {value!r} as a cdk-nag finding id")

@@ -1,0 +1,146 @@
+"""`AiServicesStack`: the blueprint's AI service API and document pipeline; `plan_ai_services` for `mlstack plan`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_cdk import CfnOutput, Duration
+from aws_cdk import aws_cognito as cognito
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+from mlstack.config import BlueprintConfig
+from mlstack.constructs.ai_services import AiServiceApi, DocumentPipeline, Guardrail
+from mlstack.constructs.ai_services.api import MEDIA_PREFIX
+from mlstack.constructs.ai_services.document_pipeline import INPUT_PREFIX
+from mlstack.constructs.nag import acknowledge, checkov_skip
+from mlstack.stacks.ai_services_plan import plan_ai_services
+from mlstack.stacks.base import MlStack
+from mlstack.stacks.network import NetworkStack
+
+__all__ = ["AiServicesStack", "plan_ai_services"]
+
+_NONCURRENT = s3.LifecycleRule(
+    id="ExpireOldVersions",
+    noncurrent_version_expiration=Duration.days(90),
+    abort_incomplete_multipart_upload_after=Duration.days(7),
+)
+
+
+class AiServicesStack(MlStack):
+    """Managed AI services behind least-privilege roles, encrypted with the NetworkStack's project key.
+
+    Creates (retained unless `removal: destroy`): an access-log bucket; with `document_pipeline`, a
+    `DocumentPipeline` (documents bucket, index table, dead-letter queue, state machine); with `api`, an
+    `AiServiceApi` and, when Transcribe is one of its operations, a media bucket. Nothing here runs in the VPC.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        blueprint: BlueprintConfig,
+        network: NetworkStack,
+        **kwargs: Any,
+    ) -> None:
+        config = blueprint.ai_services
+        if config is None:
+            raise ValueError("AiServicesStack needs a blueprint with an `ai_services:` section")
+        super().__init__(
+            scope,
+            construct_id,
+            blueprint=blueprint,
+            description=f"mlstack {blueprint.name}: AI services ({', '.join(config.services)})",
+            **kwargs,
+        )
+        self.add_stack_dependency(network)
+        key = network.key
+        self.access_logs = s3.Bucket(
+            self,
+            "AccessLogs",
+            # S3 server access logging delivers only to SSE-S3 buckets.
+            encryption=s3.BucketEncryption.S3_MANAGED,
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            enforce_ssl=True,
+            versioned=True,
+            removal_policy=self.removal_policy,
+            lifecycle_rules=[_NONCURRENT],
+        )
+        acknowledge(
+            self.access_logs, {"AwsSolutions-S1": "this is the access-log target bucket; logging it would recurse"}
+        )
+        checkov_skip(
+            self.access_logs.node.default_child,  # type: ignore[arg-type]
+            {"CKV_AWS_18": "this is the access-log target bucket; logging it would recurse"},
+        )
+        self.pipeline: DocumentPipeline | None = None
+        if config.document_pipeline is not None:
+            spec = config.document_pipeline
+            self.pipeline = DocumentPipeline(
+                self,
+                "DocumentPipeline",
+                key=key,
+                removal_policy=self.removal_policy,
+                access_logs_bucket=self.access_logs,
+                language=spec.language,
+                pii_redaction=spec.pii_redaction,
+                textract_features=spec.textract_features,
+                poll_interval=Duration.seconds(spec.poll_seconds),
+                max_polls=spec.max_polls,
+                log_retention=logs.RetentionDays.ONE_YEAR,
+            )
+            CfnOutput(
+                self, "UploadTo", value=f"s3://{self.pipeline.bucket.bucket_name}/{INPUT_PREFIX}", description="upload"
+            )
+            CfnOutput(self, "IndexTable", value=self.pipeline.table.table_name)
+        self.media_bucket: s3.Bucket | None = None
+        self.api: AiServiceApi | None = None
+        if config.api is not None:
+            api = config.api
+            if "transcribe.start" in api.operations:
+                self.media_bucket = s3.Bucket(
+                    self,
+                    "MediaBucket",
+                    encryption=s3.BucketEncryption.KMS,
+                    encryption_key=key,
+                    bucket_key_enabled=True,
+                    block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+                    enforce_ssl=True,
+                    versioned=True,
+                    server_access_logs_bucket=self.access_logs,
+                    server_access_logs_prefix="media/",
+                    removal_policy=self.removal_policy,
+                    lifecycle_rules=[_NONCURRENT],
+                )
+                CfnOutput(self, "MediaUploadTo", value=f"s3://{self.media_bucket.bucket_name}/{MEDIA_PREFIX}")
+            user_pool = clients = None
+            if api.cognito_user_pool_id is not None:
+                user_pool = cognito.UserPool.from_user_pool_id(self, "UserPool", api.cognito_user_pool_id)
+                clients = [
+                    cognito.UserPoolClient.from_user_pool_client_id(self, f"Client{i}", client)
+                    for i, client in enumerate(api.cognito_client_ids)
+                ]
+            bedrock = api.bedrock
+            guardrail = bedrock.guardrail if bedrock else None
+            self.api = AiServiceApi(
+                self,
+                "Api",
+                operations=api.operations,
+                key=key,
+                removal_policy=self.removal_policy,
+                user_pool=user_pool,
+                user_pool_clients=clients or (),
+                language=api.language,
+                bedrock_model_ids=bedrock.model_ids if bedrock else (),
+                guardrail=Guardrail(guardrail.id, guardrail.version or "") if guardrail else None,
+                max_tokens=bedrock.max_tokens if bedrock else 1024,
+                media_bucket=self.media_bucket,
+                throttle_rate_limit=api.throttle.rate_limit,
+                throttle_burst_limit=api.throttle.burst_limit,
+                timeout=Duration.seconds(api.timeout_seconds),
+                memory_size=api.memory_mb,
+                log_retention=logs.RetentionDays.ONE_YEAR,
+            )
+            CfnOutput(self, "ApiUrl", value=self.api.url)
