@@ -12,6 +12,7 @@ from mlstack.stacks.base import MlStack
 from mlstack.stacks.network import NetworkStack
 
 if TYPE_CHECKING:
+    from mlstack.stacks.data import DataStack
     from mlstack.stacks.inference import InferenceStack
     from mlstack.stacks.training import TrainingClusterStack
 
@@ -24,22 +25,26 @@ class BuiltBlueprint:
     network: NetworkStack
     training: TrainingClusterStack | None = None
     inference: InferenceStack | None = None
+    data: DataStack | None = None
 
     @property
     def stacks(self) -> list[MlStack]:
-        return [s for s in (self.network, self.training, self.inference) if s is not None]
+        return [s for s in (self.network, self.data, self.training, self.inference) if s is not None]
 
 
 def build(scope: Construct, config: BlueprintConfig) -> BuiltBlueprint:
     """Add the blueprint's stacks to `scope` (the ones `config.stack_ids` names; construct IDs are a contract)."""
     network = NetworkStack(scope, "NetworkStack", blueprint=config)
-    training = inference = None
+    training = inference = data = None
     if config.training is not None:
         from mlstack.stacks.training import TrainingClusterStack
 
         training = TrainingClusterStack(scope, "TrainingClusterStack", blueprint=config, network=network)
     if config.inference is not None:
+        from mlstack.stacks.data import DataStack
         from mlstack.stacks.inference import InferenceStack
 
-        inference = InferenceStack(scope, "InferenceStack", blueprint=config, network=network)
-    return BuiltBlueprint(config=config, network=network, training=training, inference=inference)
+        # The model bucket and image repository deploy first: they must be filled before a model can exist.
+        data = DataStack(scope, "DataStack", blueprint=config, network=network)
+        inference = InferenceStack(scope, "InferenceStack", blueprint=config, network=network, data=data)
+    return BuiltBlueprint(config=config, network=network, training=training, inference=inference, data=data)

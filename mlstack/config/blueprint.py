@@ -109,7 +109,7 @@ class BlueprintConfig(StrictModel):
         if self.training is not None:
             ids.append("TrainingClusterStack")
         if self.inference is not None:
-            ids.append("InferenceStack")
+            ids += ["DataStack", "InferenceStack"]
         return ids
 
     @property
