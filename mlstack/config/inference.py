@@ -377,6 +377,10 @@ class AsyncScalingConfig(_ScalingBase):
     target_backlog_per_instance: float = Field(default=5, gt=0)
     scale_in_cooldown_seconds: int = Field(default=600, ge=0, le=3600)
     scale_out_cooldown_seconds: int = Field(default=120, ge=0, le=3600)
+    cold_start_seconds: int = Field(default=300, ge=30, le=3600)
+    """Time from a scale-out to the first answer (instance launch, image pull, model load): measure it. The
+    scale-out-from-zero policy waits at least this long before adding another instance (an earlier step would
+    see the same empty fleet and add instances the first one was about to serve), and the plan bills it."""
 
     @property
     def scales_to_zero(self) -> bool:

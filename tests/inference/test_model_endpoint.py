@@ -122,7 +122,8 @@ def stages(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Built]:
     second blueprint whose artifact sits in an existing bucket. Both are built before the one synth."""
     app = cdk.App(outdir=str(tmp_path_factory.mktemp("inference")), context={**cdk_json_context(), **TEST_CONTEXT})
     result = blueprint.build(
-        cdk.Stage(app, "unit"), _config("unit", invoke_api={"endpoint": "tiny", "callers": [_CALLER]})
+        cdk.Stage(app, "unit"),
+        _config("unit", invoke_api={"endpoint": "tiny", "callers": [_CALLER]}, alarm_emails=["oncall@example.com"]),
     )
     stack = result.inference
     assert stack is not None
@@ -140,6 +141,8 @@ def stages(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Built]:
             "existing_bucket": "team-models",
             "existing_bucket_key_arn": _EXISTING_KEY,
         },
+        "network_isolation": False,
+        "environment": {"HF_MODEL_ID": "org/model"},
     }
     existing_config = BlueprintConfig.model_validate(
         {
@@ -252,6 +255,62 @@ def test_alarms_on_latency_and_5xx_per_variant(built: Built) -> None:
     latency = next(a for a in gpu if a["MetricName"] == "ModelLatency")
     assert latency["ExtendedStatistic"] == "p99"
     assert latency["Threshold"] == 1000 * 1000  # default 1000 ms, in microseconds
+
+
+def test_every_alarm_notifies_the_stacks_encrypted_alarm_topic(built: Built) -> None:
+    alarms = built.resources("AWS::CloudWatch::Alarm")
+    (topic_id,) = [k for k in built.resources("AWS::SNS::Topic") if k.startswith("AlarmTopic")]
+    # Every alarm has an action: the topic, or (the scale-out-from-zero step alarm) its scaling policy.
+    assert alarms and all(a["Properties"]["AlarmActions"] for a in alarms.values())
+    watched = [a for k, a in alarms.items() if "ScaleOutFromZero" not in k]
+    assert len(watched) == 4 * 2 + 1 * 2 + 5 + 2  # variants x 2, serverless x 2, async x 7
+    assert all(a["Properties"]["AlarmActions"] == [{"Ref": topic_id}] for a in watched)
+    topic = built.json["Resources"][topic_id]["Properties"]
+    assert "KmsMasterKeyId" in topic
+    (subscription,) = built.resources("AWS::SNS::Subscription").values()
+    assert (subscription["Properties"]["Protocol"], subscription["Properties"]["Endpoint"]) == (
+        "email",
+        "oncall@example.com",
+    )
+    (policy,) = [
+        p for p in built.resources("AWS::SNS::TopicPolicy").values() if {"Ref": topic_id} in p["Properties"]["Topics"]
+    ]
+    (publish,) = [s for s in policy["Properties"]["PolicyDocument"]["Statement"] if s["Effect"] == "Allow"]
+    assert publish["Principal"] == {"Service": "cloudwatch.amazonaws.com"}
+    assert publish["Condition"]["StringEquals"] == {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}
+
+
+def test_async_endpoints_alarm_on_failures_queue_age_and_a_lasting_backlog_without_capacity(built: Built) -> None:
+    alarms = [a["Properties"] for a in built.resources("AWS::CloudWatch::Alarm").values()]
+    batch = {a["MetricName"]: a for a in alarms if a.get("AlarmDescription", "").startswith("batch")}
+    assert set(batch) == {
+        "ModelLatency",
+        "Invocation5XXErrors",
+        "InvocationFailures",
+        "ResponseUploadFailures",
+        "NotificationFailures",
+        "ApproximateAgeOfOldestRequest",
+        "HasBacklogWithoutCapacity",
+    }
+    assert batch["ApproximateAgeOfOldestRequest"]["Threshold"] == 3600  # 60 minutes, in seconds
+    lasting = batch["HasBacklogWithoutCapacity"]
+    assert (lasting["EvaluationPeriods"], lasting["DatapointsToAlarm"], lasting["Statistic"]) == (20, 20, "Maximum")
+    assert [d["Name"] for d in lasting["Dimensions"]] == ["EndpointName"]
+    assert [d["Name"] for d in batch["ResponseUploadFailures"]["Dimensions"]] == ["EndpointName", "VariantName"]
+
+
+def test_execution_roles_trust_sagemaker_only_for_this_account(built: Built) -> None:
+    roles = [r for k, r in built.resources("AWS::IAM::Role").items() if "ExecutionRole" in k]
+    assert len(roles) == 5
+    for role in roles:
+        (statement,) = role["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+        assert statement["Principal"] == {"Service": "sagemaker.amazonaws.com"}
+        assert statement["Condition"] == {"StringEquals": {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}}
+
+
+def test_network_isolation_is_a_setting(stages: dict[str, Built]) -> None:
+    (model,) = stages["existing"].resources("AWS::SageMaker::Model").values()
+    assert model["Properties"]["EnableNetworkIsolation"] is False
 
 
 # ----- real-time
@@ -442,6 +501,9 @@ def test_async_scales_to_zero_on_backlog_and_out_of_zero_with_a_step_policy(buil
     assert step["StepScalingPolicyConfiguration"]["StepAdjustments"] == [
         {"MetricIntervalLowerBound": 0, "ScalingAdjustment": 1}
     ]
+    # No second step before the first instance can answer: the cooldown is the 300 s default cold start, not
+    # the 120 s scale-out cooldown.
+    assert step["StepScalingPolicyConfiguration"]["Cooldown"] == 300
     alarm = built.one("AWS::CloudWatch::Alarm", "BatchScalingScaleOutFromZero")["Properties"]
     assert alarm["MetricName"] == "HasBacklogWithoutCapacity"
     (action,) = alarm["AlarmActions"]

@@ -571,7 +571,8 @@ class ModelEndpoint(Construct):
                     appscaling.ScalingInterval(lower=0.5, change=1),
                 ],
                 adjustment_type=appscaling.AdjustmentType.CHANGE_IN_CAPACITY,
-                cooldown=Duration.seconds(scaling.scale_out_cooldown_seconds),
+                # No shorter than a cold start: until the first instance answers, the backlog still has no capacity.
+                cooldown=Duration.seconds(max(scaling.scale_out_cooldown_seconds, scaling.cold_start_seconds)),
                 evaluation_periods=1,
                 metric_aggregation_type=appscaling.MetricAggregationType.MAXIMUM,
             )
