@@ -12,7 +12,7 @@ from aws_cdk import aws_sns_subscriptions as subscriptions
 from constructs import Construct
 
 from mlstack.config import BlueprintConfig
-from mlstack.config.inference import PAYLOAD_LIMIT_BYTES, InferenceConfig
+from mlstack.config.inference import PAYLOAD_LIMIT_BYTES, EcrImage, InferenceConfig
 from mlstack.constructs.inference import InvokeApi, ModelEndpoint, ServingImage
 from mlstack.stacks.base import MlStack
 from mlstack.stacks.data import DataStack, access_log_bucket, kms_bucket
@@ -63,8 +63,8 @@ class InferenceStack(MlStack):
 
         self.alarm_topic = self._alarm_topic(network, config.alarm_emails)
         image = (
-            ServingImage.from_repository(data.repository, config.model.image.tag)
-            if data.repository is not None
+            ServingImage.from_repository(data.repository, config.model.image)
+            if data.repository is not None and isinstance(config.model.image, EcrImage)
             else ServingImage.from_config(config.model.image)
         )
         self.endpoints: dict[str, ModelEndpoint] = {}

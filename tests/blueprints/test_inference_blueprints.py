@@ -171,8 +171,15 @@ def test_intel_amx_serves_the_users_ecr_image_without_nat(session: Session, name
     assert get_instance("ml.c7i.8xlarge").intel_amx
     (model,) = _props(session, name, "AWS::SageMaker::Model")
     image = json.dumps(model["PrimaryContainer"]["Image"])
-    # The DataStack's repository (created, then pushed to, before the endpoint stack deploys).
-    assert '"StackName": "inference-intel-amx-DataStack"' in image and image.endswith(':2025.3"]]}')
+    assert '{"Ref": "AWS::AccountId"}' in image and "openvino-model-server-sagemaker:2025.3" in image
+    # The DataStack's repository (created, then pushed to, before the endpoint stack deploys) is the one pulled.
+    pulls = [
+        s
+        for p in _props(session, name, "AWS::IAM::Policy")
+        for s in p["PolicyDocument"]["Statement"]
+        if "ecr:BatchGetImage" in s["Action"]
+    ]
+    assert '"StackName": "inference-intel-amx-DataStack"' in json.dumps(pulls)
     data = session.blueprints[name].templates["DataStack"]["Resources"]
     (repository,) = [r["Properties"] for r in data.values() if r["Type"] == "AWS::ECR::Repository"]
     assert repository["RepositoryName"] == "openvino-model-server-sagemaker"

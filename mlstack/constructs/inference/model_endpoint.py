@@ -60,9 +60,10 @@ class ServingImage:
         )
 
     @classmethod
-    def from_repository(cls, repository: ecr.IRepository, tag: str) -> ServingImage:
-        """An image in a repository this app manages (the DataStack's), so the reference orders the stacks."""
-        return cls(uri=repository.repository_uri_for_tag(tag), repository_arn=repository.repository_arn)
+    def from_repository(cls, repository: ecr.IRepository, image: EcrImage) -> ServingImage:
+        """An image in a repository this app manages (the DataStack's): the pull grant references it, so the
+        stacks are ordered; the URI is built from the fixed name (CloudFormation cannot Fn::Split an output)."""
+        return cls(uri=cls.from_config(image).uri, repository_arn=repository.repository_arn)
 
     def grant_pull(self, grantee: iam.IGrantable) -> iam.Grant:
         token = iam.Grant.add_to_principal(grantee=grantee, actions=["ecr:GetAuthorizationToken"], resource_arns=["*"])
