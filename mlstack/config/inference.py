@@ -221,12 +221,25 @@ class VariantConfig(StrictModel):
     inference_ami_version: InferenceAmiVersion | None = None
     """Host AMI. Default: the Neuron AMI for inf1/inf2/trn hosts, SageMaker's default otherwise."""
     autoscaling: RealtimeScalingConfig | None = None
+    startup_timeout_seconds: int | None = Field(default=None, ge=60, le=3600)
+    """ContainerStartupHealthCheckTimeoutInSeconds: how long SageMaker waits for the container's /ping. Default:
+    sized from the model (600 s and up for a model of 1 GiB or more; SageMaker's default otherwise)."""
+    download_timeout_seconds: int | None = Field(default=None, ge=60, le=3600)
+    """ModelDataDownloadTimeoutInSeconds: how long the artifact download may take. Default: as above."""
+    volume_size_gb: int | None = Field(default=None, ge=1, le=512)
+    """VolumeSizeInGB of the host's EBS volume (archive + unpacked weights). Only for hosts without local NVMe
+    (SageMaker rejects it there). Default: 2.5x the weights + 10 GB for a model of 1 GiB or more."""
 
     _hosting_type = field_validator("instance_type")(_check_hosting_type)
 
     @model_validator(mode="after")
     def _ami_fits_the_host(self) -> VariantConfig:
         _check_ami(self.instance_type, self.inference_ami_version)
+        if self.volume_size_gb is not None and self.has_local_nvme:
+            raise ValueError(
+                f"volume_size_gb: {self.instance_type} has local NVMe storage, for which SageMaker rejects "
+                "VolumeSizeInGB; remove volume_size_gb or pick a type without local storage"
+            )
         return self
 
     @property
@@ -402,6 +415,15 @@ class AsyncEndpointConfig(_EndpointBase):
     """SNS success and error topics (KMS-encrypted, TLS-only publish)."""
     max_concurrent_invocations_per_instance: int | None = Field(default=None, ge=1, le=1000)
     autoscaling: AsyncScalingConfig | None = None
+    startup_timeout_seconds: int | None = Field(default=None, ge=60, le=3600)
+    """ContainerStartupHealthCheckTimeoutInSeconds: how long SageMaker waits for the container's /ping. Default:
+    sized from the model (600 s and up for a model of 1 GiB or more; SageMaker's default otherwise)."""
+    download_timeout_seconds: int | None = Field(default=None, ge=60, le=3600)
+    """ModelDataDownloadTimeoutInSeconds: how long the artifact download may take. Default: as above."""
+    volume_size_gb: int | None = Field(default=None, ge=1, le=512)
+    """VolumeSizeInGB of the host's EBS volume (archive + unpacked weights). Only for hosts without local NVMe
+    (SageMaker rejects it there). Default: 2.5x the weights + 10 GB for a model of 1 GiB or more."""
+
     data_capture: DataCaptureConfig | None = None
 
     _hosting_type = field_validator("instance_type")(_check_hosting_type)
@@ -435,6 +457,9 @@ class AsyncEndpointConfig(_EndpointBase):
             instance_type=self.instance_type,
             instance_count=self.instance_count,
             inference_ami_version=self.inference_ami_version,
+            startup_timeout_seconds=self.startup_timeout_seconds,
+            download_timeout_seconds=self.download_timeout_seconds,
+            volume_size_gb=self.volume_size_gb,
         )
 
     @property

@@ -12,7 +12,9 @@ Kept apart from `inference.py` (the schema): these are the cross-field checks th
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from mlstack.catalog import get_instance
 from mlstack.catalog.memory import GIB, precision_bytes
@@ -80,3 +82,35 @@ def neuron_options_problem(environment: Mapping[str, str], precision: str, insta
     if dtype is not None and expected is not None and dtype.lower() != expected:
         return f"OPTION_DTYPE={dtype!r} does not match model.precision {precision}; set OPTION_DTYPE: {expected}"
     return None
+
+
+@dataclass(frozen=True)
+class StartupLimits:
+    """Per-variant start-up settings of a ProductionVariant; None leaves SageMaker's default."""
+
+    startup_timeout_seconds: int | None
+    download_timeout_seconds: int | None
+    volume_size_gb: int | None
+
+
+def startup_limits(
+    weights: float,
+    instance_type: str,
+    *,
+    startup_timeout_seconds: int | None = None,
+    download_timeout_seconds: int | None = None,
+    volume_size_gb: int | None = None,
+) -> StartupLimits:
+    """The blueprint's values, or defaults sized from the weights for a model of 1 GiB or more: an LLM needs
+    minutes to download, unpack and load (about 40 s per GiB on the slow side; at least 600 s, at most SageMaker's
+    3600 s), and an EBS volume for the archive plus the unpacked weights (2.5x + 10 GB, at least 30 GB) where the
+    host has no local NVMe (SageMaker rejects VolumeSizeInGB on NVMe hosts)."""
+    large = weights >= 1.0
+    timeout = min(3600, max(600, math.ceil(weights * 40))) if large else None
+    nvme = get_instance(instance_type).has_local_nvme
+    volume = min(512, max(30, math.ceil(weights * 2.5) + 10)) if large and not nvme else None
+    return StartupLimits(
+        startup_timeout_seconds=startup_timeout_seconds or timeout,
+        download_timeout_seconds=download_timeout_seconds or timeout,
+        volume_size_gb=volume_size_gb or volume,
+    )

@@ -13,6 +13,7 @@ from constructs import Construct
 
 from mlstack.config import BlueprintConfig
 from mlstack.config.inference import PAYLOAD_LIMIT_BYTES, EcrImage, InferenceConfig
+from mlstack.config.inference_fit import weights_gib
 from mlstack.constructs.inference import InvokeApi, ModelEndpoint, ServingImage
 from mlstack.stacks.base import MlStack
 from mlstack.stacks.data import DataStack, access_log_bucket, kms_bucket
@@ -83,6 +84,7 @@ class InferenceStack(MlStack):
                 environment=config.model.environment,
                 alarm_topic=self.alarm_topic,
                 network_isolation=config.model.network_isolation,
+                weights_gib=weights_gib(config.model.parameters_billion, config.model.precision),
             )
             self.endpoints[spec.name] = endpoint
             CfnOutput(self, f"{spec.construct_id}EndpointName", value=endpoint.endpoint_name)

@@ -189,6 +189,15 @@ def test_intel_amx_serves_the_users_ecr_image_without_nat(session: Session, name
     assert ".ecr.dkr" in endpoints and ".s3" in endpoints
 
 
+@pytest.mark.parametrize("name", _only("inference-inferentia2"))
+def test_an_llm_variant_gets_minutes_to_start_and_a_volume_for_its_weights(session: Session, name: str) -> None:
+    (config,) = _props(session, name, "AWS::SageMaker::EndpointConfig")
+    (variant,) = config["ProductionVariants"]
+    assert variant["ContainerStartupHealthCheckTimeoutInSeconds"] == 600
+    assert variant["ModelDataDownloadTimeoutInSeconds"] == 600
+    assert variant["VolumeSizeInGB"] == 48  # inf2 has no local NVMe: 2.5 x 15 GiB + 10
+
+
 @pytest.mark.parametrize("name", _only("inference-graviton"))
 def test_graviton_runs_the_arm64_container_on_c7g(session: Session, name: str) -> None:
     (config,) = _props(session, name, "AWS::SageMaker::EndpointConfig")

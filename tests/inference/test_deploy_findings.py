@@ -118,3 +118,30 @@ def test_hosting_prices_are_dated_ml_rates_and_never_ec2_rates() -> None:
     assert hosting_price("ml.inf2.8xlarge", "us-east-1") is None  # unconfirmed: left missing, never guessed
     with pytest.raises(ValueError, match="not a SageMaker instance type"):
         hosting_price("g5.2xlarge", "us-east-1")
+
+
+# ----- start-up limits
+
+
+def test_a_volume_size_on_a_local_nvme_host_is_rejected(tmp_path: Path) -> None:
+    endpoint = {**REALTIME, "variants": [{"instance_type": "ml.g5.2xlarge", "volume_size_gb": 100}]}
+    assert "ml.g5.2xlarge has local NVMe storage, for which SageMaker rejects VolumeSizeInGB" in _problem(
+        tmp_path, [endpoint]
+    )
+
+
+def test_start_up_limits_are_sized_from_the_weights() -> None:
+    from mlstack.config.inference_fit import startup_limits
+
+    # 8B at bf16 (~15 GiB): minutes, not SageMaker's short defaults; a volume only without local NVMe.
+    assert startup_limits(14.96, "ml.inf2.8xlarge").__dict__ == {
+        "startup_timeout_seconds": 600,
+        "download_timeout_seconds": 600,
+        "volume_size_gb": 48,
+    }
+    assert startup_limits(14.96, "ml.g5.2xlarge").volume_size_gb is None
+    assert startup_limits(140.0, "ml.g5.2xlarge").startup_timeout_seconds == 3600  # SageMaker's maximum
+    assert startup_limits(0.4, "ml.c7g.xlarge").__dict__ == dict.fromkeys(
+        ("startup_timeout_seconds", "download_timeout_seconds", "volume_size_gb")
+    )
+    assert startup_limits(14.96, "ml.g5.2xlarge", startup_timeout_seconds=900).startup_timeout_seconds == 900

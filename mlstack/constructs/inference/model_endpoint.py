@@ -30,6 +30,7 @@ from mlstack.config.inference import (
     ServerlessEndpointConfig,
     VariantConfig,
 )
+from mlstack.config.inference_fit import startup_limits
 from mlstack.constructs.inference.alarms import endpoint_alarms
 
 EndpointSpec = RealtimeEndpointConfig | ServerlessEndpointConfig | AsyncEndpointConfig
@@ -113,9 +114,11 @@ class ModelEndpoint(Construct):
         environment: Mapping[str, str] | None = None,
         alarm_topic: sns.ITopic | None = None,
         network_isolation: bool = True,
+        weights_gib: float = 0.0,
     ) -> None:
         super().__init__(scope, construct_id)
         self.spec = spec
+        self.weights_gib = weights_gib
         self.key = key
         self.data_bucket = data_bucket
         if self._needs_data_bucket and data_bucket is None:
@@ -338,17 +341,28 @@ class ModelEndpoint(Construct):
                     ),
                 )
             ]
-        return [
-            sagemaker.CfnEndpointConfig.ProductionVariantProperty(
-                variant_name=variant.name,
-                model_name=self.model.attr_model_name,
-                instance_type=variant.instance_type,
-                initial_instance_count=variant.instance_count,
-                initial_variant_weight=variant.weight,
-                inference_ami_version=variant.ami_version,
-            )
-            for variant in self.variants
-        ]
+        return [self._variant(variant) for variant in self.variants]
+
+    def _variant(self, variant: VariantConfig) -> sagemaker.CfnEndpointConfig.ProductionVariantProperty:
+        # Start-up limits sized from the weights (`weights_gib`) unless the blueprint sets them.
+        limits = startup_limits(
+            self.weights_gib,
+            variant.instance_type,
+            startup_timeout_seconds=variant.startup_timeout_seconds,
+            download_timeout_seconds=variant.download_timeout_seconds,
+            volume_size_gb=variant.volume_size_gb,
+        )
+        return sagemaker.CfnEndpointConfig.ProductionVariantProperty(
+            variant_name=variant.name,
+            model_name=self.model.attr_model_name,
+            instance_type=variant.instance_type,
+            initial_instance_count=variant.instance_count,
+            initial_variant_weight=variant.weight,
+            inference_ami_version=variant.ami_version,
+            container_startup_health_check_timeout_in_seconds=limits.startup_timeout_seconds,
+            model_data_download_timeout_in_seconds=limits.download_timeout_seconds,
+            volume_size_in_gb=limits.volume_size_gb,
+        )
 
     def _grant_model_access(self, image: ServingImage, bucket: s3.IBucket, artifact_key: str) -> None:
         # One object, not grant_read: that would add s3:GetBucket*/List* on the whole bucket.
