@@ -13,6 +13,7 @@ from mlstack.stacks.network import NetworkStack
 
 if TYPE_CHECKING:
     from mlstack.stacks.ai_services import AiServicesStack
+    from mlstack.stacks.data import DataStack
     from mlstack.stacks.inference import InferenceStack
     from mlstack.stacks.mlops import MlopsStack
     from mlstack.stacks.training import TrainingClusterStack
@@ -26,27 +27,31 @@ class BuiltBlueprint:
     network: NetworkStack
     training: TrainingClusterStack | None = None
     inference: InferenceStack | None = None
+    data: DataStack | None = None
     mlops: MlopsStack | None = None
     ai_services: AiServicesStack | None = None
 
     @property
     def stacks(self) -> list[MlStack]:
-        layers = (self.network, self.training, self.inference, self.mlops, self.ai_services)
+        layers = (self.network, self.data, self.training, self.inference, self.mlops, self.ai_services)
         return [s for s in layers if s is not None]
 
 
 def build(scope: Construct, config: BlueprintConfig) -> BuiltBlueprint:
     """Add the blueprint's stacks to `scope` (the ones `config.stack_ids` names; construct IDs are a contract)."""
     network = NetworkStack(scope, "NetworkStack", blueprint=config)
-    training = inference = mlops = None
+    training = inference = data = mlops = None
     if config.training is not None:
         from mlstack.stacks.training import TrainingClusterStack
 
         training = TrainingClusterStack(scope, "TrainingClusterStack", blueprint=config, network=network)
     if config.inference is not None:
+        from mlstack.stacks.data import DataStack
         from mlstack.stacks.inference import InferenceStack
 
-        inference = InferenceStack(scope, "InferenceStack", blueprint=config, network=network)
+        # The model bucket and image repository deploy first: they must be filled before a model can exist.
+        data = DataStack(scope, "DataStack", blueprint=config, network=network)
+        inference = InferenceStack(scope, "InferenceStack", blueprint=config, network=network, data=data)
     if config.mlops is not None:
         from mlstack.stacks.mlops import MlopsStack
 
@@ -61,6 +66,7 @@ def build(scope: Construct, config: BlueprintConfig) -> BuiltBlueprint:
         network=network,
         training=training,
         inference=inference,
+        data=data,
         mlops=mlops,
         ai_services=ai_services,
     )

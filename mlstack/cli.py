@@ -17,7 +17,7 @@ Handler = Callable[[argparse.Namespace], int]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from mlstack import blueprint_cli
+    from mlstack import blueprint_cli, precheck
     from mlstack.catalog import cli as catalog_cli
 
     parser = argparse.ArgumentParser(
@@ -27,6 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     blueprint_cli.register(sub)
     catalog_cli.register(sub)
+    precheck.register(sub)
     return parser
 
 

@@ -143,7 +143,7 @@ class BlueprintConfig(StrictModel):
         if self.training is not None:
             ids.append("TrainingClusterStack")
         if self.inference is not None:
-            ids.append("InferenceStack")
+            ids += ["DataStack", "InferenceStack"]
         if self.mlops is not None:
             ids.append("MlopsStack")
         if self.ai_services is not None:

@@ -17,6 +17,7 @@ from pydantic import Field, field_validator, model_validator
 
 from mlstack.catalog import get_instance
 from mlstack.config.base import StrictModel, pascal_id
+from mlstack.config.inference_fit import host_memory_problem, neuron_options_problem, weights_gib
 from mlstack.config.network import NetworkConfig
 from mlstack.errors import CatalogError
 
@@ -36,8 +37,7 @@ NEURON_AMI: InferenceAmiVersion = "al2-ami-sagemaker-inference-neuron-2"
 
 _NAME = r"^[a-z][a-z0-9-]{0,30}[a-z0-9]$"
 _STACK_IDS = frozenset(
-    {"AccessLogs", "ModelBucket", "ExistingModelBucket", "ExistingModelKey", "DataBucket", "InvokeApi", "InvokeUrl"}
-    | {"ModelArtifact"}
+    {"AccessLogs", "DataBucket", "InvokeApi", "InvokeUrl", "ModelArtifact", "AlarmTopic", "AlarmTopicArn"}
 )
 """Construct IDs the InferenceStack gives its own resources and outputs; no endpoint may take one."""
 _VARIANT = r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$"
@@ -51,8 +51,9 @@ class ArtifactConfig(StrictModel):
     key: str = Field(min_length=1, max_length=1024, pattern=_S3_KEY)
     """Object key of the artifact, e.g. `llama-3-8b/model.tar.gz`. The execution role may read this object only."""
     existing_bucket: str | None = Field(default=None, pattern=r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
-    """Name of a bucket that already holds the artifact. Default: the stack creates a bucket (project KMS key,
-    TLS only, versioned, access-logged, retained) and you upload the artifact there."""
+    """Name of a bucket that already holds the artifact. Default: the DataStack creates a bucket (project KMS key,
+    TLS only, versioned, access-logged, retained) and you upload the artifact there before deploying the
+    InferenceStack."""
     existing_bucket_key_arn: str | None = Field(default=None, pattern=r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:key/.+$")
     """KMS key of the existing bucket, if it is SSE-KMS encrypted (the role gets kms:Decrypt on it)."""
 
@@ -71,6 +72,9 @@ class EcrImage(StrictModel):
     source: Literal["ecr"]
     repository: str = Field(pattern=r"^[a-z0-9]+(?:[._-][a-z0-9]+)*(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*$")
     tag: str = Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+    create_repository: bool = True
+    """The DataStack creates the repository (project key, scan on push, immutable tags, retained); push the
+    image there before deploying the InferenceStack. `false`: the repository already exists in this account."""
 
 
 class DlcImage(StrictModel):
@@ -88,6 +92,11 @@ class DlcImage(StrictModel):
 ImageConfig = Annotated[EcrImage | DlcImage, Field(discriminator="source")]
 
 
+MODEL_ID_VARIABLES = ("HF_MODEL_ID", "OPTION_MODEL_ID", "MODEL_ID")
+"""Serving-container variables naming the model to load: a hub ID or URL is downloaded at start-up (TGI,
+HuggingFace and LMI containers); a path under /opt/ml/model is the artifact SageMaker mounted."""
+
+
 class InferenceModelConfig(StrictModel):
     """The served model: artifact, serving image, and its size for the plan."""
 
@@ -97,6 +106,10 @@ class InferenceModelConfig(StrictModel):
     """Model size in billions of parameters (for the plan's memory check; the stack does not use it)."""
     precision: Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4"] = "bf16"
     """Precision of the served weights (for the plan's memory check)."""
+    network_isolation: bool = True
+    """Run the container with no network access (real-time and async; serverless endpoints have none to
+    isolate): it gets the artifact SageMaker downloads to /opt/ml/model and nothing else. Turn it off only for
+    a container that must reach the network itself (a hub download, a feature store)."""
     environment: dict[str, str] = Field(default_factory=dict, max_length=100)
     """Container environment (e.g. HF_MODEL_ID, OPTION_TENSOR_PARALLEL_DEGREE). No secrets: it is in the template.
     SageMaker takes at most 100 variables, names `[a-zA-Z_][a-zA-Z0-9_]*`, names and values up to 1024 characters."""
@@ -114,6 +127,20 @@ class InferenceModelConfig(StrictModel):
         if long:
             raise ValueError(f"environment value(s) of {', '.join(long)} exceed SageMaker's 1024 characters")
         return value
+
+    @model_validator(mode="after")
+    def _isolated_model_is_local(self) -> InferenceModelConfig:
+        if not self.network_isolation:
+            return self
+        for name in MODEL_ID_VARIABLES:
+            value = self.environment.get(name)
+            if value is not None and not value.startswith("/"):
+                raise ValueError(
+                    f"environment {name}={value!r} makes the container download the model, but network_isolation "
+                    "is on (no network in the container): put the weights in the artifact and set "
+                    f"{name}=/opt/ml/model, or set network_isolation: false"
+                )
+        return self
 
 
 class TrafficConfig(StrictModel):
@@ -194,12 +221,25 @@ class VariantConfig(StrictModel):
     inference_ami_version: InferenceAmiVersion | None = None
     """Host AMI. Default: the Neuron AMI for inf1/inf2/trn hosts, SageMaker's default otherwise."""
     autoscaling: RealtimeScalingConfig | None = None
+    startup_timeout_seconds: int | None = Field(default=None, ge=60, le=3600)
+    """ContainerStartupHealthCheckTimeoutInSeconds: how long SageMaker waits for the container's /ping. Default:
+    sized from the model (600 s and up for a model of 1 GiB or more; SageMaker's default otherwise)."""
+    download_timeout_seconds: int | None = Field(default=None, ge=60, le=3600)
+    """ModelDataDownloadTimeoutInSeconds: how long the artifact download may take. Default: as above."""
+    volume_size_gb: int | None = Field(default=None, ge=1, le=512)
+    """VolumeSizeInGB of the host's EBS volume (archive + unpacked weights). Only for hosts without local NVMe
+    (SageMaker rejects it there). Default: 2.5x the weights + 10 GB for a model of 1 GiB or more."""
 
     _hosting_type = field_validator("instance_type")(_check_hosting_type)
 
     @model_validator(mode="after")
     def _ami_fits_the_host(self) -> VariantConfig:
         _check_ami(self.instance_type, self.inference_ami_version)
+        if self.volume_size_gb is not None and self.has_local_nvme:
+            raise ValueError(
+                f"volume_size_gb: {self.instance_type} has local NVMe storage, for which SageMaker rejects "
+                "VolumeSizeInGB; remove volume_size_gb or pick a type without local storage"
+            )
         return self
 
     @property
@@ -234,6 +274,10 @@ class AlarmConfig(StrictModel):
     """ModelLatency p99 above this for 3 of 5 minutes alarms."""
     errors_5xx: int = Field(default=1, ge=1)
     """Invocation5XXErrors per minute at or above this for 3 of 5 minutes alarms."""
+    oldest_request_minutes: float = Field(default=60, gt=0, le=1440)
+    """Async only: ApproximateAgeOfOldestRequest above this for 3 of 5 minutes alarms."""
+    backlog_without_capacity_minutes: int = Field(default=20, ge=1, le=60)
+    """Async only: HasBacklogWithoutCapacity for this many minutes in a row alarms (longer than a cold start)."""
 
 
 class _EndpointBase(StrictModel):
@@ -346,6 +390,10 @@ class AsyncScalingConfig(_ScalingBase):
     target_backlog_per_instance: float = Field(default=5, gt=0)
     scale_in_cooldown_seconds: int = Field(default=600, ge=0, le=3600)
     scale_out_cooldown_seconds: int = Field(default=120, ge=0, le=3600)
+    cold_start_seconds: int = Field(default=300, ge=30, le=3600)
+    """Time from a scale-out to the first answer (instance launch, image pull, model load): measure it. The
+    scale-out-from-zero policy waits at least this long before adding another instance (an earlier step would
+    see the same empty fleet and add instances the first one was about to serve), and the plan bills it."""
 
     @property
     def scales_to_zero(self) -> bool:
@@ -367,6 +415,15 @@ class AsyncEndpointConfig(_EndpointBase):
     """SNS success and error topics (KMS-encrypted, TLS-only publish)."""
     max_concurrent_invocations_per_instance: int | None = Field(default=None, ge=1, le=1000)
     autoscaling: AsyncScalingConfig | None = None
+    startup_timeout_seconds: int | None = Field(default=None, ge=60, le=3600)
+    """ContainerStartupHealthCheckTimeoutInSeconds: how long SageMaker waits for the container's /ping. Default:
+    sized from the model (600 s and up for a model of 1 GiB or more; SageMaker's default otherwise)."""
+    download_timeout_seconds: int | None = Field(default=None, ge=60, le=3600)
+    """ModelDataDownloadTimeoutInSeconds: how long the artifact download may take. Default: as above."""
+    volume_size_gb: int | None = Field(default=None, ge=1, le=512)
+    """VolumeSizeInGB of the host's EBS volume (archive + unpacked weights). Only for hosts without local NVMe
+    (SageMaker rejects it there). Default: 2.5x the weights + 10 GB for a model of 1 GiB or more."""
+
     data_capture: DataCaptureConfig | None = None
 
     _hosting_type = field_validator("instance_type")(_check_hosting_type)
@@ -400,6 +457,9 @@ class AsyncEndpointConfig(_EndpointBase):
             instance_type=self.instance_type,
             instance_count=self.instance_count,
             inference_ami_version=self.inference_ami_version,
+            startup_timeout_seconds=self.startup_timeout_seconds,
+            download_timeout_seconds=self.download_timeout_seconds,
+            volume_size_gb=self.volume_size_gb,
         )
 
     @property
@@ -412,13 +472,49 @@ EndpointConfig = Annotated[
 ]
 
 
+INVOKE_LIMIT_SECONDS = 60
+"""SageMaker real-time and serverless InvokeEndpoint: the container must answer within 60 s (SageMaker
+"Invoke real-time endpoints" / InvokeEndpoint API reference); a longer client timeout cannot help."""
+MAX_INVOKE_API_TIMEOUT = INVOKE_LIMIT_SECONDS + 10
+"""The handler's read timeout is the function's minus 5 s: 70 s leaves it at 65 s, just above SageMaker's 60."""
+PAYLOAD_LIMIT_BYTES = {"realtime": 6 * 1024 * 1024, "serverless": 4 * 1024 * 1024}
+"""InvokeEndpoint request payload limit per mode (SageMaker endpoint quotas: 6 MB real-time, 4 MB serverless)."""
+
+
 class InvokeApiConfig(StrictModel):
     """An HTTPS URL (Lambda function URL, IAM auth) in front of one real-time or serverless endpoint."""
 
     endpoint: str
     """Name of the endpoint in `endpoints` that the API invokes."""
-    timeout_seconds: int = Field(default=60, ge=1, le=900)
+    timeout_seconds: int = Field(default=MAX_INVOKE_API_TIMEOUT, ge=6, le=900)
+    """Function timeout; the handler waits `timeout_seconds - 5` for the model. At most 70: SageMaker fails an
+    invocation after 60 s anyway (use an async endpoint for longer requests)."""
     memory_mb: int = Field(default=256, ge=128, le=10240)
+    callers: list[str] = Field(default_factory=list, max_length=20)
+    """IAM role or user ARNs that may call the URL: the stack grants them lambda:InvokeFunctionUrl and
+    lambda:InvokeFunction on the function (a resource-based permission). Default: none (grant in your own code)."""
+
+    @field_validator("timeout_seconds")
+    @classmethod
+    def _timeout(cls, value: int) -> int:
+        if value > MAX_INVOKE_API_TIMEOUT:
+            raise ValueError(
+                f"invoke_api.timeout_seconds {value} cannot help: SageMaker InvokeEndpoint answers within "
+                f"{INVOKE_LIMIT_SECONDS} s or fails; use at most {MAX_INVOKE_API_TIMEOUT} (or mode: async for "
+                "longer requests)"
+            )
+        return value
+
+    @field_validator("callers")
+    @classmethod
+    def _callers(cls, value: list[str]) -> list[str]:
+        bad = [v for v in value if not re.fullmatch(r"arn:aws[a-z-]*:iam::\d{12}:(role|user)/[\w+=,.@/-]+", v)]
+        if bad:
+            raise ValueError(
+                f"invoke_api.callers {', '.join(map(repr, bad))} are not IAM role or user ARNs; use e.g. "
+                "arn:aws:iam::123456789012:role/app"
+            )
+        return value
 
 
 class InferenceConfig(StrictModel):
@@ -427,6 +523,17 @@ class InferenceConfig(StrictModel):
     model: InferenceModelConfig
     endpoints: list[EndpointConfig] = Field(min_length=1, max_length=5)
     invoke_api: InvokeApiConfig | None = None
+    alarm_emails: list[str] = Field(default_factory=list, max_length=20)
+    """Addresses subscribed to the stack's alarm topic (each confirms by e-mail). Every alarm notifies the topic;
+    subscribe other targets (chat, paging) to the topic's ARN, output `AlarmTopicArn`."""
+
+    @field_validator("alarm_emails")
+    @classmethod
+    def _emails(cls, value: list[str]) -> list[str]:
+        bad = [v for v in value if not re.fullmatch(r"[^@\s]+@[^@\s]+\.[^@\s]+", v)]
+        if bad:
+            raise ValueError(f"alarm_emails {', '.join(map(repr, bad))} are not e-mail addresses")
+        return value
 
     @model_validator(mode="after")
     def _references(self) -> InferenceConfig:
@@ -435,6 +542,7 @@ class InferenceConfig(StrictModel):
         if dupes:
             raise ValueError(f"endpoint names {', '.join(dupes)} appear more than once; name each endpoint once")
         self._check_construct_ids()
+        self._check_hosts()
         if self.invoke_api is not None:
             target = next((e for e in self.endpoints if e.name == self.invoke_api.endpoint), None)
             if target is None:
@@ -448,6 +556,26 @@ class InferenceConfig(StrictModel):
                     "InvokeEndpointAsync themselves; point invoke_api at a realtime or serverless endpoint"
                 )
         return self
+
+    def hosted_variants(self) -> list[tuple[str, VariantConfig]]:
+        """(endpoint name, variant) of every instance-backed variant (real-time and async)."""
+        result: list[tuple[str, VariantConfig]] = []
+        for endpoint in self.endpoints:
+            if isinstance(endpoint, RealtimeEndpointConfig):
+                result += [(endpoint.name, v) for v in endpoint.variants]
+            elif isinstance(endpoint, AsyncEndpointConfig):
+                result.append((endpoint.name, endpoint.variant))
+        return result
+
+    def _check_hosts(self) -> None:
+        model = self.model
+        weights = weights_gib(model.parameters_billion, model.precision)
+        for endpoint, variant in self.hosted_variants():
+            problem = host_memory_problem(weights, variant.instance_type) or neuron_options_problem(
+                model.environment, model.precision, variant.instance_type
+            )
+            if problem:
+                raise ValueError(f"endpoint {endpoint!r}, variant {variant.name}: {problem}")
 
     def _check_construct_ids(self) -> None:
         """Endpoint names become construct IDs (`a-b` -> `AB`, plus an `ABEndpointName` output): two names that

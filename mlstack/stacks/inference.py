@@ -1,39 +1,36 @@
-"""`InferenceStack`: model buckets and the blueprint's SageMaker endpoints; `plan_inference` for `mlstack plan`."""
+"""`InferenceStack`: the blueprint's SageMaker endpoints; `plan_inference` for `mlstack plan`."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import Acknowledgment, CfnOutput, Duration, Validations
-from aws_cdk import aws_kms as kms
+from aws_cdk import CfnOutput, Duration
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
-from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sns_subscriptions as subscriptions
 from constructs import Construct
 
 from mlstack.config import BlueprintConfig
-from mlstack.config.inference import InferenceConfig
+from mlstack.config.inference import PAYLOAD_LIMIT_BYTES, EcrImage, InferenceConfig
+from mlstack.config.inference_fit import weights_gib
 from mlstack.constructs.inference import InvokeApi, ModelEndpoint, ServingImage
-from mlstack.constructs.scanners import skip_checkov
 from mlstack.stacks.base import MlStack
+from mlstack.stacks.data import DataStack, access_log_bucket, kms_bucket
 from mlstack.stacks.inference_plan import plan_inference
 from mlstack.stacks.network import NetworkStack
 
 __all__ = ["InferenceStack", "plan_inference"]
 
-_NONCURRENT = s3.LifecycleRule(
-    id="ExpireOldVersions",
-    noncurrent_version_expiration=Duration.days(90),
-    abort_incomplete_multipart_upload_after=Duration.days(7),
-)
-"""Versioning keeps overwritten artifacts and results recoverable for 90 days, not forever."""
-
 
 class InferenceStack(MlStack):
     """The blueprint's model endpoints, in the NetworkStack's private subnets, encrypted with its key.
 
-    Creates (retained unless `removal: destroy`): an access-log bucket; the model bucket (unless the blueprint
-    names an existing one); a data bucket for data capture and async results when an endpoint needs one.
-    Then one `ModelEndpoint` per `inference.endpoints` entry and, if asked, an `InvokeApi`.
+    Takes the model bucket and the image repository from the `DataStack`, which deploys first and must be
+    filled (artifact uploaded, image pushed) before this stack: SageMaker's CreateModel checks both. Creates
+    (retained unless `removal: destroy`) an access-log bucket and a data bucket for data capture and async
+    results when an endpoint needs one; then one `ModelEndpoint` per `inference.endpoints` entry and, if
+    asked, an `InvokeApi`.
     """
 
     def __init__(
@@ -43,6 +40,7 @@ class InferenceStack(MlStack):
         *,
         blueprint: BlueprintConfig,
         network: NetworkStack,
+        data: DataStack,
         **kwargs: Any,
     ) -> None:
         config = blueprint.inference
@@ -56,40 +54,20 @@ class InferenceStack(MlStack):
             **kwargs,
         )
         self.add_stack_dependency(network)
+        self.add_stack_dependency(data)
+        self.data = data
         key = network.key
-        self.access_logs = s3.Bucket(
-            self,
-            "AccessLogs",
-            # S3 server access logging delivers only to SSE-S3 buckets.
-            encryption=s3.BucketEncryption.S3_MANAGED,
-            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-            enforce_ssl=True,
-            versioned=True,
-            removal_policy=self.removal_policy,
-            lifecycle_rules=[_NONCURRENT],
-        )
-        Validations.of(self.access_logs).acknowledge(
-            Acknowledgment(
-                id="AwsSolutions-S1", reason="this is the access-log target bucket; logging it would recurse"
-            )
-        )
-        skip_checkov(self.access_logs, {"CKV_AWS_18": "this is the access-log target bucket; logging it would recurse"})
+        self.access_logs = access_log_bucket(self)
         artifact = config.model.artifact
-        self.model_bucket: s3.IBucket
-        if artifact.existing_bucket is None:
-            self.model_bucket = self._bucket("ModelBucket", key)
-        else:
-            existing_key = (
-                kms.Key.from_key_arn(self, "ExistingModelKey", artifact.existing_bucket_key_arn)
-                if artifact.existing_bucket_key_arn
-                else None
-            )
-            self.model_bucket = s3.Bucket.from_bucket_attributes(
-                self, "ExistingModelBucket", bucket_name=artifact.existing_bucket, encryption_key=existing_key
-            )
-        self.data_bucket = self._bucket("DataBucket", key) if config.needs_data_bucket else None
+        self.model_bucket = data.model_bucket
+        self.data_bucket = kms_bucket(self, "DataBucket", key, self.access_logs) if config.needs_data_bucket else None
 
-        image = ServingImage.from_config(config.model.image)
+        self.alarm_topic = self._alarm_topic(network, config.alarm_emails)
+        image = (
+            ServingImage.from_repository(data.repository, config.model.image)
+            if data.repository is not None and isinstance(config.model.image, EcrImage)
+            else ServingImage.from_config(config.model.image)
+        )
         self.endpoints: dict[str, ModelEndpoint] = {}
         for spec in config.endpoints:
             endpoint = ModelEndpoint(
@@ -104,6 +82,9 @@ class InferenceStack(MlStack):
                 subnets=network.network.private_subnets,
                 data_bucket=self.data_bucket,
                 environment=config.model.environment,
+                alarm_topic=self.alarm_topic,
+                network_isolation=config.model.network_isolation,
+                weights_gib=weights_gib(config.model.parameters_billion, config.model.precision),
             )
             self.endpoints[spec.name] = endpoint
             CfnOutput(self, f"{spec.construct_id}EndpointName", value=endpoint.endpoint_name)
@@ -119,25 +100,42 @@ class InferenceStack(MlStack):
                 timeout=Duration.seconds(config.invoke_api.timeout_seconds),
                 memory_size=config.invoke_api.memory_mb,
                 log_retention=logs.RetentionDays.ONE_YEAR,
+                max_payload_bytes=PAYLOAD_LIMIT_BYTES[self.endpoints[config.invoke_api.endpoint].spec.mode],
             )
+            for caller in config.invoke_api.callers:
+                self.invoke_api.grant_invoke_url(iam.ArnPrincipal(caller))
             CfnOutput(self, "InvokeUrl", value=self.invoke_api.url_string)
         CfnOutput(self, "ModelArtifact", value=self.model_bucket.s3_url_for_object(artifact.key))
 
-    def _bucket(self, construct_id: str, key: kms.IKey) -> s3.Bucket:
-        return s3.Bucket(
-            self,
-            construct_id,
-            encryption=s3.BucketEncryption.KMS,
-            encryption_key=key,
-            bucket_key_enabled=True,
-            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-            enforce_ssl=True,
-            versioned=True,
-            server_access_logs_bucket=self.access_logs,
-            server_access_logs_prefix=f"{construct_id}/",
-            removal_policy=self.removal_policy,
-            lifecycle_rules=[_NONCURRENT],
+    def _alarm_topic(self, network: NetworkStack, emails: list[str]) -> sns.Topic:
+        """One encrypted topic every alarm of the stack notifies (TLS-only publish, CloudWatch of this account)."""
+        topic = sns.Topic(self, "AlarmTopic", master_key=network.key, enforce_ssl=True)
+        alarms = f"arn:{self.partition}:cloudwatch:{self.region}:{self.account}:alarm:*"
+        # The topic policy replaces SNS's default one: CloudWatch alarm actions need their own grant, scoped to
+        # this account's alarms (CloudWatch guide, "Preventing confused deputy security issues").
+        topic.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="AllowCloudWatchAlarms",
+                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+                actions=["sns:Publish"],
+                resources=[topic.topic_arn],
+                conditions={"StringEquals": {"aws:SourceAccount": self.account}, "ArnLike": {"aws:SourceArn": alarms}},
+            )
         )
+        # CloudWatch encrypts what it publishes to a KMS-encrypted topic with the topic's key (SNS guide,
+        # "Configure AWS KMS permissions for AWS services").
+        network.key.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="AllowCloudWatchAlarmsToEncryptedTopics",
+                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+                actions=["kms:Decrypt", "kms:GenerateDataKey*"],
+                resources=["*"],
+            )
+        )
+        for email in emails:
+            topic.add_subscription(subscriptions.EmailSubscription(email))
+        CfnOutput(self, "AlarmTopicArn", value=topic.topic_arn)
+        return topic
 
 
 def _modes(config: InferenceConfig) -> list[str]:

@@ -11,6 +11,7 @@ import math
 from typing import Any
 
 from mlstack.catalog import get_instance
+from mlstack.catalog.hosting_prices import hosting_price
 from mlstack.catalog.memory import GIB, precision_bytes
 from mlstack.config import BlueprintConfig
 from mlstack.config.inference import (
@@ -22,14 +23,14 @@ from mlstack.config.inference import (
     TrafficConfig,
     VariantConfig,
 )
+from mlstack.config.inference_fit import host_memory_warning
 from mlstack.plan import HOURS_PER_MONTH, Cost, Plan, Quota, Resource
 
 STACK = "InferenceStack"
 _SECONDS_PER_MONTH = HOURS_PER_MONTH * 3600
 
-_HOSTING_PRICE_NOTE = (
-    "EC2 on-demand list price used as a stand-in: SageMaker hosting (ml.*) is billed at its own, higher rates "
-    "that the catalog does not hold; re-price with the SageMaker pricing page"
+_NO_HOSTING_PRICE = (
+    "no SageMaker hosting price for {type} in {region} in the catalog (the lower EC2 rate must not stand in)"
 )
 
 
@@ -61,18 +62,26 @@ def plan_inference(config: BlueprintConfig, plan: Plan) -> None:
     ]
     sections: list[tuple[str, list[str]]] = [("Inference model", rows)]
     first_quota = len(plan.quotas)
+    region = config.env.region
     for spec in inference.endpoints:
-        sections.append(_plan_endpoint(spec, plan, weights_gib))
+        sections.append(_plan_endpoint(spec, plan, weights_gib, region))
     # A SageMaker quota is per account and region: variants and endpoints on one instance type add up.
     plan.quotas[first_quota:] = _summed(plan.quotas[first_quota:])
     if inference.invoke_api is not None:
         plan.resources.append(
             Resource(STACK, "Lambda function URL", f"IAM auth, invokes endpoint {inference.invoke_api.endpoint}")
         )
-    if any(not isinstance(e, ServerlessEndpointConfig) for e in inference.endpoints):
+    unpriced = sorted(
+        {
+            variant.instance_type
+            for _, variant in inference.hosted_variants()
+            if hosting_price(variant.instance_type, region) is None
+        }
+    )
+    if unpriced:
         plan.warnings.append(
-            "inference instance prices are EC2 on-demand list prices standing in for SageMaker hosting (ml.*) rates, "
-            "which are higher: re-price before deciding"
+            f"no SageMaker hosting price in the catalog for {', '.join(unpriced)} in {region}: their cost is left "
+            "unknown (EC2 rates are lower and do not stand in); read them at https://aws.amazon.com/sagemaker-ai/pricing/"
         )
     if any(isinstance(e, ServerlessEndpointConfig) for e in inference.endpoints):
         plan.warnings.append("serverless inference has no price in the catalog: its cost is left unknown")
@@ -81,7 +90,7 @@ def plan_inference(config: BlueprintConfig, plan: Plan) -> None:
         "the Service Quotas console (Amazon SageMaker) and request the 'needed' value before deploying"
     )
     plan.details.setdefault("sections", []).extend(sections)
-    plan.details["inference"] = [_endpoint_figures(spec) for spec in inference.endpoints]
+    plan.details["inference"] = [_endpoint_figures(spec, region) for spec in inference.endpoints]
 
 
 def _summed(quotas: list[Quota]) -> list[Quota]:
@@ -104,7 +113,10 @@ def _image(config: BlueprintConfig) -> str:
 
 
 def _plan_endpoint(
-    spec: RealtimeEndpointConfig | ServerlessEndpointConfig | AsyncEndpointConfig, plan: Plan, weights_gib: float
+    spec: RealtimeEndpointConfig | ServerlessEndpointConfig | AsyncEndpointConfig,
+    plan: Plan,
+    weights_gib: float,
+    region: str,
 ) -> tuple[str, list[str]]:
     title = f"Endpoint {spec.name} ({spec.mode})"
     rows: list[str] = []
@@ -151,6 +163,7 @@ def _plan_endpoint(
     weight_total = sum(v.weight for v in variants) or 1.0
     for variant in variants:
         instance = get_instance(variant.instance_type)
+        price = hosting_price(variant.instance_type, region)
         share = variant.weight / weight_total
         count, how = _instances_at_traffic(spec, variant, share)
         memory = (
@@ -161,9 +174,9 @@ def _plan_endpoint(
             f"{how}; local NVMe: {'yes (no KMS volume key)' if instance.has_local_nvme else 'no (KMS volume key)'}"
         )
         throughput = spec.traffic.throughput_per_instance if spec.traffic else None
-        if throughput and instance.price_per_hour:
+        if throughput and price:
             # Price-performance independent of traffic: what a fully used instance costs per request.
-            at_capacity = instance.price_per_hour / (throughput * 3600) * 1e6
+            at_capacity = price.usd_per_hour / (throughput * 3600) * 1e6
             rows.append(f"  {variant.name}: ${at_capacity:,.2f} per 1M requests at full load ({throughput:g}/s)")
         available = instance.total_accelerator_memory_gib or instance.memory_gib
         if weights_gib > available:
@@ -179,15 +192,25 @@ def _plan_endpoint(
         )
         plan.costs.append(
             Cost(
-                f"{spec.name}/{variant.name}: {variant.instance_type} hosting (EC2 list price as proxy)",
+                f"{spec.name}/{variant.name}: {variant.instance_type} SageMaker hosting",
                 round(count, 3),
-                instance.price_per_hour,
-                instance.price_date,
-                f"{instance.price_source}; {_HOSTING_PRICE_NOTE}"
-                if instance.price_per_hour
-                else (instance.price_note or "no price in the catalog"),
+                price.usd_per_hour if price else None,
+                price.read if price else None,
+                price.source if price else _NO_HOSTING_PRICE.format(type=variant.instance_type, region=region),
             )
         )
+        scaling = _scaling(spec, variant)
+        fleet_minimum = scaling.min_instances if scaling else variant.instance_count
+        if isinstance(spec, RealtimeEndpointConfig) and fleet_minimum < 2:
+            plan.warnings.append(
+                f"{spec.name}/{variant.name}: runs a single {variant.instance_type} at times: no Availability Zone "
+                "redundancy (SageMaker spreads instances over AZs only when there are two or more); set "
+                "instance_count and autoscaling min_instances to 2 for production"
+            )
+        rows.append(f"  {variant.name}: host memory {instance.memory_gib:g} GiB for {weights_gib:.1f} GiB of weights")
+        tight = host_memory_warning(weights_gib, variant.instance_type)
+        if tight:
+            plan.warnings.append(f"{spec.name}/{variant.name}: {tight}")
         peak = _peak_instances(spec, variant)
         if throughput and spec.traffic:
             needed = spec.traffic.requests_per_second * share / throughput
@@ -230,7 +253,7 @@ def _plan_endpoint(
             f"data capture: {spec.data_capture.sampling_percent}% {spec.data_capture.mode} to "
             f"s3://<data-bucket>/{spec.data_capture.prefix}/ (KMS)"
         )
-    instance_hourly = _hourly(spec)
+    instance_hourly = _hourly(spec, region)
     rows += _traffic_rows(spec.traffic, instance_hourly)
     return title, rows
 
@@ -249,13 +272,23 @@ def _instances_at_traffic(
         return float(start), f"autoscaling {low}..{high}; at its minimum (no throughput given)"
     needed = traffic.requests_per_second * share / traffic.throughput_per_instance
     if isinstance(spec, AsyncEndpointConfig) and spec.autoscaling and spec.autoscaling.scales_to_zero:
-        count = min(max(needed, low), high)  # busy fraction: it scales to zero between jobs
+        count = min(max(_scale_to_zero_instances(traffic.requests_per_second * share, spec.autoscaling), needed), high)
         return count, (
-            f"autoscaling {low}..{high}; {count:.2f} instances on average (scales to zero; a lower bound: each "
-            "burst also pays for start-up and the scale-in delay)"
+            f"autoscaling {low}..{high}; {count:.2f} instances on average: scales to zero only in gaps longer than "
+            f"the {spec.autoscaling.scale_in_cooldown_seconds} s scale-in cooldown, and each scale-out bills a "
+            f"{spec.autoscaling.cold_start_seconds} s cold start"
         )
     count = float(min(max(math.ceil(needed), low), high))
     return count, f"autoscaling {low}..{high}; {count:g} at traffic"
+
+
+def _scale_to_zero_instances(rate: float, scaling: AsyncScalingConfig) -> float:
+    """Average instances of a scale-to-zero endpoint: with requests arriving at `rate` per second (Poisson), the
+    instance stops only in gaps longer than the scale-in cooldown C (a fraction e^(-rate*C) of the time) and
+    each restart (rate*e^(-rate*C) per second) bills a cold start. A request every 100 s with C = 600 s keeps an
+    instance up 99.8% of the month."""
+    down = math.exp(-rate * scaling.scale_in_cooldown_seconds)
+    return min(1.0, (1 - down) + rate * down * scaling.cold_start_seconds)
 
 
 def _scaling(
@@ -269,21 +302,23 @@ def _peak_instances(spec: RealtimeEndpointConfig | AsyncEndpointConfig, variant:
     return scaling.max_instances if scaling else variant.instance_count
 
 
-def _hourly(spec: RealtimeEndpointConfig | AsyncEndpointConfig) -> float | None:
-    """$/h of the endpoint's instances at traffic, None when any price is unknown."""
+def _hourly(spec: RealtimeEndpointConfig | AsyncEndpointConfig, region: str) -> float | None:
+    """$/h of the endpoint's instances at SageMaker hosting rates and traffic, None when any rate is unknown."""
     variants = spec.variants if isinstance(spec, RealtimeEndpointConfig) else [spec.variant]
     total_weight = sum(v.weight for v in variants) or 1.0
     total = 0.0
     for variant in variants:
-        price = get_instance(variant.instance_type).price_per_hour
+        price = hosting_price(variant.instance_type, region)
         if price is None:
             return None
-        total += price * _instances_at_traffic(spec, variant, variant.weight / total_weight)[0]
+        total += price.usd_per_hour * _instances_at_traffic(spec, variant, variant.weight / total_weight)[0]
     return total
 
 
 def _traffic_rows(
-    traffic: TrafficConfig | None, hourly: float | None, unknown: str = "no price for this instance type in the catalog"
+    traffic: TrafficConfig | None,
+    hourly: float | None,
+    unknown: str = "no SageMaker hosting price for this instance type in the catalog",
 ) -> list[str]:
     if traffic is None:
         return ["traffic: not given (no per-request cost)"]
@@ -297,14 +332,16 @@ def _traffic_rows(
     per_million = hourly / (traffic.requests_per_second * 3600) * 1e6
     rows.append(
         f"cost at traffic: ${hourly:,.2f}/h, ${hourly * HOURS_PER_MONTH:,.0f}/month, "
-        f"${per_million:,.2f} per 1M requests (EC2 list price as proxy for SageMaker hosting)"
+        f"${per_million:,.2f} per 1M requests (SageMaker hosting rates)"
     )
     return rows
 
 
-def _endpoint_figures(spec: RealtimeEndpointConfig | ServerlessEndpointConfig | AsyncEndpointConfig) -> dict[str, Any]:
+def _endpoint_figures(
+    spec: RealtimeEndpointConfig | ServerlessEndpointConfig | AsyncEndpointConfig, region: str
+) -> dict[str, Any]:
     """Machine-readable figures for `mlstack plan --json` and the tests."""
-    hourly = None if isinstance(spec, ServerlessEndpointConfig) else _hourly(spec)
+    hourly = None if isinstance(spec, ServerlessEndpointConfig) else _hourly(spec, region)
     rps = spec.traffic.requests_per_second if spec.traffic else None
     return {
         "endpoint": spec.name,

@@ -23,7 +23,8 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, ConnectTimeoutError, ReadTimeoutError
 
 MAX_PAYLOAD_BYTES = 6 * 1024 * 1024
-"""InvokeEndpoint's request payload limit (6 MB)."""
+"""InvokeEndpoint's request payload limit for real-time endpoints (6 MB); `MAX_PAYLOAD_BYTES` in the environment
+sets the endpoint's own (serverless endpoints take 4 MB)."""
 
 DEFAULT_TIMEOUT_SECONDS = 60
 """Read timeout when `INVOKE_TIMEOUT_SECONDS` is not set (SageMaker's real-time invocation limit)."""
@@ -42,6 +43,10 @@ _client: Any = None
 
 def _timeout() -> int:
     return int(os.environ.get("INVOKE_TIMEOUT_SECONDS", DEFAULT_TIMEOUT_SECONDS))
+
+
+def _max_payload() -> int:
+    return int(os.environ.get("MAX_PAYLOAD_BYTES", MAX_PAYLOAD_BYTES))
 
 
 def _runtime() -> Any:
@@ -73,8 +78,8 @@ def handler(event: dict[str, Any], context: object) -> dict[str, Any]:
     body = base64.b64decode(raw) if event.get("isBase64Encoded") else raw.encode("utf-8")
     if not body:
         return _error(400, "empty request body; send the model's input as the body")
-    if len(body) > MAX_PAYLOAD_BYTES:
-        return _error(413, f"payload of {len(body)} bytes exceeds SageMaker's {MAX_PAYLOAD_BYTES} byte limit")
+    if len(body) > _max_payload():
+        return _error(413, f"payload of {len(body)} bytes exceeds the endpoint's {_max_payload()} byte limit")
     headers = {k.lower(): v for k, v in (event.get("headers") or {}).items()}
     content_type = headers.get("content-type", "application/json")
     if content_type.split(";")[0].strip().lower() == "application/json":

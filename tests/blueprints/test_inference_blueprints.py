@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from mlstack.catalog import get_instance
+from mlstack.catalog.hosting_prices import hosting_price
 from mlstack.config import load
 from mlstack.plan import HOURS_PER_MONTH, build_plan
 from tests.conftest import selected_blueprints
@@ -51,8 +52,18 @@ def test_there_is_a_blueprint_per_strategy() -> None:
 
 
 @pytest.mark.parametrize("name", INFERENCE)
-def test_builds_the_network_and_inference_stacks(session: Session, name: str) -> None:
-    assert list(session.blueprints[name].templates) == ["NetworkStack", "InferenceStack"]
+def test_builds_the_network_data_and_inference_stacks(session: Session, name: str) -> None:
+    # The DataStack (model bucket, image repository) deploys before the endpoints: CreateModel reads both.
+    assert list(session.blueprints[name].templates) == ["NetworkStack", "DataStack", "InferenceStack"]
+    built = session.blueprints[name].built
+    assert built.inference is not None and built.data is not None
+    assert built.data in built.inference.dependencies
+    inference = session.blueprints[name].templates["InferenceStack"]["Resources"]
+    assert "ModelBucketB33D855B" not in inference
+    if built.config.inference.model.artifact.existing_bucket is None:  # type: ignore[union-attr]
+        data = session.blueprints[name].templates["DataStack"]
+        assert data["Resources"]["ModelBucketB33D855B"]["Type"] == "AWS::S3::Bucket"
+        assert "ModelBucketName" in data["Outputs"]
 
 
 @pytest.mark.parametrize("name", INFERENCE)
@@ -144,7 +155,7 @@ def test_inferentia2_uses_the_neuron_ami_and_container_and_a_volume_key(session:
     (config,) = _props(session, name, "AWS::SageMaker::EndpointConfig")
     (variant,) = config["ProductionVariants"]
     assert (variant["InstanceType"], variant["InferenceAmiVersion"]) == (
-        "ml.inf2.xlarge",
+        "ml.inf2.8xlarge",
         "al2-ami-sagemaker-inference-neuron-2",
     )
     assert "ProjectKey" in json.dumps(config["KmsKeyId"])
@@ -161,10 +172,30 @@ def test_intel_amx_serves_the_users_ecr_image_without_nat(session: Session, name
     (model,) = _props(session, name, "AWS::SageMaker::Model")
     image = json.dumps(model["PrimaryContainer"]["Image"])
     assert '{"Ref": "AWS::AccountId"}' in image and "openvino-model-server-sagemaker:2025.3" in image
+    # The DataStack's repository (created, then pushed to, before the endpoint stack deploys) is the one pulled.
+    pulls = [
+        s
+        for p in _props(session, name, "AWS::IAM::Policy")
+        for s in p["PolicyDocument"]["Statement"]
+        if "ecr:BatchGetImage" in s["Action"]
+    ]
+    assert '"StackName": "inference-intel-amx-DataStack"' in json.dumps(pulls)
+    data = session.blueprints[name].templates["DataStack"]["Resources"]
+    (repository,) = [r["Properties"] for r in data.values() if r["Type"] == "AWS::ECR::Repository"]
+    assert repository["RepositoryName"] == "openvino-model-server-sagemaker"
     network = session.blueprints[name].templates["NetworkStack"]["Resources"].values()
     assert not [r for r in network if r["Type"] == "AWS::EC2::NatGateway"]
     endpoints = json.dumps([r for r in network if r["Type"] == "AWS::EC2::VPCEndpoint"])
     assert ".ecr.dkr" in endpoints and ".s3" in endpoints
+
+
+@pytest.mark.parametrize("name", _only("inference-inferentia2"))
+def test_an_llm_variant_gets_minutes_to_start_and_a_volume_for_its_weights(session: Session, name: str) -> None:
+    (config,) = _props(session, name, "AWS::SageMaker::EndpointConfig")
+    (variant,) = config["ProductionVariants"]
+    assert variant["ContainerStartupHealthCheckTimeoutInSeconds"] == 600
+    assert variant["ModelDataDownloadTimeoutInSeconds"] == 600
+    assert variant["VolumeSizeInGB"] == 48  # inf2 has no local NVMe: 2.5 x 15 GiB + 10
 
 
 @pytest.mark.parametrize("name", _only("inference-graviton"))
@@ -196,7 +227,8 @@ def test_async_writes_to_s3_notifies_and_scales_from_zero(session: Session, name
     assert (target["MinCapacity"], target["MaxCapacity"]) == (0, 4)
     kinds = sorted(p["PolicyType"] for p in _props(session, name, "AWS::ApplicationAutoScaling::ScalingPolicy"))
     assert kinds == ["StepScaling", "TargetTrackingScaling"]
-    assert len(_resources(session, name, "AWS::SNS::Topic")) == 2
+    topics = sorted(k[: -len("ABCD1234")] for k in _resources(session, name, "AWS::SNS::Topic"))
+    assert topics == ["AlarmTopic", "TranscribeErrorTopic", "TranscribeSuccessTopic"]
 
 
 # ----- mlstack plan (no synth)
@@ -216,27 +248,48 @@ def test_plan_gives_hour_month_and_per_million_figures(name: str) -> None:
         assert endpoint.traffic is not None
         rps = endpoint.traffic.requests_per_second
         assert figures["per_million_requests"] == pytest.approx(figures["per_hour"] / (rps * 3600) * 1e6, rel=1e-3)
-    assert any("EC2 on-demand list prices standing in" in w or "serverless" in w for w in plan.warnings)
+    assert not any("EC2 on-demand list prices standing in" in w for w in plan.warnings)
 
 
-def test_plan_sizes_the_gpu_blueprint_from_traffic_and_catalog_prices() -> None:
+def test_plan_sizes_the_gpu_blueprint_from_traffic_at_sagemaker_hosting_rates() -> None:
     plan = build_plan(load("inference-gpu-realtime"))
     (figures,) = plan.details["inference"]
-    g5, g6 = get_instance("g5.2xlarge").price_per_hour, get_instance("g6.xlarge").price_per_hour
+    g5, g6 = hosting_price("ml.g5.2xlarge", "us-east-1"), hosting_price("ml.g6.xlarge", "us-east-1")
     assert g5 is not None and g6 is not None
+    # SageMaker's rates, not the ~40% lower EC2 rates of the same hardware.
+    ec2 = get_instance("g5.2xlarge").price_per_hour
+    assert ec2 is not None and g5.usd_per_hour > ec2
     # 2 req/s at 1.5/s per instance: 80% -> ceil(1.07) = 2 x g5, 20% -> ceil(0.27) = 1 x g6 (the minimum).
-    assert figures["per_hour"] == pytest.approx(2 * g5 + g6, abs=1e-4)
+    assert figures["per_hour"] == pytest.approx(2 * g5.usd_per_hour + g6.usd_per_hour, abs=1e-4)
+    costs = {c.item: c for c in plan.costs}
+    g5_cost = costs["chat/g5: ml.g5.2xlarge SageMaker hosting"]
+    assert (g5_cost.unit_per_hour, g5_cost.price_date) == (g5.usd_per_hour, g5.read)
     quotas = {q.name: q.needed for q in plan.quotas}
     assert quotas["ml.g5.2xlarge for endpoint usage"] == 4  # autoscaling max
 
 
-def test_plan_async_scale_to_zero_pays_for_the_busy_fraction_only() -> None:
+def test_plan_leaves_a_hosting_type_without_a_sagemaker_rate_unpriced() -> None:
+    plan = build_plan(load("inference-inferentia2"))
+    assert plan.unpriced == ["chat/AllTraffic: ml.inf2.8xlarge SageMaker hosting"]
+    assert any("no SageMaker hosting price in the catalog for ml.inf2.8xlarge" in w for w in plan.warnings)
+
+
+def test_plan_async_scale_to_zero_counts_the_cooldown_and_the_cold_start() -> None:
     plan = build_plan(load("inference-async"))
     (figures,) = plan.details["inference"]
-    price = get_instance("g5.xlarge").price_per_hour
+    price = hosting_price("ml.g5.xlarge", "us-east-1")
     assert price is not None
-    assert figures["per_hour"] == pytest.approx(0.01 / 0.05 * price, abs=1e-4)
-    assert math.isclose(figures["per_month"], figures["per_hour"] * HOURS_PER_MONTH, abs_tol=0.01)
+    # A request every 100 s never leaves a 600 s gap: the instance is up nearly all month, not 20% of it.
+    down = math.exp(-0.01 * 600)
+    expected = min(1.0, 1 - down + 0.01 * down * 300)
+    assert expected > 0.99
+    assert figures["per_hour"] == pytest.approx(expected * price.usd_per_hour, abs=1e-4)
+
+
+def test_plan_warns_when_a_realtime_variant_can_run_a_single_instance() -> None:
+    warnings = build_plan(load("inference-gpu-realtime")).warnings
+    assert any(w.startswith("chat/g5: runs a single ml.g5.2xlarge at times: no Availability Zone") for w in warnings)
+    assert not any("runs a single" in w for w in build_plan(load("inference-intel-amx")).warnings)
 
 
 def test_plan_leaves_serverless_unpriced_and_says_so() -> None:
@@ -272,7 +325,7 @@ def test_plan_warns_about_changing_the_instance_type_of_an_autoscaled_variant(na
 
 def test_plan_of_an_inf1_variant_keeps_the_default_ami_and_warns_about_guardrails(tmp_path: Path) -> None:
     document = yaml.safe_load((BLUEPRINTS / "inference-inferentia2.yaml").read_text())
-    document["inference"]["endpoints"][0]["variants"][0]["instance_type"] = "ml.inf1.xlarge"
+    document["inference"]["endpoints"][0]["variants"][0]["instance_type"] = "ml.inf1.6xlarge"  # 48 GiB host RAM
     path = tmp_path / "inf1.yaml"
     path.write_text(yaml.safe_dump(document))
     plan = build_plan(load(str(path)))

@@ -29,9 +29,16 @@ PINNED_LOGICAL_IDS: dict[str, dict[str, str]] = {
         # Log group of CDK's restrict-default-security-group function (created so it is encrypted and expires).
         "NetworkRestrictDefaultSgLogGroup2644C920": "AWS::Logs::LogGroup",
     },
-    "InferenceStack": {
+    # The model bucket moved here from the InferenceStack (it must be filled before the endpoints deploy): same
+    # logical ID, new stack. A deployed InferenceStack keeps its old bucket (retained); the README says how to
+    # keep using it (`artifact.existing_bucket`).
+    "DataStack": {
         "AccessLogs8B620ECA": "AWS::S3::Bucket",
         "ModelBucketB33D855B": "AWS::S3::Bucket",
+        "ImageRepositoryBBCBC9DF": "AWS::ECR::Repository",
+    },
+    "InferenceStack": {
+        "AccessLogs8B620ECA": "AWS::S3::Bucket",
         "DataBucketE3889A50": "AWS::S3::Bucket",
         "InvokeApiLogGroupC8B745FF": "AWS::Logs::LogGroup",
     },

@@ -286,7 +286,7 @@ def test_the_neuron_ami_is_the_default_on_inferentia2_and_trainium_only(tmp_path
     # botocore: al2-ami-sagemaker-inference-neuron-2 is for "Inferentia2 and Trainium"; inf1 keeps the default.
     variants = [
         {"name": name, "instance_type": instance_type, "weight": 1}
-        for name, instance_type in [("a", "ml.inf2.xlarge"), ("b", "ml.trn1.2xlarge"), ("c", "ml.inf1.xlarge")]
+        for name, instance_type in [("a", "ml.inf2.8xlarge"), ("b", "ml.trn1.2xlarge"), ("c", "ml.inf1.6xlarge")]
     ]
     (endpoint,) = _load(tmp_path, [{**REALTIME, "variants": variants}]).inference.endpoints
     assert [v.ami_version for v in endpoint.variants] == [NEURON_AMI, NEURON_AMI, None]
@@ -297,7 +297,7 @@ def test_the_neuron_ami_is_the_default_on_inferentia2_and_trainium_only(tmp_path
     [
         (["a-b", "a--b"], "endpoint name 'a--b' becomes construct ID 'AB', which endpoint 'a-b' already uses"),
         (["a1b", "a-1b"], "endpoint name 'a-1b' becomes construct ID 'A1b', which endpoint 'a1b' already uses"),
-        (["model-bucket"], "endpoint name 'model-bucket' becomes construct ID 'ModelBucket', which the InferenceStack"),
+        (["data-bucket"], "endpoint name 'data-bucket' becomes construct ID 'DataBucket', which the InferenceStack"),
         (["ab", "ab-endpoint-name"], "becomes construct ID 'AbEndpointName', which endpoint 'ab' already uses"),
     ],
     ids=["double-hyphen", "digit-after-hyphen", "stack-resource", "output-name"],

@@ -112,6 +112,7 @@ class Built:
         return statements
 
 
+_CALLER = "arn:aws:iam::111111111111:role/app"
 _EXISTING_KEY = "arn:aws:kms:us-east-1:111111111111:key/1234abcd-12ab-34cd-56ef-1234567890ab"
 
 
@@ -120,7 +121,10 @@ def stages(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Built]:
     """One small App: every mode in one InferenceStack (plus a caller role and a client security group), and a
     second blueprint whose artifact sits in an existing bucket. Both are built before the one synth."""
     app = cdk.App(outdir=str(tmp_path_factory.mktemp("inference")), context={**cdk_json_context(), **TEST_CONTEXT})
-    result = blueprint.build(cdk.Stage(app, "unit"), _config("unit", invoke_api={"endpoint": "tiny"}))
+    result = blueprint.build(
+        cdk.Stage(app, "unit"),
+        _config("unit", invoke_api={"endpoint": "tiny", "callers": [_CALLER]}, alarm_emails=["oncall@example.com"]),
+    )
     stack = result.inference
     assert stack is not None
     caller = iam.Role(stack, "Caller", assumed_by=iam.AccountRootPrincipal())
@@ -137,6 +141,8 @@ def stages(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Built]:
             "existing_bucket": "team-models",
             "existing_bucket_key_arn": _EXISTING_KEY,
         },
+        "network_isolation": False,
+        "environment": {"HF_MODEL_ID": "org/model"},
     }
     existing_config = BlueprintConfig.model_validate(
         {
@@ -225,7 +231,16 @@ def test_execution_role_reads_exactly_the_artifact(built: Built) -> None:
 def test_execution_role_pulls_only_the_serving_repository(built: Built) -> None:
     pulls = [s for s in built.policy_statements("GpuExecutionRole") if "ecr:BatchGetImage" in s["Action"]]
     assert len(pulls) == 1
-    assert pulls[0]["Resource"]["Fn::Join"][1][-1].endswith(":repository/serving/ovms")
+    # The DataStack's repository (deployed and pushed to before the endpoint stack), by reference.
+    repository = built.stack.data.repository
+    assert repository is not None
+    assert pulls[0]["Resource"] == built.resolve(repository.repository_arn)
+    assert "Fn::GetStackOutput" in json.dumps(pulls[0]["Resource"])
+    data = Template.from_stack(built.stack.data).to_json()["Resources"]
+    (repo,) = [r["Properties"] for r in data.values() if r["Type"] == "AWS::ECR::Repository"]
+    assert repo["RepositoryName"] == "serving/ovms"
+    assert (repo["ImageTagMutability"], repo["ImageScanningConfiguration"]) == ("IMMUTABLE", {"ScanOnPush": True})
+    assert repo["EncryptionConfiguration"]["EncryptionType"] == "KMS"
 
 
 def test_alarms_on_latency_and_5xx_per_variant(built: Built) -> None:
@@ -240,6 +255,62 @@ def test_alarms_on_latency_and_5xx_per_variant(built: Built) -> None:
     latency = next(a for a in gpu if a["MetricName"] == "ModelLatency")
     assert latency["ExtendedStatistic"] == "p99"
     assert latency["Threshold"] == 1000 * 1000  # default 1000 ms, in microseconds
+
+
+def test_every_alarm_notifies_the_stacks_encrypted_alarm_topic(built: Built) -> None:
+    alarms = built.resources("AWS::CloudWatch::Alarm")
+    (topic_id,) = [k for k in built.resources("AWS::SNS::Topic") if k.startswith("AlarmTopic")]
+    # Every alarm has an action: the topic, or (the scale-out-from-zero step alarm) its scaling policy.
+    assert alarms and all(a["Properties"]["AlarmActions"] for a in alarms.values())
+    watched = [a for k, a in alarms.items() if "ScaleOutFromZero" not in k]
+    assert len(watched) == 4 * 2 + 1 * 2 + 5 + 2  # variants x 2, serverless x 2, async x 7
+    assert all(a["Properties"]["AlarmActions"] == [{"Ref": topic_id}] for a in watched)
+    topic = built.json["Resources"][topic_id]["Properties"]
+    assert "KmsMasterKeyId" in topic
+    (subscription,) = built.resources("AWS::SNS::Subscription").values()
+    assert (subscription["Properties"]["Protocol"], subscription["Properties"]["Endpoint"]) == (
+        "email",
+        "oncall@example.com",
+    )
+    (policy,) = [
+        p for p in built.resources("AWS::SNS::TopicPolicy").values() if {"Ref": topic_id} in p["Properties"]["Topics"]
+    ]
+    (publish,) = [s for s in policy["Properties"]["PolicyDocument"]["Statement"] if s["Effect"] == "Allow"]
+    assert publish["Principal"] == {"Service": "cloudwatch.amazonaws.com"}
+    assert publish["Condition"]["StringEquals"] == {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}
+
+
+def test_async_endpoints_alarm_on_failures_queue_age_and_a_lasting_backlog_without_capacity(built: Built) -> None:
+    alarms = [a["Properties"] for a in built.resources("AWS::CloudWatch::Alarm").values()]
+    batch = {a["MetricName"]: a for a in alarms if a.get("AlarmDescription", "").startswith("batch")}
+    assert set(batch) == {
+        "ModelLatency",
+        "Invocation5XXErrors",
+        "InvocationFailures",
+        "ResponseUploadFailures",
+        "NotificationFailures",
+        "ApproximateAgeOfOldestRequest",
+        "HasBacklogWithoutCapacity",
+    }
+    assert batch["ApproximateAgeOfOldestRequest"]["Threshold"] == 3600  # 60 minutes, in seconds
+    lasting = batch["HasBacklogWithoutCapacity"]
+    assert (lasting["EvaluationPeriods"], lasting["DatapointsToAlarm"], lasting["Statistic"]) == (20, 20, "Maximum")
+    assert [d["Name"] for d in lasting["Dimensions"]] == ["EndpointName"]
+    assert [d["Name"] for d in batch["ResponseUploadFailures"]["Dimensions"]] == ["EndpointName", "VariantName"]
+
+
+def test_execution_roles_trust_sagemaker_only_for_this_account(built: Built) -> None:
+    roles = [r for k, r in built.resources("AWS::IAM::Role").items() if "ExecutionRole" in k]
+    assert len(roles) == 5
+    for role in roles:
+        (statement,) = role["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+        assert statement["Principal"] == {"Service": "sagemaker.amazonaws.com"}
+        assert statement["Condition"] == {"StringEquals": {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}}
+
+
+def test_network_isolation_is_a_setting(stages: dict[str, Built]) -> None:
+    (model,) = stages["existing"].resources("AWS::SageMaker::Model").values()
+    assert model["Properties"]["EnableNetworkIsolation"] is False
 
 
 # ----- real-time
@@ -313,10 +384,9 @@ def test_updates_keep_autoscaled_instance_counts_only_when_every_variant_is_auto
     # Without RetainAllVariantProperties an update restarts each variant at InitialInstanceCount.
     neuron = built.one("AWS::SageMaker::Endpoint", "NeuronEndpoint")["Properties"]
     assert neuron["RetainAllVariantProperties"] is True
-    assert neuron["ExcludeRetainedVariantProperties"] == [
-        {"VariantPropertyType": "DesiredWeight"},
-        {"VariantPropertyType": "DataCaptureConfig"},
-    ]
+    # Only what the VariantProperty docs support: they mark DataCaptureConfig "not currently supported", and an
+    # UpdateEndpoint that names it is rejected.
+    assert neuron["ExcludeRetainedVariantProperties"] == [{"VariantPropertyType": "DesiredWeight"}]
     # gpu has a fixed-size variant (green) and cpu no autoscaling: a changed instance_count must still apply;
     # batch may sit at zero instances: an update starts it at instance_count and it scales back down.
     for prefix in ("GpuEndpoint", "CpuEndpoint", "TinyEndpoint", "BatchEndpoint"):
@@ -431,6 +501,9 @@ def test_async_scales_to_zero_on_backlog_and_out_of_zero_with_a_step_policy(buil
     assert step["StepScalingPolicyConfiguration"]["StepAdjustments"] == [
         {"MetricIntervalLowerBound": 0, "ScalingAdjustment": 1}
     ]
+    # No second step before the first instance can answer: the cooldown is the 300 s default cold start, not
+    # the 120 s scale-out cooldown.
+    assert step["StepScalingPolicyConfiguration"]["Cooldown"] == 300
     alarm = built.one("AWS::CloudWatch::Alarm", "BatchScalingScaleOutFromZero")["Properties"]
     assert alarm["MetricName"] == "HasBacklogWithoutCapacity"
     (action,) = alarm["AlarmActions"]
@@ -472,6 +545,19 @@ def test_invoke_api_is_an_iam_auth_function_url_that_may_invoke_only_its_endpoin
     assert log_statement["Resource"]["Fn::GetAtt"][0].startswith("InvokeApiLogGroup")
 
 
+def test_invoke_api_callers_get_both_function_url_permissions(built: Built) -> None:
+    # AWS_IAM function URLs check lambda:InvokeFunctionUrl and lambda:InvokeFunction (Lambda, October 2025).
+    permissions = [
+        p["Properties"] for p in built.resources("AWS::Lambda::Permission").values() if p["Properties"]["Principal"]
+    ]
+    actions = sorted(p["Action"] for p in permissions if p["Principal"] == _CALLER)
+    assert actions == ["lambda:InvokeFunction", "lambda:InvokeFunctionUrl"]
+    url_permission = next(p for p in permissions if p["Action"] == "lambda:InvokeFunctionUrl")
+    assert url_permission["FunctionUrlAuthType"] == "AWS_IAM"
+    invoke_permission = next(p for p in permissions if p["Action"] == "lambda:InvokeFunction")
+    assert invoke_permission["InvokedViaFunctionUrl"] is True  # only through the URL, not a direct Invoke
+
+
 def test_invoke_api_function_passes_the_endpoint_name_and_logs_to_an_encrypted_group(built: Built) -> None:
     function = next(iter(built.resources("AWS::Lambda::Function").values()))["Properties"]
     assert function["Environment"]["Variables"]["ENDPOINT_NAME"] == built.resolve(
@@ -484,9 +570,12 @@ def test_invoke_api_function_passes_the_endpoint_name_and_logs_to_an_encrypted_g
 
 def test_invoke_api_reads_the_model_answer_within_its_own_timeout_and_keeps_its_logs(built: Built) -> None:
     function = next(iter(built.resources("AWS::Lambda::Function").values()))["Properties"]
-    assert function["Timeout"] == 60
-    # The handler's read timeout stays below the function's, so a slow model gets a JSON 504, not a bare 502.
-    assert function["Environment"]["Variables"]["INVOKE_TIMEOUT_SECONDS"] == "55"
+    # SageMaker fails an invocation after 60 s: the handler waits just above that (65 s), the function just
+    # above the handler, so a slow model gets a JSON 504, not a bare 502.
+    assert function["Timeout"] == 70
+    assert function["Environment"]["Variables"]["INVOKE_TIMEOUT_SECONDS"] == "65"
+    # The API fronts the serverless endpoint `tiny`: 4 MB payloads, not the real-time 6 MB.
+    assert function["Environment"]["Variables"]["MAX_PAYLOAD_BYTES"] == str(4 * 1024 * 1024)
     group = built.one("AWS::Logs::LogGroup", "InvokeApiLogGroup")
     assert (group["DeletionPolicy"], group["UpdateReplacePolicy"]) == ("Retain", "Retain")
 

@@ -89,6 +89,16 @@ def test_refuses_other_methods_and_empty_or_oversized_bodies(endpoint: str) -> N
     assert "6291456 byte limit" in json.loads(response["body"])["error"]
 
 
+def test_a_serverless_endpoint_gets_its_own_smaller_payload_limit(
+    endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Serverless endpoints take 4 MB, not the real-time 6 MB: the stack sets MAX_PAYLOAD_BYTES.
+    monkeypatch.setenv("MAX_PAYLOAD_BYTES", str(4 * 1024 * 1024))
+    response = handler.handler(_event(b"x" * (4 * 1024 * 1024 + 1)), None)
+    assert response["statusCode"] == 413
+    assert "4194304 byte limit" in json.loads(response["body"])["error"]
+
+
 @pytest.mark.parametrize(
     ("code", "status"), [("ValidationError", 400), ("ModelError", 424), ("ThrottlingException", 429), ("Boom", 502)]
 )

@@ -21,10 +21,18 @@ HANDLER_DIR = Path(__file__).resolve().parents[3] / "runtime" / "invoke"
 class InvokeApi(Construct):
     """A Lambda function URL (AuthType AWS_IAM) that forwards POST bodies to `endpoint` with InvokeEndpoint.
 
-    Callers need `lambda:InvokeFunctionUrl` on the function (`grant_invoke_url`) and sign with SigV4; there is
-    no anonymous access. The function's role may invoke this endpoint only and write its own log group, which
-    is encrypted with `key` and kept per `removal_policy`. The function runs outside the VPC: it calls only the
-    SageMaker runtime API, and no host in the VPC accepts connections from it.
+    Callers need both `lambda:InvokeFunctionUrl` and `lambda:InvokeFunction` on the function (Lambda's
+    function-URL authorization asks for both since October 2025; `grant_invoke_url` grants both) and sign with
+    SigV4; there is no anonymous access.
+
+    Timeouts: SageMaker's InvokeEndpoint answers within 60 s or fails, so the handler's read timeout is
+    `timeout - 5` s (65 s at the default 70 s: just above SageMaker's limit) and the function's own timeout just
+    above it; a slow model gets a JSON 504, not a bare 502. `max_payload_bytes` is the endpoint's request limit
+    (6 MB real-time, 4 MB serverless): larger bodies get a 413 without calling SageMaker.
+
+    The function's role may invoke this endpoint only and write its own log group, which is encrypted with `key` and
+    kept per `removal_policy`. The function runs outside the VPC: it calls only the SageMaker runtime API, and no
+    host in the VPC accepts connections from it.
     """
 
     def __init__(
@@ -35,8 +43,9 @@ class InvokeApi(Construct):
         endpoint: ModelEndpoint,
         key: kms.IKey,
         removal_policy: RemovalPolicy,
-        timeout: Duration = Duration.seconds(60),  # noqa: B008 - immutable
+        timeout: Duration = Duration.seconds(70),  # noqa: B008 - immutable
         memory_size: int = 256,
+        max_payload_bytes: int = 6 * 1024 * 1024,
         log_retention: logs.RetentionDays = logs.RetentionDays.ONE_YEAR,
     ) -> None:
         super().__init__(scope, construct_id)
@@ -71,6 +80,7 @@ class InvokeApi(Construct):
             environment={
                 "ENDPOINT_NAME": endpoint.endpoint_name,
                 "INVOKE_TIMEOUT_SECONDS": str(max(1, int(timeout.to_seconds()) - 5)),
+                "MAX_PAYLOAD_BYTES": str(max_payload_bytes),
             },
             description="HTTPS (IAM auth) -> SageMaker InvokeEndpoint",
         )
@@ -98,5 +108,8 @@ class InvokeApi(Construct):
         return self.url.url
 
     def grant_invoke_url(self, grantee: iam.IGrantable) -> iam.Grant:
-        """Let `grantee` call the URL (lambda:InvokeFunctionUrl on this function)."""
+        """Let `grantee` call the URL: lambda:InvokeFunctionUrl and lambda:InvokeFunction on this function (both
+        are checked for AWS_IAM function URLs). An identity policy for a principal of this app, a resource-based
+        permission for another (e.g. an `iam.ArnPrincipal` of an existing role)."""
+        # aws-cdk-lib's grant_invoke_url grants both actions (InvokeFunction only via the function URL).
         return self.function.grant_invoke_url(grantee)

@@ -11,6 +11,7 @@ from aws_cdk import ArnFormat, Aws, Duration, Stack
 from aws_cdk import aws_applicationautoscaling as appscaling
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_ecr as ecr
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
@@ -28,6 +29,8 @@ from mlstack.config.inference import (
     ServerlessEndpointConfig,
     VariantConfig,
 )
+from mlstack.config.inference_fit import startup_limits
+from mlstack.constructs.inference.alarms import endpoint_alarms
 from mlstack.constructs.nag import acknowledge as _acknowledge
 from mlstack.constructs.nag import nag_id as _nag
 from mlstack.constructs.scanners import skip_checkov
@@ -59,6 +62,12 @@ class ServingImage:
             repository_arn=f"arn:{Aws.PARTITION}:ecr:{region}:{account}:repository/{image.repository}",
         )
 
+    @classmethod
+    def from_repository(cls, repository: ecr.IRepository, image: EcrImage) -> ServingImage:
+        """An image in a repository this app manages (the DataStack's): the pull grant references it, so the
+        stacks are ordered; the URI is built from the fixed name (CloudFormation cannot Fn::Split an output)."""
+        return cls(uri=cls.from_config(image).uri, repository_arn=repository.repository_arn)
+
     def grant_pull(self, grantee: iam.IGrantable) -> iam.Grant:
         token = iam.Grant.add_to_principal(grantee=grantee, actions=["ecr:GetAuthorizationToken"], resource_arns=["*"])
         pull = iam.Grant.add_to_principal(grantee=grantee, actions=_ECR_PULL, resource_arns=[self.repository_arn])
@@ -72,11 +81,11 @@ class ModelEndpoint(Construct):
     Defines an execution role that may read exactly the model artifact, pull exactly the serving image, write
     its logs and (per mode) write data capture / async results under their prefixes and publish to its topics;
     the Model / EndpointConfig / Endpoint trio with physical names left to CloudFormation (a replacement never
-    clashes on a name); CloudWatch alarms on p99 model latency and 5xx errors per variant.
+    clashes on a name); CloudWatch alarms (see `alarms.py`) that notify `alarm_topic`.
 
-    - real-time: network-isolated model in the given private subnets behind a security group that only allows
-      HTTPS out; one or more weighted variants; EBS volumes encrypted with `key` unless a host has local NVMe
-      (SageMaker encrypts it in hardware and rejects a KmsKeyId); target tracking on
+    - real-time: network-isolated model (unless `network_isolation=False`) in the given private subnets behind a
+      security group that only allows HTTPS out; one or more weighted variants; EBS volumes encrypted with `key`
+      unless a host has local NVMe (SageMaker encrypts it in hardware and rejects a KmsKeyId); target tracking on
       `SageMakerVariantInvocationsPerInstance` per variant that asks for autoscaling; optional data capture.
     - serverless: no VPC, no network isolation, no data capture (SageMaker does not offer them there).
     - async: like real-time, plus S3 output/failure prefixes in `data_bucket` (KMS), SNS success/error topics
@@ -84,7 +93,7 @@ class ModelEndpoint(Construct):
       `HasBacklogWithoutCapacity` to scale out of zero on the first queued request.
 
     When every variant is autoscaled, updates keep the live instance counts (`RetainAllVariantProperties`,
-    weights and data capture excluded) instead of restarting at `instance_count`.
+    weights excluded) instead of restarting at `instance_count`.
 
     Known limit (domain.md P12): changing the instance type of an autoscaled variant, or removing it, fails in
     UpdateEndpoint while the scalable target is registered; deploy once with autoscaling removed, then with
@@ -105,9 +114,13 @@ class ModelEndpoint(Construct):
         subnets: Sequence[ec2.ISubnet],
         data_bucket: s3.IBucket | None = None,
         environment: Mapping[str, str] | None = None,
+        alarm_topic: sns.ITopic | None = None,
+        network_isolation: bool = True,
+        weights_gib: float = 0.0,
     ) -> None:
         super().__init__(scope, construct_id)
         self.spec = spec
+        self.weights_gib = weights_gib
         self.key = key
         self.data_bucket = data_bucket
         if self._needs_data_bucket and data_bucket is None:
@@ -117,7 +130,10 @@ class ModelEndpoint(Construct):
         self.role = iam.Role(
             self,
             "ExecutionRole",
-            assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
+            # Only SageMaker acting for this account (confused-deputy protection, IAM guide).
+            assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com").with_conditions(
+                {"StringEquals": {"aws:SourceAccount": Stack.of(scope).account}}
+            ),
             description=f"SageMaker execution role of endpoint {spec.name}: this model's artifact and image only",
         )
         self._grant_model_access(image, artifact_bucket, artifact_key)
@@ -145,7 +161,7 @@ class ModelEndpoint(Construct):
             self,
             "Model",
             execution_role_arn=self.role.role_arn,
-            enable_network_isolation=in_vpc,
+            enable_network_isolation=in_vpc and network_isolation,
             primary_container=sagemaker.CfnModel.ContainerDefinitionProperty(
                 image=image.uri,
                 model_data_url=artifact_bucket.s3_url_for_object(artifact_key),
@@ -182,17 +198,17 @@ class ModelEndpoint(Construct):
             endpoint_config_name=self.config.attr_endpoint_config_name,
             # An update (new model, new config) would otherwise restart every variant at InitialInstanceCount,
             # dropping a scaled-out fleet back to its initial size under load. Keep the autoscaled instance
-            # counts; weight and data-capture changes in the new config still apply.
+            # counts; weight changes in the new config still apply. Only DesiredWeight is excluded: the
+            # VariantProperty docs mark DataCaptureConfig "not currently supported" (UpdateEndpoint rejects it).
             retain_all_variant_properties=True if retain else None,
             exclude_retained_variant_properties=[
-                sagemaker.CfnEndpoint.VariantPropertyProperty(variant_property_type=kind)
-                for kind in ("DesiredWeight", "DataCaptureConfig")
+                sagemaker.CfnEndpoint.VariantPropertyProperty(variant_property_type=kind) for kind in ("DesiredWeight",)
             ]
             if retain
             else None,
         )
         self._autoscaling()
-        self.alarms = self._alarms()
+        self.alarms = endpoint_alarms(self, alarm_topic)
 
     # ----- public API
 
@@ -284,11 +300,11 @@ class ModelEndpoint(Construct):
 
     def metric_approximate_backlog_size_per_instance(self) -> cloudwatch.Metric:
         """Async only: queued requests per instance (the autoscaling target metric)."""
-        return self._endpoint_metric("ApproximateBacklogSizePerInstance")
+        return self.endpoint_metric("ApproximateBacklogSizePerInstance")
 
     def metric_has_backlog_without_capacity(self) -> cloudwatch.Metric:
         """Async only: 1 while requests wait and no instance runs (the scale-out-from-zero signal)."""
-        return self._endpoint_metric("HasBacklogWithoutCapacity")
+        return self.endpoint_metric("HasBacklogWithoutCapacity")
 
     # ----- construction
 
@@ -336,17 +352,28 @@ class ModelEndpoint(Construct):
                     ),
                 )
             ]
-        return [
-            sagemaker.CfnEndpointConfig.ProductionVariantProperty(
-                variant_name=variant.name,
-                model_name=self.model.attr_model_name,
-                instance_type=variant.instance_type,
-                initial_instance_count=variant.instance_count,
-                initial_variant_weight=variant.weight,
-                inference_ami_version=variant.ami_version,
-            )
-            for variant in self.variants
-        ]
+        return [self._variant(variant) for variant in self.variants]
+
+    def _variant(self, variant: VariantConfig) -> sagemaker.CfnEndpointConfig.ProductionVariantProperty:
+        # Start-up limits sized from the weights (`weights_gib`) unless the blueprint sets them.
+        limits = startup_limits(
+            self.weights_gib,
+            variant.instance_type,
+            startup_timeout_seconds=variant.startup_timeout_seconds,
+            download_timeout_seconds=variant.download_timeout_seconds,
+            volume_size_gb=variant.volume_size_gb,
+        )
+        return sagemaker.CfnEndpointConfig.ProductionVariantProperty(
+            variant_name=variant.name,
+            model_name=self.model.attr_model_name,
+            instance_type=variant.instance_type,
+            initial_instance_count=variant.instance_count,
+            initial_variant_weight=variant.weight,
+            inference_ami_version=variant.ami_version,
+            container_startup_health_check_timeout_in_seconds=limits.startup_timeout_seconds,
+            model_data_download_timeout_in_seconds=limits.download_timeout_seconds,
+            volume_size_in_gb=limits.volume_size_gb,
+        )
 
     def _grant_model_access(self, image: ServingImage, bucket: s3.IBucket, artifact_key: str) -> None:
         # One object, not grant_read: that would add s3:GetBucket*/List* on the whole bucket.
@@ -570,7 +597,8 @@ class ModelEndpoint(Construct):
                     appscaling.ScalingInterval(lower=0.5, change=1),
                 ],
                 adjustment_type=appscaling.AdjustmentType.CHANGE_IN_CAPACITY,
-                cooldown=Duration.seconds(scaling.scale_out_cooldown_seconds),
+                # No shorter than a cold start: until the first instance answers, the backlog still has no capacity.
+                cooldown=Duration.seconds(max(scaling.scale_out_cooldown_seconds, scaling.cold_start_seconds)),
                 evaluation_periods=1,
                 metric_aggregation_type=appscaling.MetricAggregationType.MAXIMUM,
             )
@@ -589,54 +617,12 @@ class ModelEndpoint(Construct):
             role=role,
         )
 
-    def _alarms(self) -> list[cloudwatch.Alarm]:
-        limits = self.spec.alarms
-        alarms: list[cloudwatch.Alarm] = []
-        for variant in self.variant_names:
-            alarms += [
-                self._alarm(
-                    f"{variant}LatencyAlarm",
-                    f"{self.spec.name}/{variant}: p99 latency above {limits.latency_p99_ms:g} ms",
-                    self.metric_model_latency(variant=variant),
-                    limits.latency_p99_ms * 1000,  # ModelLatency is in microseconds
-                    cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-                ),
-                self._alarm(
-                    f"{variant}ErrorsAlarm",
-                    f"{self.spec.name}/{variant}: {limits.errors_5xx}+ 5xx errors per minute",
-                    self.metric_invocation_5xx_errors(variant=variant),
-                    limits.errors_5xx,
-                    cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-                ),
-            ]
-        return alarms
-
-    def _alarm(
-        self,
-        construct_id: str,
-        description: str,
-        metric: cloudwatch.Metric,
-        threshold: float,
-        comparison: cloudwatch.ComparisonOperator,
-    ) -> cloudwatch.Alarm:
-        """Breaching in 3 of 5 minutes; no data (an idle endpoint) is not an alarm."""
-        return cloudwatch.Alarm(
-            self,
-            construct_id,
-            alarm_description=description,
-            metric=metric,
-            threshold=threshold,
-            comparison_operator=comparison,
-            evaluation_periods=5,
-            datapoints_to_alarm=3,
-            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
-        )
-
-    def _endpoint_metric(self, metric_name: str) -> cloudwatch.Metric:
+    def endpoint_metric(self, metric_name: str, *, statistic: str = "Average") -> cloudwatch.Metric:
+        """An `AWS/SageMaker` metric with the EndpointName dimension only (the async backlog metrics)."""
         return cloudwatch.Metric(
             namespace="AWS/SageMaker",
             metric_name=metric_name,
             dimensions_map={"EndpointName": self.endpoint_name},
-            statistic="Average",
+            statistic=statistic,
             period=_ONE_MINUTE,
         )

@@ -1,0 +1,52 @@
+"""SageMaker hosting prices (`data/sagemaker_hosting_prices.yaml`): ml.* rates per instance-hour, by region.
+
+Kept apart from the EC2 instance catalog: SageMaker bills hosting at its own rates, and an EC2 rate must never
+stand in for one. `hosting_price` returns None for a type or region without a published rate in the file.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+PRICES_FILE = Path(__file__).parent / "data" / "sagemaker_hosting_prices.yaml"
+
+
+class HostingPrice(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    instance: str = Field(pattern=r"^ml\.[a-z0-9-]+\.[a-z0-9-]+$")
+    region: str = Field(pattern=r"^[a-z]{2}(-gov)?-[a-z]+-\d$")
+    usd_per_hour: float = Field(gt=0)
+    source: str = Field(min_length=1)
+    read: str = Field(pattern=r"^\d{4}-\d{2}-\d{2}$")
+
+
+class _PriceFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    prices: list[HostingPrice]
+
+
+@functools.cache
+def hosting_prices() -> dict[tuple[str, str], HostingPrice]:
+    """Every row of the file by (instance, region); a duplicate row is an error."""
+    rows = _PriceFile.model_validate(yaml.safe_load(PRICES_FILE.read_text(encoding="utf-8"))).prices
+    result: dict[tuple[str, str], HostingPrice] = {}
+    for row in rows:
+        key = (row.instance, row.region)
+        if key in result:
+            raise ValueError(f"{PRICES_FILE.name}: {row.instance} in {row.region} is listed twice")
+        result[key] = row
+    return result
+
+
+def hosting_price(instance_type: str, region: str) -> HostingPrice | None:
+    """The SageMaker hosting rate of `ml.*` type in `region`, or None when the file has none."""
+    if not re.match(r"^ml\.", instance_type):
+        raise ValueError(f"{instance_type!r} is not a SageMaker instance type (ml.*)")
+    return hosting_prices().get((instance_type, region))
