@@ -15,9 +15,9 @@ from mlstack.config import BlueprintConfig
 from mlstack.config.inference import PAYLOAD_LIMIT_BYTES, EcrImage, InferenceConfig
 from mlstack.config.inference_fit import weights_gib
 from mlstack.constructs.inference import InvokeApi, ModelEndpoint, ServingImage
+from mlstack.plan.inference import plan_inference
 from mlstack.stacks.base import MlStack
 from mlstack.stacks.data import DataStack, access_log_bucket, kms_bucket
-from mlstack.stacks.inference_plan import plan_inference
 from mlstack.stacks.network import NetworkStack
 
 __all__ = ["InferenceStack", "plan_inference"]

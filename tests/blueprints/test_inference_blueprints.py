@@ -301,7 +301,7 @@ def test_plan_leaves_serverless_unpriced_and_says_so() -> None:
 
 def test_planning_does_not_import_the_cdk() -> None:
     # `mlstack plan` must not start jsii/Node: the plan code lives apart from InferenceStack.
-    code = "import sys, mlstack.stacks.inference_plan; assert 'aws_cdk' not in sys.modules, 'aws_cdk imported'"
+    code = "import sys, mlstack.plan.inference; assert 'aws_cdk' not in sys.modules, 'aws_cdk imported'"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=60)
     assert result.returncode == 0, result.stderr[-2000:]
 

@@ -16,7 +16,7 @@ import yaml
 from mlstack.config import load
 from mlstack.config.training import TrainingConfig
 from mlstack.errors import BlueprintError
-from mlstack.stacks.training_plan import memory_warnings
+from mlstack.plan.training import memory_warnings
 
 BASE: dict[str, Any] = {
     "description": "training test blueprint",

@@ -8,13 +8,14 @@ from __future__ import annotations
 import datetime as dt
 
 from mlstack.catalog import InstanceType, efa_layout
+from mlstack.catalog.memory import GIB, model_state_memory
 from mlstack.catalog.prices import MAX_PRICE_AGE_DAYS, DatedPrice, oldest, stale
 from mlstack.catalog.prices import price as ec2_price
 from mlstack.config import BlueprintConfig
 from mlstack.config.training import NodeGroupConfig, TrainingConfig
 from mlstack.constructs.training.job import render_job_yaml
 from mlstack.constructs.training.kube import UPDATE_STRATEGY
-from mlstack.plan import HOURS_PER_MONTH, Cost, Plan, Quota, Resource
+from mlstack.plan.model import HOURS_PER_MONTH, Cost, Plan, Quota, Resource
 
 STACK = "TrainingClusterStack"
 ADMIN_HOST_TYPE = "m7i.large"
@@ -33,8 +34,6 @@ def memory_warnings(training: TrainingConfig) -> list[str]:
     """A warning per node group the blueprint's model does not fit (model states only, per the memory model)."""
     if training.model is None:
         return []
-    from mlstack.catalog.memory import GIB, model_state_memory
-
     model = training.model
     warnings: list[str] = []
     for group in training.node_groups:
