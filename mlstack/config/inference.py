@@ -1,9 +1,12 @@
 """The `inference:` section of a blueprint (InferenceStack): one model, its endpoints, and the traffic they serve.
 
-Domain rules checked here, each with a message that names the fix (limits: shared/reference/domain.md §1.4, §6):
+Domain rules checked here, each with a message that names the fix (limits: the SageMaker API reference for
+CreateEndpointConfig, ProductionVariant and ServerlessConfig, as in the botocore sagemaker 2017-07-24 model):
 - a variant's instance type must be in the catalog and offered for SageMaker hosting;
 - serverless memory is one of 1024..6144 MB in 1024 steps, concurrency 1-200, provisioned <= max;
-- autoscaling min <= max; real-time variants cannot scale to zero (that needs inference components, P13);
+- autoscaling min <= max; real-time variants cannot scale to zero (SageMaker scales to zero only
+  endpoints that host inference components, or async endpoints: SageMaker Developer Guide, "Scale an endpoint to
+  zero instances");
 - a KMS volume key cannot be asked for when a variant's host has local NVMe (SageMaker rejects KmsKeyId there);
 - an async endpoint needs an output path.
 """
@@ -336,7 +339,8 @@ class RealtimeEndpointConfig(_EndpointBase):
 
 
 class ServerlessEndpointConfig(_EndpointBase):
-    """Serverless: no instances, no VPC, no GPUs, no data capture (SageMaker limits, domain.md §6 item 2)."""
+    """Serverless: no instances, no VPC, no GPUs, no data capture (features SageMaker Serverless Inference does not
+    support: SageMaker Developer Guide, "Deploy models with Amazon SageMaker Serverless Inference", exclusions)."""
 
     mode: Literal["serverless"]
     memory_mb: int

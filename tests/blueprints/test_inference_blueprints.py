@@ -317,7 +317,8 @@ def test_plan_says_sagemaker_quota_codes_are_unknown_instead_of_a_dash(name: str
 
 @pytest.mark.parametrize("name", ["inference-gpu-realtime", "inference-async"])
 def test_plan_warns_about_changing_the_instance_type_of_an_autoscaled_variant(name: str) -> None:
-    # domain.md P12: UpdateEndpoint fails while the variant is an Application Auto Scaling target.
+    # UpdateEndpoint fails while the variant is an Application Auto Scaling target (SageMaker Developer Guide,
+    # "Update or delete an endpoint that uses automatic scaling": deregister the scalable target first).
     plan = build_plan(load(name))
     (warning,) = [w for w in plan.warnings if "instance type of an autoscaled variant" in w]
     assert "deploy once without its autoscaling, then with the new type" in warning

@@ -1,6 +1,7 @@
 """A ModelEndpoint stack deployed on moto's CloudFormation: the template's references and ordering resolve.
 
-moto only knows old SageMaker instance types (toolchain.md §4): its instance-type check is patched out here.
+moto 5.2.5 accepts only an older list of SageMaker instance types (no ml.g6e, ml.inf2 ...): its instance-type check is
+patched out here.
 It skips Application Auto Scaling, alarms, bucket and topic policies and SG egress, so those stay covered by the
 template assertions in test_model_endpoint.py.
 """
