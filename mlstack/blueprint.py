@@ -22,7 +22,8 @@ class BuiltBlueprint:
 
     config: BlueprintConfig
     network: NetworkStack
-    training: TrainingClusterStack | None = None
+    training: TrainingClusterStack | MlStack | None = None
+    """The `TrainingClusterStack` of any engine (`TrainingClusterStack` class for EKS, another `MlStack` otherwise)."""
     inference: InferenceStack | None = None
 
     @property
@@ -35,9 +36,11 @@ def build(scope: Construct, config: BlueprintConfig) -> BuiltBlueprint:
     network = NetworkStack(scope, "NetworkStack", blueprint=config)
     training = inference = None
     if config.training is not None:
-        from mlstack.stacks.training import TrainingClusterStack
+        from mlstack.stacks.training_engines import training_stack_class
 
-        training = TrainingClusterStack(scope, "TrainingClusterStack", blueprint=config, network=network)
+        training = training_stack_class(config.training.engine)(
+            scope, "TrainingClusterStack", blueprint=config, network=network
+        )
     if config.inference is not None:
         from mlstack.stacks.inference import InferenceStack
 
