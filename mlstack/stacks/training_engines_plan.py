@@ -71,7 +71,8 @@ def _plan_hyperpod(config: BlueprintConfig, training: TrainingConfig, plan: Plan
         plan.quotas.append(Quota("sagemaker", f"{ml} for cluster usage", "unknown", count, "instances"))
     plan.warnings.append(
         "HyperPod ml.* prices and SageMaker quota codes are not in the catalog: price each instance group on the "
-        "SageMaker pricing page and find each quota by name in Service Quotas (service sagemaker)"
+        "SageMaker pricing page and find each quota by its name (e.g. 'ml.p5.48xlarge for cluster usage', not "
+        "verified offline) in Service Quotas, service sagemaker"
     )
     checks = "InstanceStress (+ InstanceConnectivity on EFA groups)" if hyperpod.deep_health_checks else "off"
     rows.append(f"deep health checks on accelerated workers: {checks}; threads per core {hyperpod.threads_per_core}")
@@ -95,15 +96,17 @@ def _plan_batch(config: BlueprintConfig, training: TrainingConfig, plan: Plan) -
         Resource(STACK, "Log group", f"job logs, {settings.log_retention_days} days, KMS"),
     ]
     price = it.price_per_hour if group.capacity.type in ("on_demand", "capacity_reservation") else None
+    # minvCpus 0: no instance runs between jobs, so the standing cost is zero; a job's cost is shown beside it.
     plan.costs.append(
         Cost(
-            f"{it.name} {group.name} (while a {nodes}-node job runs)",
-            nodes,
+            f"{it.name} {group.name} (idle between jobs)",
+            0,
             price,
             it.price_date if price is not None else None,
             catalog().sources.get(it.price_source, it.price_source),
         )
     )
+    job_cost = "unknown" if price is None else f"${price * nodes:,.2f}/hour"
     family = quota_family(it)
     if family in ON_DEMAND_QUOTAS and group.capacity.type != "capacity_block":
         name, code = ON_DEMAND_QUOTAS[family]
@@ -113,7 +116,8 @@ def _plan_batch(config: BlueprintConfig, training: TrainingConfig, plan: Plan) -
             "Batch",
             [
                 f"{group.name}: {it.name}, {efa} EFA per node, {nodes} nodes per job, capacity {group.capacity.type}",
-                "instances run only while a job does (minvCpus 0); AWS Batch itself has no charge",
+                f"a {nodes}-node job costs {job_cost} while it runs; instances run only while a job does "
+                "(minvCpus 0); AWS Batch itself has no charge",
             ],
         )
     )

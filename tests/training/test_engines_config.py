@@ -223,3 +223,16 @@ def test_batch_mixed_azs_in_an_efa_group(tmp_path: Path, bt: dict[str, Any]) -> 
 def test_unknown_engine(tmp_path: Path, bt: dict[str, Any]) -> None:
     bt["training"]["engine"] = "slurm"
     assert "training.engine" in _problem(tmp_path, bt)
+
+
+def test_catalog_hyperpod_flag_matches_the_api_enum() -> None:
+    # botocore's sagemaker model lists every ClusterInstanceType; the catalog's flag drives the HyperPod rules.
+    import botocore.session
+
+    from mlstack.catalog import all_instances
+
+    model = botocore.session.get_session().get_service_model("sagemaker")
+    offered = set(model.shape_for("ClusterInstanceType").enum)
+    assert {f"ml.{i.name}" for i in all_instances() if i.sagemaker_hyperpod} == {
+        f"ml.{i.name}" for i in all_instances() if f"ml.{i.name}" in offered
+    }
