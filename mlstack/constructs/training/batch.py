@@ -295,7 +295,7 @@ def _user_data(fsx_dns_name: str | None, fsx_mount_name: str | None) -> str:
         "cd /tmp",
         "curl -fsSLO https://efa-installer.amazonaws.com/aws-efa-installer-latest.tar.gz",
         "tar -xf aws-efa-installer-latest.tar.gz",
-        "(cd aws-efa-installer && ./efa_installer.sh -y -g)",
+        "(cd aws-efa-installer && ./efa_installer.sh -y)",
     ]
     parts: list[str] = ["\n".join(lines) + "\n"]
     if fsx_dns_name is not None and fsx_mount_name is not None:
