@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from aws_cdk import Acknowledgment, Aws, CfnResource, Fn, RemovalPolicy, Stack, Validations
+from aws_cdk import Acknowledgment, Aws, CfnResource, Fn, RemovalPolicy, Stack, Token, Validations
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -319,6 +319,8 @@ def _acknowledge_deployment(deployment: s3deploy.BucketDeployment, bucket: s3.Bu
     handler = next(c for c in stack.node.children if c.node.id.startswith("Custom::CDKBucketDeployment"))
     bucket_id = stack.get_logical_id(bucket.node.default_child)  # type: ignore[arg-type]
     managed = "Policy::arn:<AWS::Partition>:iam::aws:policy"
+    # cdk-nag writes an environment-agnostic stack's region as the pseudo parameter.
+    region = "<AWS::Region>" if Token.is_unresolved(stack.region) else stack.region
     copy = "CDK's BucketDeployment copies the asset from the CDK asset bucket into the lifecycle prefix"
     reasons = {
         f"AwsSolutions-IAM4[{managed}/service-role/AWSLambdaBasicExecutionRole]": (
@@ -337,7 +339,7 @@ def _acknowledge_deployment(deployment: s3deploy.BucketDeployment, bucket: s3.Bu
                 "kms:ReEncrypt*",
             )
         },
-        f"AwsSolutions-IAM5[Resource::arn:aws:s3:::cdk-hnb659fds-assets-<AWS::AccountId>-{stack.region}/*]": copy,
+        f"AwsSolutions-IAM5[Resource::arn:aws:s3:::cdk-hnb659fds-assets-<AWS::AccountId>-{region}/*]": copy,
         f"AwsSolutions-IAM5[Resource::<{bucket_id}.Arn>/*]": copy,
     }
     for rule_id, reason in reasons.items():
