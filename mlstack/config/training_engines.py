@@ -167,11 +167,6 @@ def _hyperpod_problems(training: TrainingConfig) -> list[str]:
             )
         if group.placement_group:
             problems.append(f"{where}.placement_group: HyperPod places instances itself; remove placement_group")
-        if group.desired_size > HYPERPOD_MAX_INSTANCES:
-            problems.append(
-                f"{where}.desired_size: a HyperPod instance group holds at most {HYPERPOD_MAX_INSTANCES} instances, "
-                f"got {group.desired_size}; lower it"
-            )
     hyperpod = training.hyperpod or HyperPodConfig()
     if hyperpod.controller.count != 1:
         problems.append(
