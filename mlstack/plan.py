@@ -137,7 +137,11 @@ def build_plan(config: BlueprintConfig) -> Plan:
         stacks=config.stack_ids,
     )
     plan_network(config, plan)
-    if config.training is not None:
+    if config.training is not None and config.training.engine != "eks":
+        from mlstack.stacks.training_engines_plan import plan_training_engine
+
+        plan_training_engine(config, plan)
+    elif config.training is not None:
         from mlstack.stacks.training_plan import plan_training
 
         plan_training(config, plan)
