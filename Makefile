@@ -5,7 +5,7 @@
 #   make bench   synth time of all blueprints vs an empty CDK app
 #   make diagrams               docs/diagrams/<blueprint>.{dot,svg,png} + docs/blueprints.md (Graphviz from Debian)
 #   make deploy-local BLUEPRINT=<name>   real `cdk deploy` against a local moto server (no AWS account)
-#   make test-deploy-local      the local deploy test (create, update, no-change; ~2-3 min, so not in `make test`)
+#   make test-deploy-local      the local deploy test (create, update, no-change; 3-5 min, so not in `make test`)
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 PYTHON ?= python3

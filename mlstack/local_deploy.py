@@ -12,8 +12,10 @@
 
 What moto cannot do, and what is done instead:
 - Change sets: updating a stack through one fails in moto (HTTP 500 in DeleteChangeSet), so every deploy uses
-  `--method=direct` (UpdateStack), and `--no-previous-parameters` because moto cannot reuse the previous
-  value of CDK's BootstrapVersion parameter.
+  `--method=direct` (UpdateStack), and the create and update use `--no-previous-parameters` because moto
+  cannot reuse the previous value of CDK's BootstrapVersion parameter. The no-change deploy leaves that flag
+  out: with it the CLI counts the parameter as changed and calls UpdateStack, which moto, unlike
+  CloudFormation ("No updates are to be performed"), completes as an update.
 - Destroy: `cdk destroy` fails in moto ("vpc ... has dependencies"); nothing is destroyed: stopping the
   server drops its in-memory state.
 - Anything moto only stores (no EKS control plane, no FSx, no endpoint that serves): a local deploy proves the
@@ -51,14 +53,8 @@ ROOT = Path(__file__).resolve().parents[1]
 MOTO_ACCOUNT = "123456789012"
 """moto's default account: what the dummy credentials resolve to (STS GetCallerIdentity)."""
 CDK: tuple[str, ...] = ("npx", "--no-install", "cdk")
-DEPLOY_FLAGS: tuple[str, ...] = (
-    "--require-approval",
-    "never",
-    "--method=direct",
-    "--no-previous-parameters",
-    "--progress",
-    "events",
-)
+NO_PREVIOUS = "--no-previous-parameters"
+DEPLOY_FLAGS: tuple[str, ...] = ("--require-approval", "never", "--method=direct", NO_PREVIOUS, "--progress", "events")
 
 
 class DeployError(Exception):
@@ -241,7 +237,7 @@ def local_deploy(
             assembly = workdir / f"{step}.out"
             print(f"== {step}: {file.relative_to(ROOT) if file.is_relative_to(ROOT) else file}", flush=True)
             deploy = [*cdk, "deploy", "--all", "-c", f"blueprint={file}", "-c", "nag=false", "-o", str(assembly)]
-            deploy += DEPLOY_FLAGS
+            deploy += [f for f in DEPLOY_FLAGS if step != "no-change" or f != NO_PREVIOUS]
             outputs[step] = runner(deploy, env)
             outputs[f"report-{step}"] = report(port, region, f"{config.name}-", assembly)
             print(outputs[f"report-{step}"], flush=True)
