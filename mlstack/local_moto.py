@@ -9,12 +9,15 @@ a CDK app of this project meets; each is reported by the deploy driver as "not m
 - `UpdateTerminationProtection` (the CLI calls it for stacks with termination protection) is accepted.
 - Resource types moto cannot create (EKS, FSx, placement groups, auto scaling, alarms, function URLs...) and
   custom resources (moto would run their Lambda in Docker) become placeholders: the stack completes, `Ref`
-  gives the placeholder's name and `Fn::GetAtt` a `<name>.<attribute>` string. Nothing behind them exists.
+  gives the placeholder's name and `Fn::GetAtt` a `<name>.<attribute>` string (an ARN-shaped string for
+  `...Arn` attributes, which IAM policies check). Nothing behind them exists.
 - SageMaker accepts every `ml.*` instance type (moto lists only older families).
 - A type moto cannot update in place (a KMS key, for one) keeps its old properties; moto 5.2.5 would drop it
   from the stack instead, and the next `Fn::GetAtt` on it fails ("references undefined resource").
 - KMS keys: moto 5.2.5's CloudFormation handler raises on CloudFormation-style tags (Key/Value); they are
   translated to the API's TagKey/TagValue, and a key policy object to its JSON text.
+- SSM parameters without a Name (CDK writes some) get the generated name CloudFormation would give them;
+  moto 5.2.5 raises AttributeError on them.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from moto.core.responses import ActionResult
 from moto.kms import models as kms_models
 from moto.sagemaker import models as sagemaker_models
 from moto.server import ThreadedMotoServer
+from moto.ssm import models as ssm_models
 
 _original_clean_json = parsing.clean_json
 _original_class_from_type = parsing.resource_class_from_type
@@ -49,9 +53,11 @@ class Placeholder(CloudFormationModel):
 
     __module__ = "mlstack.local_moto"  # moto files models under the second part of their module (also as __main__)
 
-    def __init__(self, name: str, resource_type: str) -> None:
+    def __init__(self, name: str, resource_type: str, account_id: str = "", region_name: str = "") -> None:
         self.name = name
         self.resource_type = resource_type
+        self.account_id = account_id
+        self.region_name = region_name
 
     @property
     def physical_resource_id(self) -> str:
@@ -66,13 +72,16 @@ class Placeholder(CloudFormationModel):
         return True
 
     def get_cfn_attribute(self, attribute_name: str) -> str:
+        if attribute_name.endswith("Arn"):  # policies referencing it must still hold an ARN
+            _, service, kind = [*self.resource_type.lower().split("::"), "", ""][:3]
+            return f"arn:aws:{service}:{self.region_name}:{self.account_id}:{kind}/{self.name}"
         return f"{self.name}.{attribute_name}"
 
     @classmethod
     def create_from_cloudformation_json(
         cls, resource_name: str, cloudformation_json: Any, account_id: str, region_name: str, **kwargs: Any
     ) -> Placeholder:
-        return cls(resource_name, str(kwargs.get("ResourceType", "?")))
+        return cls(resource_name, str(kwargs.get("ResourceType", "?")), account_id, region_name)
 
     @classmethod
     def update_from_cloudformation_json(
@@ -143,12 +152,24 @@ def _kms_key_from_cloudformation(original: Any) -> Any:
     return classmethod(create)
 
 
+def _ssm_parameter_from_cloudformation(original: Any) -> Any:
+    def create(cls: Any, resource_name: str, cloudformation_json: Any, *args: Any, **kwargs: Any) -> Any:
+        # CloudFormation names a parameter without Name itself; moto 5.2.5 raises AttributeError on None.
+        cloudformation_json["Properties"].setdefault("Name", resource_name)
+        return original.__func__(cls, resource_name, cloudformation_json, *args, **kwargs)
+
+    return classmethod(create)
+
+
 def extend_moto() -> None:
     parsing.resource_class_from_type = _resource_class_from_type
     parsing.clean_json = _clean_json
     parsing.parse_and_update_resource = _parse_and_update_resource
     CloudFormationResponse.update_termination_protection = _update_termination_protection  # type: ignore[attr-defined]
     sagemaker_models.FakeEndpointConfig.validate_instance_type = lambda self, instance_type: None  # type: ignore[method-assign]
+    ssm_models.Parameter.create_from_cloudformation_json = _ssm_parameter_from_cloudformation(  # type: ignore[method-assign]
+        ssm_models.Parameter.create_from_cloudformation_json
+    )
     kms_models.Key.create_from_cloudformation_json = _kms_key_from_cloudformation(  # type: ignore[method-assign]
         kms_models.Key.create_from_cloudformation_json
     )
