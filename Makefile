@@ -4,6 +4,9 @@
 #   make lint    ruff + mypy + cfn-lint over cdk.out
 #   make bench   synth time of all blueprints vs an empty CDK app
 #   make check-charts  every pinned Helm chart version exists in its repository (needs the network)
+#   make diagrams               docs/diagrams/<blueprint>.{dot,svg,png} + docs/blueprints.md (Graphviz from Debian)
+#   make deploy-local BLUEPRINT=<name>   real `cdk deploy` against a local moto server (no AWS account)
+#   make test-deploy-local      the local deploy test (create, update, no-change; 3-5 min, so not in `make test`)
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 PYTHON ?= python3
@@ -17,7 +20,7 @@ CHECKOV_VENV := .venv-checkov
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 export CDK_DISABLE_CLI_TELEMETRY := true
 
-.PHONY: install synth test lint bench snapshot-update clean check-charts
+.PHONY: install synth test lint bench snapshot-update clean check-charts diagrams graphviz deploy-local test-deploy-local
 
 install: $(STAMPS)/venv $(STAMPS)/npm $(STAMPS)/checkov-$(CHECKOV_VERSION)
 
@@ -64,6 +67,21 @@ bench: install
 
 snapshot-update: install
 	$(BIN)/pytest -q tests/blueprints/test_gates.py --snapshot-update
+
+graphviz:
+	@dpkg -s graphviz >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq graphviz; }
+
+diagrams: install graphviz
+	CDK_VALIDATION=false $(BIN)/python -m mlstack.diagram docs
+
+# Graphviz comes from Debian's packages; apt-get needs root (sudo when not already root).
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+BLUEPRINT ?= eks-gpu-training
+deploy-local: install
+	$(BIN)/python -m mlstack.local_deploy $(BLUEPRINT)
+
+test-deploy-local: install
+	MLSTACK_LOCAL_DEPLOY=1 $(BIN)/pytest -q tests/local_deploy/test_local_deploy_cli.py
 
 clean:
 	rm -rf cdk.out $(STAMPS) $(VENV) $(CHECKOV_VENV) node_modules
