@@ -3,6 +3,8 @@
 #   make test    every gate: ruff, mypy --strict, pytest (synth once, nag, cfn-lint, snapshots, moto)
 #   make lint    ruff + mypy + cfn-lint over cdk.out
 #   make bench   synth time of all blueprints vs an empty CDK app
+#   make test-workloads   reference workloads on CPU (PyTorch DDP/FSDP/DeepSpeed, OpenVINO) in .venv-workloads
+#   make bench-workloads  gradient-compression and OpenVINO fp32/int8 tables on this machine
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 PYTHON ?= python3
@@ -13,7 +15,10 @@ STAMPS := .stamps
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 export CDK_DISABLE_CLI_TELEMETRY := true
 
-.PHONY: install synth test lint bench snapshot-update clean
+WL_VENV := .venv-workloads
+WL_BIN := $(WL_VENV)/bin
+
+.PHONY: install synth test lint bench snapshot-update clean install-workloads test-workloads bench-workloads
 
 install: $(STAMPS)/venv $(STAMPS)/npm
 
@@ -49,5 +54,20 @@ bench: install
 snapshot-update: install
 	$(BIN)/pytest -q tests/blueprints/test_gates.py --snapshot-update
 
+# The workloads' heavy dependencies (PyTorch CPU build, DeepSpeed, OpenVINO, NNCF) live in their own venv so
+# that `make test` stays fast and light. DS_BUILD_OPS=0: DeepSpeed compiles no C++/CUDA op at install time.
+install-workloads: $(STAMPS)/venv-workloads
+
+$(STAMPS)/venv-workloads: requirements-workloads.txt
+	$(PYTHON) -m venv $(WL_VENV)
+	DS_BUILD_OPS=0 $(WL_BIN)/pip install --quiet --disable-pip-version-check -r requirements-workloads.txt
+	@mkdir -p $(STAMPS) && touch $@
+
+test-workloads: install-workloads
+	DS_BUILD_OPS=0 DS_ACCELERATOR=cpu $(WL_BIN)/pytest -q -p no:cacheprovider workload_tests
+
+bench-workloads: install-workloads
+	DS_BUILD_OPS=0 $(WL_BIN)/python -m runtime.workloads.bench
+
 clean:
-	rm -rf cdk.out $(STAMPS) $(VENV) node_modules
+	rm -rf cdk.out $(STAMPS) $(VENV) $(WL_VENV) node_modules

@@ -19,6 +19,7 @@ Handler = Callable[[argparse.Namespace], int]
 def build_parser() -> argparse.ArgumentParser:
     from mlstack import blueprint_cli
     from mlstack.catalog import cli as catalog_cli
+    from mlstack.workloads import cli as workloads_cli
 
     parser = argparse.ArgumentParser(
         prog="mlstack",
@@ -27,6 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     blueprint_cli.register(sub)
     catalog_cli.register(sub)
+    workloads_cli.register(sub)
     return parser
 
 
