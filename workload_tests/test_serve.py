@@ -80,7 +80,8 @@ def test_invocations_json_and_csv_give_the_same_correct_predictions(url: str, di
     [
         (b'{"instances": [[1, 2]]}', "application/json", "each row needs 64 features, got 2"),
         (b'{"rows": []}', "application/json", "cannot read the request body"),
-        (b"1,2\n3", "text/csv", "expected a non-empty 2-D batch"),
+        (b"1,2\n3", "text/csv", "cannot read the request body as text/csv"),
+        (b'{"instances": [1, 2]}', "application/json", "expected a non-empty 2-D batch"),
         (b"x", "application/x-npy", "unsupported content type"),
     ],
 )

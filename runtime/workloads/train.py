@@ -208,6 +208,9 @@ def main(argv: list[str] | None = None) -> int:
             save(args, model, optimizer, hook_state, done)
     if out is not None:
         out.close()
+    # Every rank reaches this barrier before any tears down: a gloo rank whose peer already exited can hang in
+    # destroy_process_group (seen here intermittently on CPU).
+    dist.barrier()
     dist.destroy_process_group()
     return 0
 
