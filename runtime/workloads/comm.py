@@ -65,6 +65,24 @@ def counting(counter: ByteCounter) -> Iterator[ByteCounter]:
             setattr(dist, name, fn)
 
 
+def bf16_hook(state: object, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
+    """All-reduce the bucket in bfloat16 (half the bytes of fp32), average, and write back in fp32."""
+    group = state if isinstance(state, dist.ProcessGroup) else dist.group.WORLD
+    buffer = bucket.buffer()
+    compressed = buffer.to(torch.bfloat16).div_(dist.get_world_size(group))
+    fut = dist.all_reduce(compressed, group=group, async_op=True).get_future()  # type: ignore[union-attr]
+
+    def decompress(f: torch.futures.Future[list[torch.Tensor]]) -> torch.Tensor:
+        buffer.copy_(f.value()[0])
+        return buffer
+
+    return fut.then(decompress)
+
+
+# DDP compares these annotations with the real classes; `from __future__ import annotations` made them strings.
+bf16_hook.__annotations__ = {"state": object, "bucket": dist.GradBucket, "return": torch.futures.Future[torch.Tensor]}
+
+
 def register_hook(
     model: DistributedDataParallel, hook: str, *, powersgd_rank: int = 1, warm_start: bool = True, start_iter: int = 2
 ) -> powerSGD_hook.PowerSGDState | None:
@@ -76,7 +94,9 @@ def register_hook(
         model.register_comm_hook(None, default_hooks.fp16_compress_hook)
         return None
     if hook == "bf16":
-        model.register_comm_hook(None, default_hooks.bf16_compress_hook)
+        # torch's bf16_compress_hook refuses anything but NCCL/XCCL; this is the same cast-all-reduce-cast for any
+        # backend (gloo all-reduces bf16 tensors on CPU).
+        model.register_comm_hook(None, bf16_hook)
         return None
     if hook == "powersgd":
         # start_powerSGD_iter: plain all-reduce for the first iterations (the paper's warm-up); warm_start reuses
