@@ -97,5 +97,5 @@ def test_unknown_route_is_404(url: str) -> None:
 
 
 def test_convert_cli_writes_both_irs(tmp_path: Path) -> None:
-    assert convert.main(["--out", str(tmp_path)]) == 0
+    assert convert.main(["--out", str(tmp_path), "--epochs", "1", "--calibration-samples", "20"]) == 0
     assert (tmp_path / "fp32" / "model.xml").exists() and (tmp_path / "int8" / "model.bin").exists()

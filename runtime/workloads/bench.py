@@ -42,8 +42,14 @@ def _table(headers: list[str], rows: list[list[str]]) -> str:
 
 def bench_training(tmp: Path) -> str:
     results = {}
+    failed = []
     for name, args in HOOKS:
-        recs = launch.torchrun(tmp / f"{name.split()[0]}-{len(results)}.jsonl", "--steps", str(STEPS), *MODEL, *args)
+        try:
+            path = tmp / f"{name.split()[0]}-{len(results) + len(failed)}.jsonl"
+            recs = launch.torchrun(path, "--steps", str(STEPS), *MODEL, *args, timeout=300)
+        except RuntimeError as err:  # a run that fails or hangs is reported, not hidden
+            failed.append(f"{name}: {str(err).splitlines()[0][-200:]}")
+            continue
         results[name] = (
             statistics.mean(r["comm_bytes"] for r in recs[WARMUP:]),
             statistics.median(r["step_time_s"] for r in recs[WARMUP:]),
@@ -63,7 +69,7 @@ def bench_training(tmp: Path) -> str:
     ]
     head = f"Gradient compression: TinyLM d=128, 2 layers, 2 ranks gloo/CPU, {STEPS} steps, seed 0"
     table = _table(["hook", "bytes/step/rank", "fewer bytes", "step ms (median)", "final loss", "vs fp32"], rows)
-    return f"{head}\n{table}"
+    return f"{head}\n{table}" + "".join(f"\nFAILED {f}" for f in failed)
 
 
 def _timeit(compiled: ov.CompiledModel, x: np.ndarray, seconds: float) -> list[float]:

@@ -87,10 +87,12 @@ def accuracy(compiled: ov.CompiledModel, x: np.ndarray, y: np.ndarray) -> float:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="train the digits MLP, write fp32 and int8 OpenVINO IR")
     p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--epochs", type=int, default=30)
+    p.add_argument("--calibration-samples", type=int, default=300)
     args = p.parse_args(argv)
     data = digits()
-    fp32 = to_openvino(train_digits(data), data.x_train.shape[1])
-    int8 = quantize_int8(fp32, data.x_train)
+    fp32 = to_openvino(train_digits(data, epochs=args.epochs), data.x_train.shape[1])
+    int8 = quantize_int8(fp32, data.x_train, samples=args.calibration_samples)
     for name, model in (("fp32", fp32), ("int8", int8)):
         ov.save_model(model, args.out / name / "model.xml", compress_to_fp16=False)
         print(f"{name}: held-out accuracy {accuracy(compile_cpu(model), data.x_test, data.y_test):.4f}")
