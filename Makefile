@@ -7,6 +7,8 @@
 #   make diagrams               docs/diagrams/<blueprint>.{dot,svg,png} + docs/blueprints.md (Graphviz from Debian)
 #   make deploy-local BLUEPRINT=<name>   real `cdk deploy` against a local moto server (no AWS account)
 #   make test-deploy-local      the local deploy test (create, update, no-change; 3-5 min, so not in `make test`)
+#   make test-workloads   reference workloads on CPU (PyTorch DDP/FSDP/DeepSpeed, OpenVINO) in .venv-workloads
+#   make bench-workloads  gradient-compression and OpenVINO fp32/int8 tables on this machine
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 PYTHON ?= python3
@@ -20,7 +22,11 @@ CHECKOV_VENV := .venv-checkov
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 export CDK_DISABLE_CLI_TELEMETRY := true
 
-.PHONY: install synth test lint bench snapshot-update clean check-charts diagrams graphviz deploy-local test-deploy-local
+WL_VENV := .venv-workloads
+WL_BIN := $(WL_VENV)/bin
+
+.PHONY: install synth test lint bench snapshot-update clean check-charts diagrams graphviz deploy-local test-deploy-local \
+	install-workloads test-workloads bench-workloads
 
 install: $(STAMPS)/venv $(STAMPS)/npm $(STAMPS)/checkov-$(CHECKOV_VERSION)
 
@@ -83,5 +89,22 @@ deploy-local: install
 test-deploy-local: install
 	MLSTACK_LOCAL_DEPLOY=1 $(BIN)/pytest -q tests/local_deploy/test_local_deploy_cli.py
 
+
+# The workloads' heavy dependencies (PyTorch CPU build, DeepSpeed, OpenVINO, NNCF) live in their own venv so
+# that `make test` stays fast and light. DS_BUILD_OPS=0: DeepSpeed compiles no C++/CUDA op at install time.
+install-workloads: $(STAMPS)/venv-workloads
+
+$(STAMPS)/venv-workloads: requirements-workloads.txt
+	$(PYTHON) -m venv $(WL_VENV)
+	DS_BUILD_OPS=0 $(WL_BIN)/pip install --quiet --disable-pip-version-check -r requirements-workloads.txt
+	@mkdir -p $(STAMPS) && touch $@
+
+test-workloads: install-workloads
+	DS_BUILD_OPS=0 DS_ACCELERATOR=cpu $(WL_BIN)/pytest -q -p no:cacheprovider workload_tests
+
+bench-workloads: install-workloads
+	DS_BUILD_OPS=0 $(WL_BIN)/python -m runtime.workloads.bench
+
+
 clean:
-	rm -rf cdk.out $(STAMPS) $(VENV) $(CHECKOV_VENV) node_modules
+	rm -rf cdk.out $(STAMPS) $(VENV) $(CHECKOV_VENV) $(WL_VENV) node_modules

@@ -19,6 +19,7 @@ Handler = Callable[[argparse.Namespace], int]
 def build_parser() -> argparse.ArgumentParser:
     from mlstack import blueprint_cli, precheck
     from mlstack.catalog import cli as catalog_cli
+    from mlstack.workloads import cli as workloads_cli
 
     parser = argparse.ArgumentParser(
         prog="mlstack",
@@ -28,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     blueprint_cli.register(sub)
     catalog_cli.register(sub)
     precheck.register(sub)
+    workloads_cli.register(sub)
     return parser
 
 

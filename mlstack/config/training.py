@@ -403,8 +403,9 @@ class JobConfig(StrictModel):
     name: str = Field(default="train", pattern=r"^[a-z][a-z0-9-]{0,40}[a-z0-9]$")
     image: str | None = None
     """Training image with EFA, libfabric and aws-ofi-nccl (or the Neuron SDK); unset: a placeholder is printed."""
-    script: str = "/fsx/code/train.py"
-    """Entry point passed to torchrun."""
+    script: str = "/opt/mlstack/runtime/workloads/train.py"
+    """Entry point passed to torchrun; the default is the reference script baked into the image built from
+    runtime/containers/train.Dockerfile (DDP/FSDP/DeepSpeed, checkpoints on FSx)."""
     node_group: str | None = None
     """Node group the job runs on; default: the first EFA group."""
     nodes: int | None = Field(default=None, ge=1)
