@@ -197,7 +197,7 @@ def test_batch_placement_group_with_capacity_block(tmp_path: Path, bt: dict[str,
     bt["training"]["node_groups"][0].update(
         capacity={"type": "capacity_block", "reservation_id": "cr-0123456789abcdef0"}, placement_group=True
     )
-    assert "a placement group cannot be combined with a capacity_block" in _problem(tmp_path, bt)
+    assert "placement group cannot be combined with a capacity_block" in _problem(tmp_path, bt)
 
 
 def test_batch_takes_one_group_of_an_nvidia_type(tmp_path: Path, bt: dict[str, Any]) -> None:
