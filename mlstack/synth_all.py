@@ -20,6 +20,7 @@ from cdk_nag import AwsSolutionsChecks
 
 from mlstack import blueprint, resources
 from mlstack.config import BLUEPRINTS_DIR, load
+from mlstack.console import print_problems
 from mlstack.errors import MlstackError
 
 
@@ -84,8 +85,7 @@ def main(argv: list[str]) -> int:
     try:
         synthesis = synthesize_all(outdir)
     except MlstackError as err:
-        for line in err.problems:
-            print(f"error: {line}", file=sys.stderr)
+        print_problems(err)
         return 1
     if synthesis.nag_failure:
         print(f"error: cdk-nag: {synthesis.nag_failure}", file=sys.stderr)
