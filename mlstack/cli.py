@@ -11,6 +11,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
+from mlstack.console import print_problems
 from mlstack.errors import MlstackError
 
 Handler = Callable[[argparse.Namespace], int]
@@ -40,8 +41,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return handler(args)
     except MlstackError as err:
-        for line in err.problems:
-            print(f"error: {line}", file=sys.stderr)
+        print_problems(err)
         return 2
     except BrokenPipeError:  # `mlstack ... | head`
         return 0

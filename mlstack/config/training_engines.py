@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, field_validator
 
+from mlstack import resources
 from mlstack.catalog import get_instance
 from mlstack.config.base import StrictModel
 from mlstack.config.network import LOG_RETENTION_DAYS
@@ -26,7 +27,7 @@ Engine = Literal["eks", "hyperpod-slurm", "batch"]
 """`eks`: self-managed EKS cluster (default); `hyperpod-slurm`: SageMaker HyperPod with Slurm set up by lifecycle
 scripts; `batch`: AWS Batch multi-node parallel jobs on a managed EC2 compute environment."""
 
-LIFECYCLE_SCRIPTS_DIR = Path(__file__).resolve().parents[2] / "runtime" / "hyperpod_slurm"
+LIFECYCLE_SCRIPTS_DIR = resources.runtime_path("hyperpod_slurm")
 """The lifecycle scripts shipped with mlstack (on_create.sh and its helpers), uploaded to S3 by the stack."""
 
 HYPERPOD_MAX_INSTANCES = 6758

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from mlstack.diagram.dot import render
 from mlstack.diagram.model import build
-from mlstack.synth_all import ROOT, Synthesis, synthesize_all
+from mlstack.synth_all import Synthesis, synthesize_all
 
 CONTEXT = {"aws:cdk:bundling-stacks": [], "aws:cdk:version-reporting": False}
 
@@ -64,7 +64,7 @@ def markdown(synthesis: Synthesis) -> str:
 
 
 def main(argv: list[str]) -> int:
-    docs = Path(argv[0]) if argv else ROOT / "docs"
+    docs = Path(argv[0]) if argv else Path("docs")  # run from the checkout, as `make diagrams` does
     dot = shutil.which("dot")
     if dot is None:
         print("error: Graphviz `dot` not found (Debian: apt-get install -y graphviz)", file=sys.stderr)

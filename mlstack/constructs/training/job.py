@@ -10,11 +10,11 @@ from __future__ import annotations
 import copy
 import functools
 import json
-from pathlib import Path
 from typing import Any
 
 import yaml
 
+from mlstack import resources
 from mlstack.catalog import efa_layout
 from mlstack.config import BlueprintConfig
 from mlstack.config.training import TrainingConfig
@@ -26,7 +26,7 @@ from mlstack.constructs.training.kube import (
 )
 from mlstack.workloads.deepspeed_config import deepspeed_config
 
-TEMPLATE = Path(__file__).resolve().parents[3] / "runtime" / "k8s" / "torch-efa-runtime.yaml"
+TEMPLATE = resources.runtime_path("k8s", "torch-efa-runtime.yaml")
 FSX_CLAIM = "fsx"
 FSX_MOUNT = "/fsx"
 HUGEPAGES_2MI = "5120Mi"
