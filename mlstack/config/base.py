@@ -2,13 +2,31 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 
 class StrictModel(BaseModel):
     """A blueprint section. Unknown keys are errors, so a typo never silently falls back to a default."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+
+def every_problem(title: str, problems: list[str], value: dict[str, Any]) -> ValidationError:
+    """One validation error per problem line, for a validator that checks several rules and reports them all.
+
+    A validator that raises ValueError reports one line; pydantic merges the errors of a ValidationError
+    raised inside a validator into the model's own, so the loader prints every line.
+    """
+    return ValidationError.from_exception_data(
+        title,
+        [
+            InitErrorDetails(type=PydanticCustomError("value_error", "{problem}", {"problem": p}), loc=(), input=value)
+            for p in problems
+        ],
+    )
 
 
 def pascal_id(name: str) -> str:

@@ -9,6 +9,7 @@ from mlstack.plan.mlops import plan_mlops
 from mlstack.plan.model import Plan
 from mlstack.plan.network import plan_network
 from mlstack.plan.training import plan_training
+from mlstack.plan.training_engines import plan_training_engine
 
 
 def build_plan(config: BlueprintConfig) -> Plan:
@@ -20,7 +21,9 @@ def build_plan(config: BlueprintConfig) -> Plan:
         stacks=config.stack_ids,
     )
     plan_network(config, plan)
-    if config.training is not None:
+    if config.training is not None and config.training.engine != "eks":
+        plan_training_engine(config, plan)
+    elif config.training is not None:
         plan_training(config, plan)
     if config.inference is not None:
         plan_inference(config, plan)

@@ -36,7 +36,12 @@ def _groups(config: BlueprintConfig) -> list[tuple[str, str, int, int, float]]:
 
 
 def test_shipped_training_blueprints_with_a_model_are_checked() -> None:
-    assert SHIPPED_WITH_A_MODEL == ["eks-g6e-training", "eks-gpu-training", "eks-p4d-training"]
+    assert SHIPPED_WITH_A_MODEL == [
+        "eks-g6e-training",
+        "eks-gpu-training",
+        "eks-p4d-training",
+        "hyperpod-slurm-training",
+    ]
 
 
 @pytest.mark.parametrize("name", SHIPPED_WITH_A_MODEL)
