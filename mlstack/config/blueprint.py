@@ -78,10 +78,16 @@ class BlueprintConfig(StrictModel):
         training = data.get("training")
         cluster = training.get("cluster") if isinstance(training, dict) else None
         admin_host = cluster.get("admin_host", True) if isinstance(cluster, dict) else True
+        inference = data.get("inference")
+        endpoints = inference.get("endpoints") if isinstance(inference, dict) else None
         keys = default_interface_endpoints(
             training=training is not None,
             admin_host=admin_host is not False,
-            inference=data.get("inference") is not None,
+            inference=inference is not None,
+            # Serverless endpoints run outside the VPC; any other mode puts hosts in it.
+            inference_in_vpc=not isinstance(endpoints, list)
+            or any(not isinstance(e, dict) or e.get("mode") != "serverless" for e in endpoints),
+            others=any(data.get(layer) is not None for layer in ("mlops", "ai_services")),
         )
         return {**data, "network": {**network, "interface_endpoints": keys}}
 
@@ -120,9 +126,10 @@ class BlueprintConfig(StrictModel):
 
     @model_validator(mode="after")
     def _inference_network(self) -> BlueprintConfig:
-        # Cross-section rule of the inference layer (an isolated network needs ECR and S3 endpoints).
+        # Cross-section rules of the inference layer (an isolated network needs ECR and S3 endpoints; a DLC image's
+        # registry account fits the region).
         if self.inference is not None:
-            problems = self.inference.check_network(self.network)
+            problems = self.inference.check_network(self.network) + self.inference.check_region(self.env.region)
             if problems:
                 raise ValueError(problems[0])
         return self

@@ -12,7 +12,15 @@ from aws_cdk import aws_sns_subscriptions as subscriptions
 from constructs import Construct
 
 from mlstack.config import BlueprintConfig
-from mlstack.config.inference import PAYLOAD_LIMIT_BYTES, EcrImage, InferenceConfig
+from mlstack.config.inference import (
+    PAYLOAD_LIMIT_BYTES,
+    AsyncEndpointConfig,
+    DlcImage,
+    EcrImage,
+    InferenceConfig,
+    RealtimeEndpointConfig,
+    VariantConfig,
+)
 from mlstack.config.inference_fit import weights_gib
 from mlstack.constructs.inference import InvokeApi, ModelEndpoint, ServingImage
 from mlstack.stacks.base import MlStack
@@ -63,10 +71,14 @@ class InferenceStack(MlStack):
         self.data_bucket = kms_bucket(self, "DataBucket", key, self.access_logs) if config.needs_data_bucket else None
 
         self.alarm_topic = self._alarm_topic(network, config.alarm_emails)
+        model_image = config.model.image
+        if isinstance(model_image, DlcImage) and model_image.account is None:
+            # The registry account of the DLC's region, from the catalog table (the validator checked it exists).
+            model_image = model_image.model_copy(update={"account": model_image.registry_account(blueprint.env.region)})
         image = (
-            ServingImage.from_repository(data.repository, config.model.image)
-            if data.repository is not None and isinstance(config.model.image, EcrImage)
-            else ServingImage.from_config(config.model.image)
+            ServingImage.from_repository(data.repository, model_image)
+            if data.repository is not None and isinstance(model_image, EcrImage)
+            else ServingImage.from_config(model_image)
         )
         self.endpoints: dict[str, ModelEndpoint] = {}
         for spec in config.endpoints:
@@ -85,6 +97,8 @@ class InferenceStack(MlStack):
                 alarm_topic=self.alarm_topic,
                 network_isolation=config.model.network_isolation,
                 weights_gib=weights_gib(config.model.parameters_billion, config.model.precision),
+                artifact_uncompressed=artifact.uncompressed,
+                ami_versions={variant.name: config.host_ami(variant) for variant in _variants(spec)},
             )
             self.endpoints[spec.name] = endpoint
             CfnOutput(self, f"{spec.construct_id}EndpointName", value=endpoint.endpoint_name)
@@ -140,3 +154,11 @@ class InferenceStack(MlStack):
 
 def _modes(config: InferenceConfig) -> list[str]:
     return sorted({e.mode for e in config.endpoints})
+
+
+def _variants(spec: object) -> list[VariantConfig]:
+    if isinstance(spec, RealtimeEndpointConfig):
+        return list(spec.variants)
+    if isinstance(spec, AsyncEndpointConfig):
+        return [spec.variant]
+    return []

@@ -109,7 +109,8 @@ def _image(config: BlueprintConfig) -> str:
     image = config.inference.model.image
     if image.source == "ecr":
         return f"ECR {image.repository}:{image.tag} (this account)"
-    return f"{image.account}.dkr.ecr.{image.region or config.env.region}.amazonaws.com/{image.repository}:{image.tag}"
+    account = image.registry_account(config.env.region)
+    return f"{account}.dkr.ecr.{image.region or config.env.region}.amazonaws.com/{image.repository}:{image.tag}"
 
 
 def _plan_endpoint(

@@ -56,6 +56,8 @@ class ServingImage:
         if isinstance(image, EcrImage):
             account, region = Aws.ACCOUNT_ID, Aws.REGION
         else:
+            if image.account is None:
+                raise ValueError(f"DLC image {image.repository}: resolve its registry account first")
             account, region = image.account, image.region or Aws.REGION
         return cls(
             uri=f"{account}.dkr.ecr.{region}.{Aws.URL_SUFFIX}/{image.repository}:{image.tag}",
@@ -117,10 +119,13 @@ class ModelEndpoint(Construct):
         alarm_topic: sns.ITopic | None = None,
         network_isolation: bool = True,
         weights_gib: float = 0.0,
+        artifact_uncompressed: bool = False,
+        ami_versions: Mapping[str, str | None] | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.spec = spec
         self.weights_gib = weights_gib
+        self.ami_versions = dict(ami_versions or {})
         self.key = key
         self.data_bucket = data_bucket
         if self._needs_data_bucket and data_bucket is None:
@@ -136,7 +141,7 @@ class ModelEndpoint(Construct):
             ),
             description=f"SageMaker execution role of endpoint {spec.name}: this model's artifact and image only",
         )
-        self._grant_model_access(image, artifact_bucket, artifact_key)
+        self._grant_model_access(image, artifact_bucket, artifact_key, uncompressed=artifact_uncompressed)
 
         self._connections: ec2.Connections | None = None
         vpc_config = None
@@ -164,7 +169,17 @@ class ModelEndpoint(Construct):
             enable_network_isolation=in_vpc and network_isolation,
             primary_container=sagemaker.CfnModel.ContainerDefinitionProperty(
                 image=image.uri,
-                model_data_url=artifact_bucket.s3_url_for_object(artifact_key),
+                model_data_url=None if artifact_uncompressed else artifact_bucket.s3_url_for_object(artifact_key),
+                # Model files as they are under a prefix: SageMaker copies them without unpacking an archive.
+                model_data_source=sagemaker.CfnModel.ModelDataSourceProperty(
+                    s3_data_source=sagemaker.CfnModel.S3DataSourceProperty(
+                        s3_uri=artifact_bucket.s3_url_for_object(artifact_key),
+                        s3_data_type="S3Prefix",
+                        compression_type="None",
+                    )
+                )
+                if artifact_uncompressed
+                else None,
                 environment=dict(environment) if environment else None,
             ),
             vpc_config=vpc_config,
@@ -369,17 +384,36 @@ class ModelEndpoint(Construct):
             instance_type=variant.instance_type,
             initial_instance_count=variant.instance_count,
             initial_variant_weight=variant.weight,
-            inference_ami_version=variant.ami_version,
+            inference_ami_version=self.ami_versions.get(variant.name, variant.ami_version),
             container_startup_health_check_timeout_in_seconds=limits.startup_timeout_seconds,
             model_data_download_timeout_in_seconds=limits.download_timeout_seconds,
             volume_size_in_gb=limits.volume_size_gb,
         )
 
-    def _grant_model_access(self, image: ServingImage, bucket: s3.IBucket, artifact_key: str) -> None:
-        # One object, not grant_read: that would add s3:GetBucket*/List* on the whole bucket.
-        self.role.add_to_principal_policy(
-            iam.PolicyStatement(actions=["s3:GetObject"], resources=[bucket.arn_for_objects(artifact_key)])
-        )
+    def _grant_model_access(
+        self, image: ServingImage, bucket: s3.IBucket, artifact_key: str, *, uncompressed: bool
+    ) -> None:
+        # One object (or one prefix), not grant_read: that would add s3:GetBucket*/List* on the whole bucket.
+        objects = bucket.arn_for_objects(f"{artifact_key}*" if uncompressed else artifact_key)
+        self.role.add_to_principal_policy(iam.PolicyStatement(actions=["s3:GetObject"], resources=[objects]))
+        if uncompressed:
+            # SageMaker lists the prefix to find the files it copies.
+            self.role.add_to_principal_policy(
+                iam.PolicyStatement(
+                    actions=["s3:ListBucket"],
+                    resources=[bucket.bucket_arn],
+                    conditions={"StringLike": {"s3:prefix": [f"{artifact_key}*"]}},
+                )
+            )
+            _acknowledge(
+                self.role,
+                {
+                    f"AwsSolutions-IAM5[Resource::{_nag(Stack.of(self), objects)}]": (
+                        "SageMaker reads every model file under the uncompressed artifact's prefix (ModelDataSource "
+                        "S3Prefix), and only those"
+                    )
+                },
+            )
         if bucket.encryption_key is not None:
             bucket.encryption_key.grant_decrypt(self.role)
         image.grant_pull(self.role)
@@ -567,10 +601,13 @@ class ModelEndpoint(Construct):
             target = self._scalable_target(
                 f"{variant.name}Scaling", variant.name, role, scaling.min_instances, scaling.max_instances
             )
+            concurrent = scaling.metric == "concurrent_requests"
             target.scale_to_track_metric(
-                "InvocationsPerInstance",
-                target_value=scaling.target_invocations_per_instance,
-                predefined_metric=appscaling.PredefinedMetric.SAGEMAKER_VARIANT_INVOCATIONS_PER_INSTANCE,
+                "ConcurrentRequestsPerModel" if concurrent else "InvocationsPerInstance",
+                target_value=scaling.target_value,
+                predefined_metric=appscaling.PredefinedMetric.SAGEMAKER_VARIANT_CONCURRENT_REQUESTS_PER_MODEL_HIGH_RESOLUTION
+                if concurrent
+                else appscaling.PredefinedMetric.SAGEMAKER_VARIANT_INVOCATIONS_PER_INSTANCE,
                 scale_in_cooldown=Duration.seconds(scaling.scale_in_cooldown_seconds),
                 scale_out_cooldown=Duration.seconds(scaling.scale_out_cooldown_seconds),
             )
