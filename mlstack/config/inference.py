@@ -1,9 +1,10 @@
 """The `inference:` section of a blueprint (InferenceStack): one model, its endpoints, and the traffic they serve.
 
-Domain rules checked here, each with a message that names the fix (limits: shared/reference/domain.md §1.4, §6):
+Domain rules checked here, each with a message that names the fix (limits: SageMaker endpoint quotas and the
+SageMaker Developer Guide's real-time, serverless and asynchronous inference pages):
 - a variant's instance type must be in the catalog and offered for SageMaker hosting;
 - serverless memory is one of 1024..6144 MB in 1024 steps, concurrency 1-200, provisioned <= max;
-- autoscaling min <= max; real-time variants cannot scale to zero (that needs inference components, P13);
+- autoscaling min <= max; real-time variants cannot scale to zero (only endpoints with inference components can);
 - a KMS volume key cannot be asked for when a variant's host has local NVMe (SageMaker rejects KmsKeyId there);
 - an async endpoint needs an output path.
 """
@@ -395,7 +396,8 @@ class RealtimeEndpointConfig(_EndpointBase):
 
 
 class ServerlessEndpointConfig(_EndpointBase):
-    """Serverless: no instances, no VPC, no GPUs, no data capture (SageMaker limits, domain.md §6 item 2)."""
+    """Serverless: no instances, no VPC, no GPUs, no data capture (SageMaker Developer Guide, Serverless
+    Inference, feature exclusions)."""
 
     mode: Literal["serverless"]
     memory_mb: int
