@@ -18,6 +18,7 @@ from pydantic import Field, field_validator, model_validator
 
 from mlstack.catalog import get_instance
 from mlstack.catalog.dlc_registries import dlc_account
+from mlstack.catalog.endpoint_modes import MODES, endpoint_mode
 from mlstack.config.base import StrictModel, pascal_id
 from mlstack.config.inference_fit import host_memory_problem, neuron_options_problem, weights_gib
 from mlstack.config.inference_image import (
@@ -538,7 +539,7 @@ INVOKE_LIMIT_SECONDS = 60
 "Invoke real-time endpoints" / InvokeEndpoint API reference); a longer client timeout cannot help."""
 MAX_INVOKE_API_TIMEOUT = INVOKE_LIMIT_SECONDS + 10
 """The handler's read timeout is the function's minus 5 s: 70 s leaves it at 65 s, just above SageMaker's 60."""
-PAYLOAD_LIMIT_BYTES = {"realtime": 6 * 1024 * 1024, "serverless": 4 * 1024 * 1024}
+PAYLOAD_LIMIT_BYTES = {name: m.payload_limit_bytes for name, m in MODES.items() if m.payload_limit_bytes is not None}
 """InvokeEndpoint request payload limit per mode (SageMaker endpoint quotas: 6 MB real-time, 4 MB serverless)."""
 
 
@@ -677,7 +678,7 @@ class InferenceConfig(StrictModel):
 
     def check_network(self, network: NetworkConfig) -> list[str]:
         """Cross-section rule: without NAT, hosts in the VPC reach ECR and S3 only through VPC endpoints."""
-        in_vpc = [e.name for e in self.endpoints if not isinstance(e, ServerlessEndpointConfig)]
+        in_vpc = [e.name for e in self.endpoints if endpoint_mode(e.mode).in_vpc]
         if network.nat_gateways or not in_vpc:
             return []
         missing = [
