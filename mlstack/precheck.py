@@ -77,13 +77,15 @@ def run_precheck(config: BlueprintConfig, session: Any) -> Precheck:
     region = config.env.region
     bucket = _model_bucket(config, session, result)
     if bucket is not None:
-        _check_artifact(bucket, inference.model.artifact.key, region, session, result)
+        artifact = inference.model.artifact
+        _check_artifact(bucket, artifact.key, region, session, result, prefix=artifact.uncompressed)
     image = inference.model.image
     if isinstance(image, EcrImage):
         _check_image(image, region, session, result)
     else:
         result.notes.append(
-            f"image {image.repository}:{image.tag} is in registry account {image.account}, not checked "
+            f"image {image.repository}:{image.tag} is in registry account {image.registry_account(region)}, "
+            "not checked "
             "(this account cannot list it); make sure the tag exists in the AWS DLC list"
         )
     _check_quotas(inference, region, session, result)
@@ -120,7 +122,9 @@ def _model_bucket(config: BlueprintConfig, session: Any, result: Precheck) -> st
     return str(outputs[MODEL_BUCKET_OUTPUT])
 
 
-def _check_artifact(bucket: str, key: str, region: str, session: Any, result: Precheck) -> None:
+def _check_artifact(
+    bucket: str, key: str, region: str, session: Any, result: Precheck, *, prefix: bool = False
+) -> None:
     s3 = session.client("s3", region_name=region)
     try:
         where = s3.get_bucket_location(Bucket=bucket).get("LocationConstraint") or "us-east-1"
@@ -132,6 +136,15 @@ def _check_artifact(bucket: str, key: str, region: str, session: Any, result: Pr
             f"model bucket {bucket} is in {where}, but the endpoints deploy in {region}: SageMaker reads the "
             f"artifact from the endpoint's region; copy it to a bucket in {region}"
         )
+        return
+    if prefix:
+        # An uncompressed artifact: model files under the prefix, copied as they are.
+        listed = s3.list_objects_v2(Bucket=bucket, Prefix=key, MaxKeys=1)
+        if not listed.get("KeyCount"):
+            result.problems.append(
+                f"model files under s3://{bucket}/{key} do not exist: upload them (aws s3 cp --recursive <dir> "
+                f"s3://{bucket}/{key})"
+            )
         return
     try:
         s3.head_object(Bucket=bucket, Key=key)

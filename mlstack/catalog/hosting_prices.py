@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import functools
 import re
-from pathlib import Path
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
-PRICES_FILE = Path(__file__).parent / "data" / "sagemaker_hosting_prices.yaml"
+from mlstack import resources
+
+PRICES_FILE = "sagemaker_hosting_prices.yaml"
+"""Catalog data file (read through `mlstack.resources`, so an installed package finds it)."""
 
 
 class HostingPrice(BaseModel):
@@ -35,12 +37,12 @@ class _PriceFile(BaseModel):
 @functools.cache
 def hosting_prices() -> dict[tuple[str, str], HostingPrice]:
     """Every row of the file by (instance, region); a duplicate row is an error."""
-    rows = _PriceFile.model_validate(yaml.safe_load(PRICES_FILE.read_text(encoding="utf-8"))).prices
+    rows = _PriceFile.model_validate(yaml.safe_load(resources.catalog_text(PRICES_FILE))).prices
     result: dict[tuple[str, str], HostingPrice] = {}
     for row in rows:
         key = (row.instance, row.region)
         if key in result:
-            raise ValueError(f"{PRICES_FILE.name}: {row.instance} in {row.region} is listed twice")
+            raise ValueError(f"{PRICES_FILE}: {row.instance} in {row.region} is listed twice")
         result[key] = row
     return result
 

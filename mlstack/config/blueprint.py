@@ -78,10 +78,16 @@ class BlueprintConfig(StrictModel):
         training = data.get("training")
         cluster = training.get("cluster") if isinstance(training, dict) else None
         admin_host = cluster.get("admin_host", True) if isinstance(cluster, dict) else True
+        inference = data.get("inference")
+        endpoints = inference.get("endpoints") if isinstance(inference, dict) else None
         keys = default_interface_endpoints(
             training=training is not None,
             admin_host=admin_host is not False,
-            inference=data.get("inference") is not None,
+            inference=inference is not None,
+            # Serverless endpoints run outside the VPC; any other mode puts hosts in it.
+            inference_in_vpc=not isinstance(endpoints, list)
+            or any(not isinstance(e, dict) or e.get("mode") != "serverless" for e in endpoints),
+            others=any(data.get(layer) is not None for layer in ("mlops", "ai_services")),
         )
         return {**data, "network": {**network, "interface_endpoints": keys}}
 
@@ -100,8 +106,8 @@ class BlueprintConfig(StrictModel):
             # AZs must be the network's; EFA and FSx share one AZ.
             problems += self.training.check_network(self.network) + self.training.check_zones(self.zones)
         if self.inference is not None:
-            # An isolated network needs the ECR and S3 endpoints.
-            problems += self.inference.check_network(self.network)
+            # An isolated network needs the ECR and S3 endpoints; a DLC image's registry account fits the region.
+            problems += self.inference.check_network(self.network) + self.inference.check_region(self.env.region)
         if self.ai_services is not None:
             # Each AI service used is offered in env.region.
             problems += self.ai_services.check_region(self.env.region)

@@ -1,12 +1,10 @@
 """The `inference:` section of a blueprint (InferenceStack): one model, its endpoints, and the traffic they serve.
 
-Domain rules checked here, each with a message that names the fix (limits: the SageMaker API reference for
-CreateEndpointConfig, ProductionVariant and ServerlessConfig, as in the botocore sagemaker 2017-07-24 model):
+Domain rules checked here, each with a message that names the fix (limits: SageMaker endpoint quotas and the
+SageMaker Developer Guide's real-time, serverless and asynchronous inference pages):
 - a variant's instance type must be in the catalog and offered for SageMaker hosting;
 - serverless memory is one of 1024..6144 MB in 1024 steps, concurrency 1-200, provisioned <= max;
-- autoscaling min <= max; real-time variants cannot scale to zero (SageMaker scales to zero only
-  endpoints that host inference components, or async endpoints: SageMaker Developer Guide, "Scale an endpoint to
-  zero instances");
+- autoscaling min <= max; real-time variants cannot scale to zero (only endpoints with inference components can);
 - a KMS volume key cannot be asked for when a variant's host has local NVMe (SageMaker rejects KmsKeyId there);
 - an async endpoint needs an output path.
 """
@@ -19,8 +17,17 @@ from typing import Annotated, Any, Literal, Self
 from pydantic import Field, field_validator, model_validator
 
 from mlstack.catalog import get_instance
+from mlstack.catalog.dlc_registries import dlc_account
+from mlstack.catalog.endpoint_modes import MODES, endpoint_mode
 from mlstack.config.base import StrictModel, pascal_id
 from mlstack.config.inference_fit import host_memory_problem, neuron_options_problem, weights_gib
+from mlstack.config.inference_image import (
+    dlc_account_problem,
+    gpu_ami_for,
+    gpu_ami_problem,
+    image_cuda,
+    is_nvidia_host,
+)
 from mlstack.config.network import NetworkConfig
 from mlstack.errors import CatalogError
 
@@ -59,12 +66,26 @@ class ArtifactConfig(StrictModel):
     InferenceStack."""
     existing_bucket_key_arn: str | None = Field(default=None, pattern=r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:key/.+$")
     """KMS key of the existing bucket, if it is SSE-KMS encrypted (the role gets kms:Decrypt on it)."""
+    uncompressed: bool = False
+    """`key` is a prefix (ending in `/`) holding the model files as they are, not a `model.tar.gz`: SageMaker copies
+    them to /opt/ml/model without unpacking (ModelDataSource S3Prefix, CompressionType None). For multi-GB weights
+    this skips the archive step on every host start. The execution role may list and read that prefix only."""
 
     @model_validator(mode="after")
     def _key_only_with_bucket(self) -> ArtifactConfig:
         if self.existing_bucket_key_arn and not self.existing_bucket:
             raise ValueError(
                 "existing_bucket_key_arn is only for an existing_bucket; the stack's own bucket uses the project key"
+            )
+        if self.uncompressed and not self.key.endswith("/"):
+            raise ValueError(
+                f"artifact.uncompressed: key {self.key!r} must be a prefix ending in '/' (SageMaker copies every "
+                "object under it), e.g. llama-3-8b/"
+            )
+        if not self.uncompressed and self.key.endswith("/"):
+            raise ValueError(
+                f"artifact.key {self.key!r} is a prefix: set uncompressed: true for model files under it, or name "
+                "the model.tar.gz object"
             )
         return self
 
@@ -84,12 +105,18 @@ class DlcImage(StrictModel):
     """An AWS Deep Learning Container (or any image in another account's ECR that grants SageMaker pulls)."""
 
     source: Literal["dlc"]
-    account: str = Field(pattern=r"^\d{12}$")
-    """The registry account, e.g. 763104351884 (AWS DLCs in most commercial regions)."""
+    account: str | None = Field(default=None, pattern=r"^\d{12}$")
+    """The registry account. Default: the AWS DLC registry of the registry region, from the catalog table
+    (763104351884 in most commercial regions; the opt-in regions and China have their own). Set it for an image
+    in another account's registry."""
     region: str | None = Field(default=None, pattern=r"^[a-z]{2}(-[a-z]+)+-\d$")
     """Registry region, e.g. us-east-1. Default: the blueprint's region (DLC registries are regional)."""
     repository: str = Field(pattern=r"^[a-z0-9]+(?:[._-][a-z0-9]+)*(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*$")
     tag: str = Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+
+    def registry_account(self, region: str) -> str | None:
+        """`account`, or the DLC registry of the registry region (`region` is the blueprint's) from the catalog."""
+        return self.account or dlc_account(self.region or region)
 
 
 ImageConfig = Annotated[EcrImage | DlcImage, Field(discriminator="source")]
@@ -174,10 +201,41 @@ class _ScalingBase(StrictModel):
 
 
 class RealtimeScalingConfig(_ScalingBase):
-    """Target tracking on `SageMakerVariantInvocationsPerInstance` (invocations per instance per minute)."""
+    """Target tracking on invocations per instance (default) or on concurrent requests per model."""
 
-    target_invocations_per_instance: float = Field(gt=0)
-    """Invocations per instance per minute to hold (load-test: ~ throughput x 60 x 0.5 leaves headroom)."""
+    metric: Literal["invocations", "concurrent_requests"] = "invocations"
+    """`invocations`: `SageMakerVariantInvocationsPerInstance` (per minute). `concurrent_requests`:
+    `SageMakerVariantConcurrentRequestsPerModelHighResolution`, the requests in flight per model copy, published
+    every 10 s: an LLM's load follows requests in flight (long generations), and the high-resolution metric scales
+    out in well under a minute ("Faster auto scaling for generative AI models", SageMaker guide)."""
+    target_invocations_per_instance: float | None = Field(default=None, gt=0)
+    """`invocations`: invocations per instance per minute to hold (load-test: ~ throughput x 60 x 0.5 leaves
+    headroom)."""
+    target_concurrent_requests_per_model: float | None = Field(default=None, gt=0)
+    """`concurrent_requests`: requests in flight per model copy to hold (e.g. the container's max batch size)."""
+
+    @model_validator(mode="after")
+    def _target_of_metric(self) -> RealtimeScalingConfig:
+        wanted, other = (
+            ("target_invocations_per_instance", "target_concurrent_requests_per_model")
+            if self.metric == "invocations"
+            else ("target_concurrent_requests_per_model", "target_invocations_per_instance")
+        )
+        if getattr(self, other) is not None:
+            raise ValueError(f"autoscaling metric {self.metric} takes {wanted}, not {other}; set {wanted} only")
+        if getattr(self, wanted) is None:
+            raise ValueError(f"autoscaling metric {self.metric} needs {wanted}")
+        return self
+
+    @property
+    def target_value(self) -> float:
+        value = (
+            self.target_invocations_per_instance
+            if self.metric == "invocations"
+            else self.target_concurrent_requests_per_model
+        )
+        assert value is not None
+        return value
 
 
 def _check_hosting_type(value: str) -> str:
@@ -339,8 +397,8 @@ class RealtimeEndpointConfig(_EndpointBase):
 
 
 class ServerlessEndpointConfig(_EndpointBase):
-    """Serverless: no instances, no VPC, no GPUs, no data capture (features SageMaker Serverless Inference does not
-    support: SageMaker Developer Guide, "Deploy models with Amazon SageMaker Serverless Inference", exclusions)."""
+    """Serverless: no instances, no VPC, no GPUs, no data capture (SageMaker Developer Guide, Serverless
+    Inference, feature exclusions)."""
 
     mode: Literal["serverless"]
     memory_mb: int
@@ -481,7 +539,7 @@ INVOKE_LIMIT_SECONDS = 60
 "Invoke real-time endpoints" / InvokeEndpoint API reference); a longer client timeout cannot help."""
 MAX_INVOKE_API_TIMEOUT = INVOKE_LIMIT_SECONDS + 10
 """The handler's read timeout is the function's minus 5 s: 70 s leaves it at 65 s, just above SageMaker's 60."""
-PAYLOAD_LIMIT_BYTES = {"realtime": 6 * 1024 * 1024, "serverless": 4 * 1024 * 1024}
+PAYLOAD_LIMIT_BYTES = {name: m.payload_limit_bytes for name, m in MODES.items() if m.payload_limit_bytes is not None}
 """InvokeEndpoint request payload limit per mode (SageMaker endpoint quotas: 6 MB real-time, 4 MB serverless)."""
 
 
@@ -574,12 +632,35 @@ class InferenceConfig(StrictModel):
     def _check_hosts(self) -> None:
         model = self.model
         weights = weights_gib(model.parameters_billion, model.precision)
+        tag = model.image.tag
         for endpoint, variant in self.hosted_variants():
-            problem = host_memory_problem(weights, variant.instance_type) or neuron_options_problem(
-                model.environment, model.precision, variant.instance_type
+            problem = (
+                host_memory_problem(weights, variant.instance_type)
+                or neuron_options_problem(model.environment, model.precision, variant.instance_type)
+                or (
+                    gpu_ami_problem(variant.inference_ami_version, image_cuda(tag), tag)
+                    if is_nvidia_host(variant.instance_type)
+                    else None
+                )
             )
             if problem:
                 raise ValueError(f"endpoint {endpoint!r}, variant {variant.name}: {problem}")
+
+    def host_ami(self, variant: VariantConfig) -> str | None:
+        """The InferenceAmiVersion of `variant`: the blueprint's; the Neuron AMI on Inferentia2/Trainium; on an
+        NVIDIA host the oldest AMI whose driver supports the CUDA version the image tag names; else None
+        (SageMaker's default)."""
+        if variant.ami_version is not None or not is_nvidia_host(variant.instance_type):
+            return variant.ami_version
+        return gpu_ami_for(image_cuda(self.model.image.tag))
+
+    def check_region(self, region: str) -> list[str]:
+        """Cross-section rule: a DLC image's registry account fits its registry region (the blueprint's default)."""
+        image = self.model.image
+        if not isinstance(image, DlcImage):
+            return []
+        problem = dlc_account_problem(image.account, image.region or region)
+        return [problem] if problem else []
 
     def _check_construct_ids(self) -> None:
         """Endpoint names become construct IDs (`a-b` -> `AB`, plus an `ABEndpointName` output): two names that
@@ -597,7 +678,7 @@ class InferenceConfig(StrictModel):
 
     def check_network(self, network: NetworkConfig) -> list[str]:
         """Cross-section rule: without NAT, hosts in the VPC reach ECR and S3 only through VPC endpoints."""
-        in_vpc = [e.name for e in self.endpoints if not isinstance(e, ServerlessEndpointConfig)]
+        in_vpc = [e.name for e in self.endpoints if endpoint_mode(e.mode).in_vpc]
         if network.nat_gateways or not in_vpc:
             return []
         missing = [

@@ -47,8 +47,8 @@ DEFAULT_INTERFACE_ENDPOINTS: tuple[str, ...] = (
     "sagemaker.runtime",
     "ssm",
 )
-"""The default of a network with an inference layer (and of a bare `NetworkConfig`): image pulls, credentials,
-logs/metrics, SageMaker, SSM."""
+"""The default of a network with an MLOps or AI-services layer (and of a bare `NetworkConfig`): image pulls,
+credentials, logs/metrics, SageMaker, SSM."""
 
 TRAINING_INTERFACE_ENDPOINTS: dict[str, str] = {
     "ecr.api": "nodes pull add-on, device-plugin and training images (registry API; layers come through S3)",
@@ -69,13 +69,27 @@ ADMIN_HOST_INTERFACE_ENDPOINTS: dict[str, str] = {
 """Added when the training layer ships its SSM-managed admin host."""
 
 
-def default_interface_endpoints(*, training: bool, admin_host: bool, inference: bool) -> list[str]:
+INFERENCE_INTERFACE_ENDPOINTS: dict[str, str] = {
+    "ecr.api": "real-time and async endpoint hosts pull the serving image (registry API; layers come through S3)",
+    "ecr.dkr": "real-time and async endpoint hosts pull the serving image (Docker registry endpoint)",
+}
+"""What an inference layer's hosts in the VPC call, besides S3 (gateway endpoint) for the artifact and image layers.
+Nothing else: SageMaker publishes endpoint logs and metrics itself, outside the customer VPC; the invoke function
+runs outside the VPC; serverless endpoints run outside the VPC and need none."""
+
+
+def default_interface_endpoints(
+    *, training: bool, admin_host: bool, inference: bool, inference_in_vpc: bool = True, others: bool = False
+) -> list[str]:
     """The interface endpoints a blueprint gets when `network.interface_endpoints` is not given: what its layers use.
 
-    A network with an inference layer keeps `DEFAULT_INTERFACE_ENDPOINTS`; a training layer adds what EKS nodes
-    need (and SSM for the admin host). A training-only network has no SageMaker endpoints.
+    An inference layer adds `INFERENCE_INTERFACE_ENDPOINTS` when an endpoint runs in the VPC (`inference_in_vpc`:
+    not only serverless ones); a training layer adds what EKS nodes need (and SSM for the admin host). Other layers
+    (`others`: MLOps, AI services) and a network with no layer keep `DEFAULT_INTERFACE_ENDPOINTS`.
     """
-    keys: list[str] = list(DEFAULT_INTERFACE_ENDPOINTS) if inference or not training else []
+    keys: list[str] = list(DEFAULT_INTERFACE_ENDPOINTS) if others or not (training or inference) else []
+    if inference and inference_in_vpc:
+        keys += [k for k in INFERENCE_INTERFACE_ENDPOINTS if k not in keys]
     if training:
         keys += [k for k in TRAINING_INTERFACE_ENDPOINTS if k not in keys]
         if admin_host:

@@ -11,6 +11,7 @@ import math
 from typing import Any
 
 from mlstack.catalog import get_instance
+from mlstack.catalog.endpoint_modes import endpoint_mode
 from mlstack.catalog.hosting_prices import hosting_price
 from mlstack.catalog.memory import GIB, precision_bytes
 from mlstack.config import BlueprintConfig
@@ -109,7 +110,8 @@ def _image(config: BlueprintConfig) -> str:
     image = config.inference.model.image
     if image.source == "ecr":
         return f"ECR {image.repository}:{image.tag} (this account)"
-    return f"{image.account}.dkr.ecr.{image.region or config.env.region}.amazonaws.com/{image.repository}:{image.tag}"
+    account = image.registry_account(config.env.region)
+    return f"{account}.dkr.ecr.{image.region or config.env.region}.amazonaws.com/{image.repository}:{image.tag}"
 
 
 def _plan_endpoint(
@@ -119,12 +121,11 @@ def _plan_endpoint(
     region: str,
 ) -> tuple[str, list[str]]:
     title = f"Endpoint {spec.name} ({spec.mode})"
+    mode = endpoint_mode(spec.mode)  # what the mode offers: the table ModelEndpoint reads too
     rows: list[str] = []
     plan.resources.append(Resource(STACK, "SageMaker endpoint", f"{spec.name}: {spec.mode}"))
     variant_count = len(spec.variants) if isinstance(spec, RealtimeEndpointConfig) else 1
-    plan.resources.append(
-        Resource(STACK, "CloudWatch alarm", f"{spec.name}: p99 latency and 5xx errors per variant", 2 * variant_count)
-    )
+    plan.resources.append(Resource(STACK, "CloudWatch alarm", f"{spec.name}: {mode.variant_alarms}", 2 * variant_count))
     if isinstance(spec, ServerlessEndpointConfig):
         rows.append(
             f"serverless: {spec.memory_mb} MB, max concurrency {spec.max_concurrency}"

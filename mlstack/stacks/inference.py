@@ -12,12 +12,14 @@ from aws_cdk import aws_sns_subscriptions as subscriptions
 from constructs import Construct
 
 from mlstack.config import BlueprintConfig
-from mlstack.config.inference import PAYLOAD_LIMIT_BYTES, EcrImage, InferenceConfig
+from mlstack.config.inference import PAYLOAD_LIMIT_BYTES, InferenceConfig
 from mlstack.config.inference_fit import weights_gib
-from mlstack.constructs.inference import InvokeApi, ModelEndpoint, ServingImage
+from mlstack.constructs.inference import AlarmThresholds, InvokeApi, ModelEndpoint
 from mlstack.plan.inference import plan_inference
 from mlstack.stacks.base import MlStack
 from mlstack.stacks.data import DataStack, access_log_bucket, kms_bucket
+from mlstack.stacks.images import serving_image
+from mlstack.stacks.inference_props import serving_props
 from mlstack.stacks.network import NetworkStack
 
 __all__ = ["InferenceStack", "plan_inference"]
@@ -63,28 +65,27 @@ class InferenceStack(MlStack):
         self.data_bucket = kms_bucket(self, "DataBucket", key, self.access_logs) if config.needs_data_bucket else None
 
         self.alarm_topic = self._alarm_topic(network, config.alarm_emails)
-        image = (
-            ServingImage.from_repository(data.repository, config.model.image)
-            if data.repository is not None and isinstance(config.model.image, EcrImage)
-            else ServingImage.from_config(config.model.image)
-        )
+        image = serving_image(config.model.image, blueprint.env.region, data.repository)
+        weights = weights_gib(config.model.parameters_billion, config.model.precision)
         self.endpoints: dict[str, ModelEndpoint] = {}
         for spec in config.endpoints:
             endpoint = ModelEndpoint(
                 self,
                 spec.construct_id,
-                spec=spec,
+                name=spec.name,
+                serving=serving_props(spec, config, weights),
                 image=image,
                 artifact_bucket=self.model_bucket,
                 artifact_key=artifact.key,
+                artifact_uncompressed=artifact.uncompressed,
                 key=key,
                 vpc=network.vpc,
                 subnets=network.network.private_subnets,
                 data_bucket=self.data_bucket,
                 environment=config.model.environment,
-                alarm_topic=self.alarm_topic,
                 network_isolation=config.model.network_isolation,
-                weights_gib=weights_gib(config.model.parameters_billion, config.model.precision),
+                alarms=AlarmThresholds(**spec.alarms.model_dump()),
+                alarm_topic=self.alarm_topic,
             )
             self.endpoints[spec.name] = endpoint
             CfnOutput(self, f"{spec.construct_id}EndpointName", value=endpoint.endpoint_name)
@@ -100,7 +101,7 @@ class InferenceStack(MlStack):
                 timeout=Duration.seconds(config.invoke_api.timeout_seconds),
                 memory_size=config.invoke_api.memory_mb,
                 log_retention=logs.RetentionDays.ONE_YEAR,
-                max_payload_bytes=PAYLOAD_LIMIT_BYTES[self.endpoints[config.invoke_api.endpoint].spec.mode],
+                max_payload_bytes=PAYLOAD_LIMIT_BYTES[self.endpoints[config.invoke_api.endpoint].serving.mode.name],
             )
             for caller in config.invoke_api.callers:
                 self.invoke_api.grant_invoke_url(iam.ArnPrincipal(caller))

@@ -11,10 +11,10 @@ from constructs import Construct
 
 from mlstack.config import BlueprintConfig
 from mlstack.config.mlops import SCHEDULES, MlopsConfig
-from mlstack.constructs.inference import ServingImage
 from mlstack.constructs.sagemaker import ApprovalDeploy, MlopsPipeline, StudioDomain, TrainingSettings
 from mlstack.constructs.sagemaker.grants import skip_checkov
 from mlstack.stacks.base import MlStack
+from mlstack.stacks.images import serving_image as image_of
 from mlstack.stacks.network import NetworkStack
 
 __all__ = ["MlopsStack"]
@@ -92,10 +92,10 @@ class MlopsStack(MlStack):
         )
         # The registry holds every version and its approval history: keep it like data.
         self.model_package_group.apply_removal_policy(self.removal_policy)
-        training_image = ServingImage.from_config(config.images.training)
-        processing_image = ServingImage.from_config(config.images.processing)
-        monitor_image = ServingImage.from_config(config.monitoring.image)
-        serving_image = ServingImage.from_config(config.images.serving or config.images.training)
+        training_image = image_of(config.images.training, blueprint.env.region)
+        processing_image = image_of(config.images.processing, blueprint.env.region)
+        monitor_image = image_of(config.monitoring.image, blueprint.env.region)
+        serving_image = image_of(config.images.serving or config.images.training, blueprint.env.region)
         pipeline = config.pipeline
         self.pipeline = MlopsPipeline(
             self,

@@ -69,6 +69,33 @@ ENDPOINTS: list[dict[str, Any]] = [
 ]
 
 
+LLM_MODEL = {
+    "artifact": {"key": "llama-3-8b/", "uncompressed": True},
+    "image": {
+        "source": "dlc",
+        "repository": "huggingface-pytorch-tgi-inference",
+        "tag": "2.4.0-tgi2.3.1-gpu-py311-cu124-ubuntu22.04",
+    },
+    "parameters_billion": 8,
+}
+LLM_ENDPOINT = {
+    "name": "chat",
+    "mode": "realtime",
+    "variants": [
+        {
+            "instance_type": "ml.g5.2xlarge",
+            "autoscaling": {
+                "min_instances": 1,
+                "max_instances": 3,
+                "metric": "concurrent_requests",
+                "target_concurrent_requests_per_model": 4,
+            },
+        }
+    ],
+}
+"""An uncompressed 8B LLM in a CUDA 12.4 DLC, scaled on concurrent requests."""
+
+
 def _config(name: str, **inference: Any) -> BlueprintConfig:
     return BlueprintConfig.model_validate(
         {
@@ -154,9 +181,19 @@ def stages(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Built]:
     )
     other = blueprint.build(cdk.Stage(app, "existing"), existing_config).inference
     assert other is not None
+    llm_config = BlueprintConfig.model_validate(
+        {
+            "name": "llm",
+            "description": "test",
+            "network": {"availability_zone_ids": ["use1-az4", "use1-az6"]},
+            "inference": {"model": LLM_MODEL, "endpoints": [LLM_ENDPOINT]},
+        }
+    )
+    llm = blueprint.build(cdk.Stage(app, "llm"), llm_config).inference
+    assert llm is not None
     unit = Built(stack, caller, client)
     unit.grants = grants
-    return {"unit": unit, "existing": Built(other, caller, client)}
+    return {"unit": unit, "existing": Built(other, caller, client), "llm": Built(llm, caller, client)}
 
 
 @pytest.fixture(scope="module")
@@ -620,3 +657,39 @@ def test_metrics_name_the_endpoint_and_variant(built: Built) -> None:
 
 def test_grants_return_an_iam_grant_that_succeeded(built: Built) -> None:
     assert [g.success for g in built.grants] == [True, True]
+
+
+# ----- LLM: uncompressed weights, concurrency scaling, host AMI from CUDA, DLC account from the catalog
+
+
+def test_uncompressed_weights_are_copied_from_a_prefix_the_role_may_list_and_read(stages: dict[str, Built]) -> None:
+    llm = stages["llm"]
+    container = llm.one("AWS::SageMaker::Model", "Chat")["Properties"]["PrimaryContainer"]
+    assert "ModelDataUrl" not in container
+    source = container["ModelDataSource"]["S3DataSource"]
+    assert source["S3DataType"] == "S3Prefix" and source["CompressionType"] == "None"
+    assert "/llama-3-8b/" in json.dumps(source["S3Uri"])
+    statements = llm.policy_statements("ChatExecutionRole")
+    (listing,) = [s for s in statements if s["Action"] == "s3:ListBucket"]
+    assert listing["Condition"] == {"StringLike": {"s3:prefix": ["llama-3-8b/*"]}}
+    (read,) = [s for s in statements if s["Action"] == "s3:GetObject"]
+    assert json.dumps(read["Resource"]).endswith('"/llama-3-8b/*"]]}')
+
+
+def test_llm_variant_scales_on_concurrent_requests_per_model(stages: dict[str, Built]) -> None:
+    (policy,) = stages["llm"].resources("AWS::ApplicationAutoScaling::ScalingPolicy").values()
+    tracking = policy["Properties"]["TargetTrackingScalingPolicyConfiguration"]
+    assert tracking["PredefinedMetricSpecification"] == {
+        "PredefinedMetricType": "SageMakerVariantConcurrentRequestsPerModelHighResolution"
+    }
+    assert tracking["TargetValue"] == 4
+
+
+def test_gpu_host_ami_is_pinned_to_the_images_cuda_and_the_dlc_account_comes_from_the_catalog(
+    stages: dict[str, Built],
+) -> None:
+    llm = stages["llm"]
+    (variant,) = llm.one("AWS::SageMaker::EndpointConfig", "Chat")["Properties"]["ProductionVariants"]
+    assert variant["InferenceAmiVersion"] == "al2-ami-sagemaker-inference-gpu-3-1"  # CUDA 12.4 needs driver 550
+    image = json.dumps(llm.one("AWS::SageMaker::Model", "Chat")["Properties"]["PrimaryContainer"]["Image"])
+    assert image.startswith('{"Fn::Join": ["", ["763104351884.dkr.ecr.')

@@ -1,7 +1,7 @@
 """A ModelEndpoint stack deployed on moto's CloudFormation: the template's references and ordering resolve.
 
-moto 5.2.5 accepts only an older list of SageMaker instance types (no ml.g6e, ml.inf2 ...): its instance-type check is
-patched out here.
+moto only knows old SageMaker instance types (its list of valid instance types predates ml.g5 and ml.c7i): its
+instance-type check is patched out here.
 It skips Application Auto Scaling, alarms, bucket and topic policies and SG egress, so those stay covered by the
 template assertions in test_model_endpoint.py.
 """
@@ -21,8 +21,14 @@ from aws_cdk import aws_s3 as s3
 from moto import mock_aws
 from moto.sagemaker import models as sagemaker_models
 
-from mlstack.config.inference import AsyncEndpointConfig, EcrImage, RealtimeEndpointConfig
-from mlstack.constructs.inference import ModelEndpoint, ServingImage
+from mlstack.constructs.inference import (
+    AsyncServing,
+    DataCapture,
+    ModelEndpoint,
+    RealtimeServing,
+    ServingImage,
+    Variant,
+)
 from mlstack.synth_all import cdk_json_context
 from tests.synth import TEST_CONTEXT
 
@@ -45,25 +51,19 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     key = kms.Key(stack, "Key", enable_key_rotation=True)
     models = s3.Bucket(stack, "Models", encryption_key=key)
     data = s3.Bucket(stack, "Data", encryption_key=key)
-    image = ServingImage.from_config(EcrImage(source="ecr", repository="serving", tag="v1"))
-    specs: list[RealtimeEndpointConfig | AsyncEndpointConfig] = [
-        RealtimeEndpointConfig.model_validate(
-            {
-                "name": "cpu",
-                "mode": "realtime",
-                "variants": [{"instance_type": "ml.c7i.8xlarge", "instance_count": 2}],
-                "data_capture": {"sampling_percent": 50},
-            }
+    image = ServingImage.from_registry("serving", "v1")
+    servings: dict[str, RealtimeServing | AsyncServing] = {
+        "Cpu": RealtimeServing(
+            variants=[Variant(instance_type="ml.c7i.8xlarge", instance_count=2)],
+            data_capture=DataCapture(sampling_percent=50),
         ),
-        AsyncEndpointConfig.model_validate(
-            {"name": "jobs", "mode": "async", "instance_type": "ml.g5.xlarge", "output_path": "out"}
-        ),
-    ]
-    for spec in specs:
+        "Jobs": AsyncServing(variant=Variant(instance_type="ml.g5.xlarge"), output_prefix="out", volume_kms_key=False),
+    }
+    for construct_id, serving in servings.items():
         ModelEndpoint(
             stack,
-            spec.name.capitalize(),
-            spec=spec,
+            construct_id,
+            serving=serving,
             image=image,
             artifact_bucket=models,
             artifact_key="m/model.tar.gz",

@@ -14,7 +14,7 @@ from mlstack import blueprint
 from mlstack.config import BLUEPRINTS_DIR, BlueprintConfig
 from mlstack.config.network import (
     ADMIN_HOST_INTERFACE_ENDPOINTS,
-    DEFAULT_INTERFACE_ENDPOINTS,
+    INFERENCE_INTERFACE_ENDPOINTS,
     TRAINING_INTERFACE_ENDPOINTS,
 )
 from mlstack.synth_all import cdk_json_context
@@ -159,13 +159,13 @@ def test_default_sg_handler_logs_to_an_encrypted_expiring_group_created_first(de
     assert {s["id"] for s in skips} == {"CKV_AWS_115", "CKV_AWS_116", "CKV_AWS_117"}
 
 
-def test_inference_blueprints_keep_the_sagemaker_endpoint_set(session: Session) -> None:
+def test_inference_blueprints_get_only_the_ecr_endpoints_their_hosts_use(session: Session) -> None:
     checked = 0
     for name, bp in session.blueprints.items():
         raw = yaml.safe_load((BLUEPRINTS_DIR / f"{name}.yaml").read_text())
         if bp.built.config.inference is None or "interface_endpoints" in (raw.get("network") or {}):
             continue  # training-only, or an explicit list (which wins)
-        assert bp.built.config.network.interface_endpoints == list(DEFAULT_INTERFACE_ENDPOINTS), name
+        assert bp.built.config.network.interface_endpoints == list(INFERENCE_INTERFACE_ENDPOINTS), name
         checked += 1
     assert checked or not any(n.startswith("inference-") for n in session.blueprints)
 

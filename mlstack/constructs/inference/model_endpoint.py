@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from typing import TypedDict, Unpack
 
 import jsii
-from aws_cdk import ArnFormat, Aws, Duration, Stack
+from aws_cdk import Duration, Stack
 from aws_cdk import aws_applicationautoscaling as appscaling
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_ec2 as ec2
-from aws_cdk import aws_ecr as ecr
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
@@ -19,85 +17,57 @@ from aws_cdk import aws_sagemaker as sagemaker
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
-from mlstack.config.inference import (
-    AsyncEndpointConfig,
-    AsyncScalingConfig,
-    DataCaptureConfig,
-    DlcImage,
-    EcrImage,
-    RealtimeEndpointConfig,
-    ServerlessEndpointConfig,
-    VariantConfig,
-)
-from mlstack.config.inference_fit import startup_limits
 from mlstack.constructs.inference.alarms import endpoint_alarms
+from mlstack.constructs.inference.image import ServingImage
+from mlstack.constructs.inference.permissions import grant_model_access, grant_vpc_access
+from mlstack.constructs.inference.props import AlarmThresholds, CaptureMode
+from mlstack.constructs.inference.serving import SERVERLESS_VARIANT, AsyncServing, RealtimeServing, ServerlessServing
 from mlstack.constructs.nag import acknowledge as _acknowledge
 from mlstack.constructs.nag import nag_id as _nag
 from mlstack.constructs.scanners import skip_checkov
 
-EndpointSpec = RealtimeEndpointConfig | ServerlessEndpointConfig | AsyncEndpointConfig
-
 _ONE_MINUTE = Duration.minutes(1)
-_SERVERLESS_VARIANT = "AllTraffic"
-_ECR_PULL = ["ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"]
-_INVOKE = ["sagemaker:InvokeEndpoint", "sagemaker:InvokeEndpointWithResponseStream"]
 
 
-@dataclass(frozen=True)
-class ServingImage:
-    """A container image in ECR and the repository the execution role may pull from."""
+class MetricOptions(TypedDict, total=False):
+    """CloudWatch metric options the `metric_*` methods accept (those of `cloudwatch.MetricOptions`)."""
 
-    uri: str
-    repository_arn: str
+    statistic: str
+    period: Duration
+    label: str
+    color: str
+    unit: cloudwatch.Unit
+    account: str
+    region: str
 
-    @classmethod
-    def from_config(cls, image: EcrImage | DlcImage) -> ServingImage:
-        """Same-account repository by name, or a Deep Learning Container by registry account and region."""
-        if isinstance(image, EcrImage):
-            account, region = Aws.ACCOUNT_ID, Aws.REGION
-        else:
-            account, region = image.account, image.region or Aws.REGION
-        return cls(
-            uri=f"{account}.dkr.ecr.{region}.{Aws.URL_SUFFIX}/{image.repository}:{image.tag}",
-            repository_arn=f"arn:{Aws.PARTITION}:ecr:{region}:{account}:repository/{image.repository}",
-        )
 
-    @classmethod
-    def from_repository(cls, repository: ecr.IRepository, image: EcrImage) -> ServingImage:
-        """An image in a repository this app manages (the DataStack's): the pull grant references it, so the
-        stacks are ordered; the URI is built from the fixed name (CloudFormation cannot Fn::Split an output)."""
-        return cls(uri=cls.from_config(image).uri, repository_arn=repository.repository_arn)
-
-    def grant_pull(self, grantee: iam.IGrantable) -> iam.Grant:
-        token = iam.Grant.add_to_principal(grantee=grantee, actions=["ecr:GetAuthorizationToken"], resource_arns=["*"])
-        pull = iam.Grant.add_to_principal(grantee=grantee, actions=_ECR_PULL, resource_arns=[self.repository_arn])
-        return token.combine(pull)
+def _with(defaults: MetricOptions, options: MetricOptions) -> MetricOptions:
+    merged = defaults.copy()
+    merged.update(options)
+    return merged
 
 
 @jsii.implements(ec2.IConnectable, iam.IGrantable)
 class ModelEndpoint(Construct):
-    """A SageMaker model and the endpoint that serves it, in one of three modes.
+    """A SageMaker model and the endpoint that serves it, in the mode `serving` describes.
 
     Defines an execution role that may read exactly the model artifact, pull exactly the serving image, write
     its logs and (per mode) write data capture / async results under their prefixes and publish to its topics;
     the Model / EndpointConfig / Endpoint trio with physical names left to CloudFormation (a replacement never
-    clashes on a name); CloudWatch alarms (see `alarms.py`) that notify `alarm_topic`.
+    clashes on a name); CloudWatch alarms that notify `alarm_topic` (unless `alarms=None`).
 
-    - real-time: network-isolated model (unless `network_isolation=False`) in the given private subnets behind a
-      security group that only allows HTTPS out; one or more weighted variants; EBS volumes encrypted with `key`
-      unless a host has local NVMe (SageMaker encrypts it in hardware and rejects a KmsKeyId); target tracking on
-      `SageMakerVariantInvocationsPerInstance` per variant that asks for autoscaling; optional data capture.
-    - serverless: no VPC, no network isolation, no data capture (SageMaker does not offer them there).
-    - async: like real-time, plus S3 output/failure prefixes in `data_bucket` (KMS), SNS success/error topics
-      (KMS, TLS-only publish) and backlog-based autoscaling that may go to zero, with a step-scaling policy on
-      `HasBacklogWithoutCapacity` to scale out of zero on the first queued request.
+    - `RealtimeServing`: network-isolated model (unless `network_isolation=False`) in `subnets` behind a security
+      group that only allows HTTPS out; weighted variants; EBS volumes encrypted with `key` (unless
+      `volume_kms_key=False`, for hosts with local NVMe); target tracking per variant that has `scaling`.
+    - `ServerlessServing`: no VPC, no network isolation, no data capture (SageMaker does not offer them there).
+    - `AsyncServing`: like real-time, plus S3 output/failure prefixes in `data_bucket` (KMS), SNS success/error
+      topics and backlog-based scaling that may go to zero, with a step policy to scale out of zero.
 
     When every variant is autoscaled, updates keep the live instance counts (`RetainAllVariantProperties`,
     weights excluded) instead of restarting at `instance_count`.
 
-    Known limit (domain.md P12): changing the instance type of an autoscaled variant, or removing it, fails in
-    UpdateEndpoint while the scalable target is registered; deploy once with autoscaling removed, then with
-    the new type.
+    Known limit: changing the instance type of an autoscaled variant, or removing it, fails in UpdateEndpoint
+    while the scalable target is registered; deploy once with scaling removed, then with the new type.
     """
 
     def __init__(
@@ -105,27 +75,47 @@ class ModelEndpoint(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        spec: EndpointSpec,
+        serving: RealtimeServing | ServerlessServing | AsyncServing,
         image: ServingImage,
         artifact_bucket: s3.IBucket,
         artifact_key: str,
         key: kms.IKey,
-        vpc: ec2.IVpc,
-        subnets: Sequence[ec2.ISubnet],
+        vpc: ec2.IVpc | None = None,
+        subnets: Sequence[ec2.ISubnet] | None = None,
+        name: str | None = None,
         data_bucket: s3.IBucket | None = None,
         environment: Mapping[str, str] | None = None,
-        alarm_topic: sns.ITopic | None = None,
         network_isolation: bool = True,
-        weights_gib: float = 0.0,
+        artifact_uncompressed: bool = False,
+        alarms: AlarmThresholds | None = AlarmThresholds(),  # noqa: B008 - frozen
+        alarm_topic: sns.ITopic | None = None,
     ) -> None:
+        """
+        :param serving: the mode and its settings (`RealtimeServing`, `ServerlessServing`, `AsyncServing`).
+        :param image: the serving image (`ServingImage.from_registry` / `from_repository`).
+        :param artifact_bucket: the bucket holding the model artifact; the role may read `artifact_key` only.
+        :param artifact_key: `model.tar.gz` object key, or with `artifact_uncompressed` a prefix ending in `/`.
+        :param key: KMS key for EBS volumes, data capture, async results and topics.
+        :param vpc: required for real-time and async (the hosts' ENIs); ignored by serverless.
+        :param subnets: private subnets of `vpc`. Default: `vpc.private_subnets`.
+        :param name: short name in descriptions and alarm texts. Default: `construct_id` in lower case.
+        :param data_bucket: required for data capture and async (results, failures, requests).
+        :param environment: container environment. Default: none. No secrets: it is in the template.
+        :param network_isolation: run the container with no network (real-time and async). Default: True.
+        :param artifact_uncompressed: `artifact_key` is a prefix of model files copied as they are. Default: False.
+        :param alarms: alarm thresholds; None for no alarms. Default: `AlarmThresholds()`.
+        :param alarm_topic: SNS topic every alarm notifies. Default: none (alarms without actions).
+        """
         super().__init__(scope, construct_id)
-        self.spec = spec
-        self.weights_gib = weights_gib
+        self.serving = serving
+        self.name = name or construct_id.lower()
         self.key = key
         self.data_bucket = data_bucket
-        if self._needs_data_bucket and data_bucket is None:
-            raise ValueError(f"endpoint {spec.name!r} writes data capture or async results: pass data_bucket")
-        in_vpc = not isinstance(spec, ServerlessEndpointConfig)
+        mode = serving.mode
+        if (mode.name == "async" or serving.data_capture is not None) and data_bucket is None:
+            raise ValueError(f"endpoint {self.name!r} writes data capture or async results: pass data_bucket")
+        if mode.in_vpc and vpc is None:
+            raise ValueError(f"{mode.name} endpoint {self.name!r} runs hosts in a VPC: pass vpc")
 
         self.role = iam.Role(
             self,
@@ -134,18 +124,19 @@ class ModelEndpoint(Construct):
             assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com").with_conditions(
                 {"StringEquals": {"aws:SourceAccount": Stack.of(scope).account}}
             ),
-            description=f"SageMaker execution role of endpoint {spec.name}: this model's artifact and image only",
+            description=f"SageMaker execution role of endpoint {self.name}: this model's artifact and image only",
         )
-        self._grant_model_access(image, artifact_bucket, artifact_key)
+        grant_model_access(self, self.role, image, artifact_bucket, artifact_key, uncompressed=artifact_uncompressed)
 
         self._connections: ec2.Connections | None = None
         vpc_config = None
-        if in_vpc:
+        if mode.in_vpc and vpc is not None:
+            chosen = list(subnets) if subnets is not None else vpc.private_subnets
             security_group = ec2.SecurityGroup(
                 self,
                 "SecurityGroup",
                 vpc=vpc,
-                description=f"SageMaker endpoint {spec.name}: HTTPS out to S3/ECR/CloudWatch, nothing in",
+                description=f"SageMaker endpoint {self.name}: HTTPS out to S3/ECR/CloudWatch, nothing in",
                 allow_all_outbound=False,
             )
             security_group.add_egress_rule(
@@ -153,25 +144,34 @@ class ModelEndpoint(Construct):
             )
             self._connections = ec2.Connections(security_groups=[security_group], default_port=ec2.Port.tcp(443))
             vpc_config = sagemaker.CfnModel.VpcConfigProperty(
-                security_group_ids=[security_group.security_group_id], subnets=[s.subnet_id for s in subnets]
+                security_group_ids=[security_group.security_group_id], subnets=[s.subnet_id for s in chosen]
             )
-            self._grant_vpc_access(subnets, security_group)
+            grant_vpc_access(self, self.role, chosen, security_group)
 
+        artifact_url = artifact_bucket.s3_url_for_object(artifact_key)
         self.model = sagemaker.CfnModel(
             self,
             "Model",
             execution_role_arn=self.role.role_arn,
-            enable_network_isolation=in_vpc and network_isolation,
+            enable_network_isolation=mode.in_vpc and network_isolation,
             primary_container=sagemaker.CfnModel.ContainerDefinitionProperty(
                 image=image.uri,
-                model_data_url=artifact_bucket.s3_url_for_object(artifact_key),
+                model_data_url=None if artifact_uncompressed else artifact_url,
+                # Model files as they are under a prefix: SageMaker copies them without unpacking an archive.
+                model_data_source=sagemaker.CfnModel.ModelDataSourceProperty(
+                    s3_data_source=sagemaker.CfnModel.S3DataSourceProperty(
+                        s3_uri=artifact_url, s3_data_type="S3Prefix", compression_type="None"
+                    )
+                )
+                if artifact_uncompressed
+                else None,
                 environment=dict(environment) if environment else None,
             ),
             vpc_config=vpc_config,
         )
         # SageMaker checks image and artifact access in CreateModel: the role's *policy* must exist first.
         self.model.node.add_dependency(self.role)
-        if not in_vpc:
+        if not mode.in_vpc:
             skip_checkov(
                 self.model,
                 {
@@ -181,17 +181,16 @@ class ModelEndpoint(Construct):
                 },
             )
 
-        self.variants = self._variants()
         self.topics: list[sns.ITopic] = []
         self.config = sagemaker.CfnEndpointConfig(
             self,
             "Config",
-            production_variants=self._production_variants(),
-            kms_key_id=key.key_arn if self._uses_volume_key else None,
+            production_variants=serving.production_variants(self),
+            kms_key_id=key.key_arn if serving.volume_kms_key else None,
             data_capture_config=self._data_capture(),
-            async_inference_config=self._async_config(),
+            async_inference_config=serving.async_config(self),
         )
-        retain = self._retains_instance_counts
+        retain = serving.retains_instance_counts
         self.endpoint = sagemaker.CfnEndpoint(
             self,
             "Endpoint",
@@ -207,8 +206,8 @@ class ModelEndpoint(Construct):
             if retain
             else None,
         )
-        self._autoscaling()
-        self.alarms = endpoint_alarms(self, alarm_topic)
+        serving.add_scaling(self, self._autoscaling_role())
+        self.alarms = endpoint_alarms(self, self.name, alarms, alarm_topic) if alarms is not None else []
 
     # ----- public API
 
@@ -216,7 +215,7 @@ class ModelEndpoint(Construct):
     def connections(self) -> ec2.Connections:
         """The endpoint ENIs' security group. A property: jsii reads it from the JS side."""
         if self._connections is None:
-            raise ValueError(f"serverless endpoint {self.spec.name!r} has no ENIs in the VPC, so no connections")
+            raise ValueError(f"serverless endpoint {self.name!r} has no ENIs in the VPC, so no connections")
         return self._connections
 
     @property
@@ -235,375 +234,82 @@ class ModelEndpoint(Construct):
     @property
     def variant_names(self) -> list[str]:
         """Production variants (a serverless endpoint has one, `AllTraffic`)."""
-        return [v.name for v in self.variants] if self.variants else [_SERVERLESS_VARIANT]
+        return [v.name for v in self.serving.variants] or [SERVERLESS_VARIANT]
 
     def grant_invoke(self, grantee: iam.IGrantable) -> iam.Grant:
         """Let `grantee` invoke this endpoint; for async also upload requests and read results and failures."""
-        if not isinstance(self.spec, AsyncEndpointConfig):
-            return iam.Grant.add_to_principal(grantee=grantee, actions=_INVOKE, resource_arns=[self.endpoint_arn])
-        assert self.data_bucket is not None
-        bucket, spec = self.data_bucket, self.spec
-        grants = [
-            iam.Grant.add_to_principal(
-                grantee=grantee,
-                actions=["sagemaker:InvokeEndpointAsync"],
-                resource_arns=[self.endpoint_arn],
-            ),
-            iam.Grant.add_to_principal(
-                grantee=grantee,
-                actions=["s3:PutObject"],
-                resource_arns=[bucket.arn_for_objects(f"{spec.input_path}/*")],
-            ),
-            iam.Grant.add_to_principal(
-                grantee=grantee,
-                actions=["s3:GetObject"],
-                resource_arns=[
-                    bucket.arn_for_objects(f"{spec.output_path}/*"),
-                    bucket.arn_for_objects(f"{spec.failure_prefix}/*"),
-                ],
-            ),
-            iam.Grant.add_to_principal(
-                grantee=grantee, actions=["kms:Decrypt", "kms:GenerateDataKey"], resource_arns=[self.key.key_arn]
-            ),
-        ]
-        return functools.reduce(lambda a, b: a.combine(b), grants)
+        return self.serving.grant_invoke(self, grantee)
 
     def metric(
-        self,
-        metric_name: str,
-        *,
-        variant: str | None = None,
-        statistic: str = "Average",
-        period: Duration = _ONE_MINUTE,
+        self, metric_name: str, *, variant: str | None = None, **options: Unpack[MetricOptions]
     ) -> cloudwatch.Metric:
-        """An `AWS/SageMaker` metric of one variant (default: the first)."""
+        """An `AWS/SageMaker` metric of one variant (default: the first). Default: Average over one minute."""
         return cloudwatch.Metric(
             namespace="AWS/SageMaker",
             metric_name=metric_name,
             dimensions_map={"EndpointName": self.endpoint_name, "VariantName": variant or self.variant_names[0]},
-            statistic=statistic,
-            period=period,
+            **_with({"statistic": "Average", "period": _ONE_MINUTE}, options),
         )
 
-    def metric_model_latency(self, *, variant: str | None = None) -> cloudwatch.Metric:
-        """p99 time the model container takes to answer, in microseconds."""
-        return self.metric("ModelLatency", variant=variant, statistic="p99")
+    def endpoint_metric(self, metric_name: str, **options: Unpack[MetricOptions]) -> cloudwatch.Metric:
+        """An `AWS/SageMaker` metric with the EndpointName dimension only (the async backlog metrics)."""
+        return cloudwatch.Metric(
+            namespace="AWS/SageMaker",
+            metric_name=metric_name,
+            dimensions_map={"EndpointName": self.endpoint_name},
+            **_with({"statistic": "Average", "period": _ONE_MINUTE}, options),
+        )
 
-    def metric_invocations(self, *, variant: str | None = None) -> cloudwatch.Metric:
-        return self.metric("Invocations", variant=variant, statistic="Sum")
+    def metric_model_latency(
+        self, *, variant: str | None = None, **options: Unpack[MetricOptions]
+    ) -> cloudwatch.Metric:
+        """Time the model container takes to answer, in microseconds. Default statistic: p99."""
+        return self.metric("ModelLatency", variant=variant, **_with({"statistic": "p99"}, options))
 
-    def metric_invocation_5xx_errors(self, *, variant: str | None = None) -> cloudwatch.Metric:
-        return self.metric("Invocation5XXErrors", variant=variant, statistic="Sum")
+    def metric_invocations(self, *, variant: str | None = None, **options: Unpack[MetricOptions]) -> cloudwatch.Metric:
+        return self.metric("Invocations", variant=variant, **_with({"statistic": "Sum"}, options))
 
-    def metric_invocation_4xx_errors(self, *, variant: str | None = None) -> cloudwatch.Metric:
-        return self.metric("Invocation4XXErrors", variant=variant, statistic="Sum")
+    def metric_invocation_5xx_errors(
+        self, *, variant: str | None = None, **options: Unpack[MetricOptions]
+    ) -> cloudwatch.Metric:
+        return self.metric("Invocation5XXErrors", variant=variant, **_with({"statistic": "Sum"}, options))
 
-    def metric_approximate_backlog_size_per_instance(self) -> cloudwatch.Metric:
+    def metric_invocation_4xx_errors(
+        self, *, variant: str | None = None, **options: Unpack[MetricOptions]
+    ) -> cloudwatch.Metric:
+        return self.metric("Invocation4XXErrors", variant=variant, **_with({"statistic": "Sum"}, options))
+
+    def metric_approximate_backlog_size_per_instance(self, **options: Unpack[MetricOptions]) -> cloudwatch.Metric:
         """Async only: queued requests per instance (the autoscaling target metric)."""
-        return self.endpoint_metric("ApproximateBacklogSizePerInstance")
+        return self.endpoint_metric("ApproximateBacklogSizePerInstance", **options)
 
-    def metric_has_backlog_without_capacity(self) -> cloudwatch.Metric:
+    def metric_has_backlog_without_capacity(self, **options: Unpack[MetricOptions]) -> cloudwatch.Metric:
         """Async only: 1 while requests wait and no instance runs (the scale-out-from-zero signal)."""
-        return self.endpoint_metric("HasBacklogWithoutCapacity")
+        return self.endpoint_metric("HasBacklogWithoutCapacity", **options)
 
-    # ----- construction
+    # ----- used by the serving strategies
 
-    @property
-    def _needs_data_bucket(self) -> bool:
-        return isinstance(self.spec, AsyncEndpointConfig) or self._capture is not None
+    def require_data_bucket(self) -> s3.IBucket:
+        if self.data_bucket is None:
+            raise ValueError(f"endpoint {self.name!r} needs data_bucket")
+        return self.data_bucket
 
-    @property
-    def _capture(self) -> DataCaptureConfig | None:
-        return None if isinstance(self.spec, ServerlessEndpointConfig) else self.spec.data_capture
-
-    @property
-    def _retains_instance_counts(self) -> bool:
-        """Every variant is autoscaled: its live instance count, not InitialInstanceCount, survives an update.
-        Not with a fixed-size variant (RetainAllVariantProperties would then ignore a changed instance_count),
-        nor for an async endpoint that may sit at zero: an update then starts it at instance_count, the
-        documented path, and it scales back to zero."""
-        if isinstance(self.spec, RealtimeEndpointConfig):
-            return all(v.autoscaling is not None for v in self.spec.variants)
-        scaling = self.spec.autoscaling if isinstance(self.spec, AsyncEndpointConfig) else None
-        return scaling is not None and not scaling.scales_to_zero
-
-    @property
-    def _uses_volume_key(self) -> bool:
-        return not isinstance(self.spec, ServerlessEndpointConfig) and self.spec.uses_volume_key
-
-    def _variants(self) -> list[VariantConfig]:
-        if isinstance(self.spec, RealtimeEndpointConfig):
-            return list(self.spec.variants)
-        if isinstance(self.spec, AsyncEndpointConfig):
-            return [self.spec.variant]
-        return []
-
-    def _production_variants(self) -> list[sagemaker.CfnEndpointConfig.ProductionVariantProperty]:
-        spec = self.spec
-        if isinstance(spec, ServerlessEndpointConfig):
-            return [
-                sagemaker.CfnEndpointConfig.ProductionVariantProperty(
-                    variant_name=_SERVERLESS_VARIANT,
-                    model_name=self.model.attr_model_name,
-                    serverless_config=sagemaker.CfnEndpointConfig.ServerlessConfigProperty(
-                        memory_size_in_mb=spec.memory_mb,
-                        max_concurrency=spec.max_concurrency,
-                        provisioned_concurrency=spec.provisioned_concurrency,
-                    ),
-                )
-            ]
-        return [self._variant(variant) for variant in self.variants]
-
-    def _variant(self, variant: VariantConfig) -> sagemaker.CfnEndpointConfig.ProductionVariantProperty:
-        # Start-up limits sized from the weights (`weights_gib`) unless the blueprint sets them.
-        limits = startup_limits(
-            self.weights_gib,
-            variant.instance_type,
-            startup_timeout_seconds=variant.startup_timeout_seconds,
-            download_timeout_seconds=variant.download_timeout_seconds,
-            volume_size_gb=variant.volume_size_gb,
-        )
-        return sagemaker.CfnEndpointConfig.ProductionVariantProperty(
-            variant_name=variant.name,
-            model_name=self.model.attr_model_name,
-            instance_type=variant.instance_type,
-            initial_instance_count=variant.instance_count,
-            initial_variant_weight=variant.weight,
-            inference_ami_version=variant.ami_version,
-            container_startup_health_check_timeout_in_seconds=limits.startup_timeout_seconds,
-            model_data_download_timeout_in_seconds=limits.download_timeout_seconds,
-            volume_size_in_gb=limits.volume_size_gb,
-        )
-
-    def _grant_model_access(self, image: ServingImage, bucket: s3.IBucket, artifact_key: str) -> None:
-        # One object, not grant_read: that would add s3:GetBucket*/List* on the whole bucket.
+    def grant_write(self, prefix: str) -> None:
+        """Let the execution role write objects under `prefix/` of the data bucket (KMS)."""
+        bucket = self.require_data_bucket()
         self.role.add_to_principal_policy(
-            iam.PolicyStatement(actions=["s3:GetObject"], resources=[bucket.arn_for_objects(artifact_key)])
-        )
-        if bucket.encryption_key is not None:
-            bucket.encryption_key.grant_decrypt(self.role)
-        image.grant_pull(self.role)
-        stack = Stack.of(self)
-        log_groups = stack.format_arn(
-            service="logs",
-            resource="log-group",
-            resource_name="/aws/sagemaker/Endpoints/*",
-            arn_format=ArnFormat.COLON_RESOURCE_NAME,
-        )
-        self.role.add_to_principal_policy(
-            iam.PolicyStatement(
-                actions=["logs:CreateLogGroup", "logs:CreateLogStream", "logs:DescribeLogStreams", "logs:PutLogEvents"],
-                resources=[log_groups],
-            )
-        )
-        self.role.add_to_principal_policy(
-            iam.PolicyStatement(
-                actions=["cloudwatch:PutMetricData"],
-                resources=["*"],
-                conditions={"StringLike": {"cloudwatch:namespace": ["/aws/sagemaker/Endpoints*", "AWS/SageMaker"]}},
-            )
-        )
-        _acknowledge(
-            self.role,
-            {
-                "AwsSolutions-IAM5[Resource::*]": (
-                    "ecr:GetAuthorizationToken has no resource-level permissions; cloudwatch:PutMetricData has none "
-                    "either and is limited to the SageMaker endpoint namespaces by a cloudwatch:namespace condition"
-                ),
-                f"AwsSolutions-IAM5[Resource::{_nag(stack, log_groups)}]": (
-                    "SageMaker names the endpoint's log group /aws/sagemaker/Endpoints/<endpoint-name>; the name is "
-                    "generated by CloudFormation after this role exists, so the role is scoped to that prefix"
-                ),
-            },
-        )
-
-    def _grant_vpc_access(self, subnets: Sequence[ec2.ISubnet], security_group: ec2.ISecurityGroup) -> None:
-        # The CreateModel execution-role permissions for VpcConfig (SageMaker creates the ENIs as this role).
-        stack = Stack.of(self)
-        self.role.add_to_principal_policy(
-            iam.PolicyStatement(
-                actions=[
-                    "ec2:DescribeDhcpOptions",
-                    "ec2:DescribeNetworkInterfaces",
-                    "ec2:DescribeSecurityGroups",
-                    "ec2:DescribeSubnets",
-                    "ec2:DescribeVpcs",
-                ],
-                resources=["*"],
-            )
-        )
-        interfaces = stack.format_arn(service="ec2", resource="network-interface", resource_name="*")
-        self.role.add_to_principal_policy(
-            iam.PolicyStatement(
-                actions=[
-                    "ec2:CreateNetworkInterface",
-                    "ec2:CreateNetworkInterfacePermission",
-                    "ec2:DeleteNetworkInterface",
-                    "ec2:DeleteNetworkInterfacePermission",
-                ],
-                resources=[
-                    interfaces,
-                    *(stack.format_arn(service="ec2", resource="subnet", resource_name=s.subnet_id) for s in subnets),
-                    stack.format_arn(
-                        service="ec2", resource="security-group", resource_name=security_group.security_group_id
-                    ),
-                ],
-            )
-        )
-        _acknowledge(
-            self.role,
-            {
-                f"AwsSolutions-IAM5[Resource::{_nag(stack, interfaces)}]": (
-                    "SageMaker creates the endpoint ENIs as this role; their IDs do not exist before creation. "
-                    "Subnets and the security group are listed explicitly in the same statement"
-                ),
-            },
-        )
-
-    def _data_capture(self) -> sagemaker.CfnEndpointConfig.DataCaptureConfigProperty | None:
-        capture = self._capture
-        if capture is None:
-            return None
-        assert self.data_bucket is not None
-        self._grant_write(capture.prefix)
-        return sagemaker.CfnEndpointConfig.DataCaptureConfigProperty(
-            enable_capture=True,
-            initial_sampling_percentage=capture.sampling_percent,
-            destination_s3_uri=self.data_bucket.s3_url_for_object(capture.prefix),
-            kms_key_id=self.key.key_arn,
-            capture_options=[
-                sagemaker.CfnEndpointConfig.CaptureOptionProperty(capture_mode=m)
-                for m in (["Input", "Output"] if capture.mode == "InputAndOutput" else [capture.mode])
-            ],
-            capture_content_type_header=sagemaker.CfnEndpointConfig.CaptureContentTypeHeaderProperty(
-                json_content_types=["application/json"], csv_content_types=["text/csv"]
-            ),
-        )
-
-    def _async_config(self) -> sagemaker.CfnEndpointConfig.AsyncInferenceConfigProperty | None:
-        spec = self.spec
-        if not isinstance(spec, AsyncEndpointConfig):
-            return None
-        assert self.data_bucket is not None and spec.output_path is not None
-        bucket = self.data_bucket
-        self._grant_write(spec.output_path)
-        self._grant_write(spec.failure_prefix)
-        self.role.add_to_principal_policy(
-            iam.PolicyStatement(actions=["s3:GetObject"], resources=[bucket.arn_for_objects(f"{spec.input_path}/*")])
-        )
-        self._acknowledge_prefix(spec.input_path, "reads the request payloads callers upload under this prefix")
-        notification = None
-        if spec.notifications:
-            success = sns.Topic(self, "SuccessTopic", master_key=self.key, enforce_ssl=True)
-            error = sns.Topic(self, "ErrorTopic", master_key=self.key, enforce_ssl=True)
-            self.topics = [success, error]
-            # sns:Publish on these two topics; the key permissions SNS needs are granted with the S3 prefixes
-            # (grant_publish would add kms:GenerateDataKey*).
-            iam.Grant.add_to_principal(
-                grantee=self.role, actions=["sns:Publish"], resource_arns=[t.topic_arn for t in self.topics]
-            )
-            notification = sagemaker.CfnEndpointConfig.AsyncInferenceNotificationConfigProperty(
-                success_topic=success.topic_arn,
-                error_topic=error.topic_arn,
-                include_inference_response_in=["SUCCESS_NOTIFICATION_TOPIC", "ERROR_NOTIFICATION_TOPIC"],
-            )
-        client = None
-        if spec.max_concurrent_invocations_per_instance is not None:
-            client = sagemaker.CfnEndpointConfig.AsyncInferenceClientConfigProperty(
-                max_concurrent_invocations_per_instance=spec.max_concurrent_invocations_per_instance
-            )
-        return sagemaker.CfnEndpointConfig.AsyncInferenceConfigProperty(
-            output_config=sagemaker.CfnEndpointConfig.AsyncInferenceOutputConfigProperty(
-                s3_output_path=bucket.s3_url_for_object(spec.output_path),
-                s3_failure_path=bucket.s3_url_for_object(spec.failure_prefix),
-                kms_key_id=self.key.key_arn,
-                notification_config=notification,
-            ),
-            client_config=client,
-        )
-
-    def _grant_write(self, prefix: str) -> None:
-        assert self.data_bucket is not None
-        self.role.add_to_principal_policy(
-            iam.PolicyStatement(actions=["s3:PutObject"], resources=[self.data_bucket.arn_for_objects(f"{prefix}/*")])
+            iam.PolicyStatement(actions=["s3:PutObject"], resources=[bucket.arn_for_objects(f"{prefix}/*")])
         )
         self.role.add_to_principal_policy(
             iam.PolicyStatement(actions=["kms:Decrypt", "kms:GenerateDataKey"], resources=[self.key.key_arn])
         )
-        self._acknowledge_prefix(prefix, "writes objects whose keys SageMaker generates under this prefix")
+        self.acknowledge_prefix(prefix, "writes objects whose keys SageMaker generates under this prefix")
 
-    def _acknowledge_prefix(self, prefix: str, why: str) -> None:
-        assert self.data_bucket is not None
-        stack = Stack.of(self)
-        arn = self.data_bucket.arn_for_objects(f"{prefix}/*")
-        _acknowledge(self.role, {f"AwsSolutions-IAM5[Resource::{_nag(stack, arn)}]": f"SageMaker {why}"})
+    def acknowledge_prefix(self, prefix: str, why: str) -> None:
+        arn = self.require_data_bucket().arn_for_objects(f"{prefix}/*")
+        _acknowledge(self.role, {f"AwsSolutions-IAM5[Resource::{_nag(Stack.of(self), arn)}]": f"SageMaker {why}"})
 
-    def _autoscaling(self) -> None:
-        stack = Stack.of(self)
-        # Application Auto Scaling's service-linked role for SageMaker (created on first registration): the L2
-        # would otherwise create a role of its own that the service does not need.
-        role = iam.Role.from_role_arn(
-            self,
-            "AutoScalingRole",
-            stack.format_arn(
-                service="iam",
-                region="",
-                resource="role",
-                resource_name="aws-service-role/sagemaker.application-autoscaling.amazonaws.com/"
-                "AWSServiceRoleForApplicationAutoScaling_SageMakerEndpoint",
-            ),
-            mutable=False,
-        )
-        if isinstance(self.spec, RealtimeEndpointConfig):
-            self._realtime_scaling(self.spec, role)
-        elif isinstance(self.spec, AsyncEndpointConfig) and self.spec.autoscaling is not None:
-            self._async_scaling(self.spec.autoscaling, role)
-
-    def _realtime_scaling(self, spec: RealtimeEndpointConfig, role: iam.IRole) -> None:
-        for variant in spec.variants:
-            if variant.autoscaling is None:
-                continue
-            scaling = variant.autoscaling
-            target = self._scalable_target(
-                f"{variant.name}Scaling", variant.name, role, scaling.min_instances, scaling.max_instances
-            )
-            target.scale_to_track_metric(
-                "InvocationsPerInstance",
-                target_value=scaling.target_invocations_per_instance,
-                predefined_metric=appscaling.PredefinedMetric.SAGEMAKER_VARIANT_INVOCATIONS_PER_INSTANCE,
-                scale_in_cooldown=Duration.seconds(scaling.scale_in_cooldown_seconds),
-                scale_out_cooldown=Duration.seconds(scaling.scale_out_cooldown_seconds),
-            )
-
-    def _async_scaling(self, scaling: AsyncScalingConfig, role: iam.IRole) -> None:
-        target = self._scalable_target(
-            "Scaling", self.variant_names[0], role, scaling.min_instances, scaling.max_instances
-        )
-        target.scale_to_track_metric(
-            "BacklogPerInstance",
-            target_value=scaling.target_backlog_per_instance,
-            custom_metric=self.metric_approximate_backlog_size_per_instance(),
-            scale_in_cooldown=Duration.seconds(scaling.scale_in_cooldown_seconds),
-            scale_out_cooldown=Duration.seconds(scaling.scale_out_cooldown_seconds),
-        )
-        if scaling.scales_to_zero:
-            # Target tracking alone leaves the variant at zero until the backlog exceeds the target;
-            # this step policy adds the first instance as soon as a request waits with no capacity.
-            target.scale_on_metric(
-                "ScaleOutFromZero",
-                metric=self.metric_has_backlog_without_capacity(),
-                scaling_steps=[
-                    appscaling.ScalingInterval(upper=0.5, change=0),
-                    appscaling.ScalingInterval(lower=0.5, change=1),
-                ],
-                adjustment_type=appscaling.AdjustmentType.CHANGE_IN_CAPACITY,
-                # No shorter than a cold start: until the first instance answers, the backlog still has no capacity.
-                cooldown=Duration.seconds(max(scaling.scale_out_cooldown_seconds, scaling.cold_start_seconds)),
-                evaluation_periods=1,
-                metric_aggregation_type=appscaling.MetricAggregationType.MAXIMUM,
-            )
-
-    def _scalable_target(
+    def scalable_target(
         self, construct_id: str, variant: str, role: iam.IRole, min_capacity: int, max_capacity: int
     ) -> appscaling.ScalableTarget:
         return appscaling.ScalableTarget(
@@ -617,12 +323,40 @@ class ModelEndpoint(Construct):
             role=role,
         )
 
-    def endpoint_metric(self, metric_name: str, *, statistic: str = "Average") -> cloudwatch.Metric:
-        """An `AWS/SageMaker` metric with the EndpointName dimension only (the async backlog metrics)."""
-        return cloudwatch.Metric(
-            namespace="AWS/SageMaker",
-            metric_name=metric_name,
-            dimensions_map={"EndpointName": self.endpoint_name},
-            statistic=statistic,
-            period=_ONE_MINUTE,
+    # ----- construction
+
+    def _autoscaling_role(self) -> iam.IRole:
+        # Application Auto Scaling's service-linked role for SageMaker (created on first registration): the L2
+        # would otherwise create a role of its own that the service does not need.
+        return iam.Role.from_role_arn(
+            self,
+            "AutoScalingRole",
+            Stack.of(self).format_arn(
+                service="iam",
+                region="",
+                resource="role",
+                resource_name="aws-service-role/sagemaker.application-autoscaling.amazonaws.com/"
+                "AWSServiceRoleForApplicationAutoScaling_SageMakerEndpoint",
+            ),
+            mutable=False,
+        )
+
+    def _data_capture(self) -> sagemaker.CfnEndpointConfig.DataCaptureConfigProperty | None:
+        capture = self.serving.data_capture
+        if capture is None:
+            return None
+        bucket = self.require_data_bucket()
+        self.grant_write(capture.prefix)
+        modes = (
+            [CaptureMode.INPUT, CaptureMode.OUTPUT] if capture.mode is CaptureMode.INPUT_AND_OUTPUT else [capture.mode]
+        )
+        return sagemaker.CfnEndpointConfig.DataCaptureConfigProperty(
+            enable_capture=True,
+            initial_sampling_percentage=capture.sampling_percent,
+            destination_s3_uri=bucket.s3_url_for_object(capture.prefix),
+            kms_key_id=self.key.key_arn,
+            capture_options=[sagemaker.CfnEndpointConfig.CaptureOptionProperty(capture_mode=m.value) for m in modes],
+            capture_content_type_header=sagemaker.CfnEndpointConfig.CaptureContentTypeHeaderProperty(
+                json_content_types=["application/json"], csv_content_types=["text/csv"]
+            ),
         )
