@@ -78,10 +78,12 @@ class BlueprintConfig(StrictModel):
         training = data.get("training")
         cluster = training.get("cluster") if isinstance(training, dict) else None
         admin_host = cluster.get("admin_host", True) if isinstance(cluster, dict) else True
+        engine = training.get("engine", "eks") if isinstance(training, dict) else "eks"
         keys = default_interface_endpoints(
             training=training is not None,
             admin_host=admin_host is not False,
             inference=data.get("inference") is not None,
+            engine=engine if isinstance(engine, str) else "eks",
         )
         return {**data, "network": {**network, "interface_endpoints": keys}}
 
