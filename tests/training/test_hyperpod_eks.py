@@ -313,3 +313,12 @@ def test_plan_names_ml_groups_unknown_prices_and_the_job() -> None:
     assert any(HYPERPOD_CHART_INSTALL in row for row in sections["HyperPod on EKS: before the nodes join"])
     assert any("kind: TrainJob" in row for row in sections["Job manifest (kubectl apply -f -)"])
     assert not any(c.item.startswith("ml.m7i") for c in plan.costs)  # no Slurm controller on EKS
+
+
+def test_second_deploy_stateful_ids_are_the_engine_pins(second_deploy: Session) -> None:
+    from tests.blueprints.test_stateful import STATEFUL_TYPES, TRAINING_PINS_BY_ENGINE, training_pins
+
+    template = second_deploy.blueprints[NAME].templates["TrainingClusterStack"]
+    config = second_deploy.blueprints[NAME].built.config
+    stateful = {k: r["Type"] for k, r in template["Resources"].items() if r["Type"] in STATEFUL_TYPES}
+    assert stateful == TRAINING_PINS_BY_ENGINE["hyperpod-eks"] == training_pins(config)
