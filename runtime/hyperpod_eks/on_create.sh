@@ -10,16 +10,18 @@
 # the aws-samples/awsome-distributed-training HyperPod EKS base-config on_create.sh).
 set -euo pipefail
 
-LOG_FILE=/var/log/provision/provisioning.log
+# The paths can be overridden for tests only; HyperPod runs the script without any of these set.
+LOG_FILE="${HYPERPOD_LOG_FILE:-/var/log/provision/provisioning.log}"
 DATA_DISK="${HYPERPOD_DATA_DISK:-/opt/sagemaker}"
-mkdir -p "$(dirname "$LOG_FILE")"
+KUBELET_DIR="${HYPERPOD_KUBELET_DIR:-/var/lib/kubelet}"
+MOUNT_TRIES="${HYPERPOD_MOUNT_TRIES:-12}"
 
 log() {
   echo "$(date -u +%FT%TZ) $*" | tee -a "$LOG_FILE"
 }
 
 wait_for_mount() {
-  local path=$1 tries=${2:-12}
+  local path=$1 tries=$2
   for _ in $(seq "$tries"); do
     if mountpoint -q "$path"; then
       return 0
@@ -29,17 +31,18 @@ wait_for_mount() {
   return 1
 }
 
+# Idempotent: a second run (node reboot) finds the link and leaves it.
 move_kubelet_dir() {
   mkdir -p "$DATA_DISK/kubelet"
-  if [ -d /var/lib/kubelet ] && [ ! -L /var/lib/kubelet ]; then
-    cp -a /var/lib/kubelet/. "$DATA_DISK/kubelet/"
-    rm -rf /var/lib/kubelet
+  if [ -d "$KUBELET_DIR" ] && [ ! -L "$KUBELET_DIR" ]; then
+    cp -a "$KUBELET_DIR/." "$DATA_DISK/kubelet/"
+    rm -rf "$KUBELET_DIR"
   fi
-  ln -sfn "$DATA_DISK/kubelet" /var/lib/kubelet
+  ln -sfn "$DATA_DISK/kubelet" "$KUBELET_DIR"
 }
 
 main() {
-  if wait_for_mount "$DATA_DISK"; then
+  if wait_for_mount "$DATA_DISK" "$MOUNT_TRIES"; then
     log "$DATA_DISK is mounted: kubelet data goes there"
     move_kubelet_dir
   else
@@ -48,11 +51,19 @@ main() {
   log "done"
 }
 
-log "[start] on_create.sh"
-if ! main >>"$LOG_FILE" 2>&1; then
-  log "[error] on_create.sh failed; waiting 60 s so the log is uploaded"
-  sync
-  sleep 60
-  exit 1
+run() {
+  mkdir -p "$(dirname "$LOG_FILE")"
+  log "[start] on_create.sh"
+  if ! main >>"$LOG_FILE" 2>&1; then
+    log "[error] on_create.sh failed; waiting 60 s so the log is uploaded"
+    sync
+    sleep 60
+    exit 1
+  fi
+  log "[stop] on_create.sh"
+}
+
+# Sourced by the tests for its functions; run by HyperPod.
+if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then
+  run
 fi
-log "[stop] on_create.sh"
