@@ -26,7 +26,13 @@ from tests.conftest import selected_blueprints
 from tests.synth import Session
 from tests.training.test_config import BASE
 
-TRAINING = [n for n in selected_blueprints() if load(BLUEPRINTS_DIR / f"{n}.yaml").training is not None]
+# EKS managed node groups, the admin host and EKS endpoints: the `eks` engine's blueprints (other engines have their
+# own tests: tests/blueprints/test_engine_blueprints.py, tests/training/test_hyperpod_eks.py).
+TRAINING = [
+    n
+    for n in selected_blueprints()
+    if (t := load(BLUEPRINTS_DIR / f"{n}.yaml").training) is not None and t.engine == "eks"
+]
 
 
 @pytest.fixture(params=TRAINING)
