@@ -7,7 +7,7 @@ the catalog either: each quota is named and its code shown as 'unknown'.
 
 from __future__ import annotations
 
-from mlstack.catalog import efa_interface_count
+from mlstack.catalog import efa_interface_count, get_instance
 from mlstack.catalog.instances import catalog
 from mlstack.config import BlueprintConfig
 from mlstack.config.training import TrainingConfig
@@ -16,6 +16,7 @@ from mlstack.constructs.training.job import render_job_yaml
 from mlstack.constructs.training.versions import HYPERPOD_CHART_INSTALL
 from mlstack.plan import HOURS_PER_MONTH, Cost, Plan, Quota, Resource
 from mlstack.stacks.training_plan import (
+    ADMIN_HOST_TYPE,
     EKS_CLUSTER_PER_HOUR,
     EKS_PRICE_SOURCE,
     FSX_PRICE_PER_GIB_MONTH,
@@ -121,6 +122,18 @@ def _plan_eks_control_plane(config: BlueprintConfig, training: TrainingConfig, p
             catalog().sources.get(sys_it.price_source, sys_it.price_source),
         )
     )
+    if cluster.admin_host:
+        admin = get_instance(ADMIN_HOST_TYPE)
+        plan.resources.append(Resource(STACK, "Admin host", f"{ADMIN_HOST_TYPE}, private subnet, SSM only", 1))
+        plan.costs.append(
+            Cost(
+                f"{ADMIN_HOST_TYPE} cluster admin host",
+                1,
+                admin.price_per_hour,
+                admin.price_date if admin.price_per_hour is not None else None,
+                catalog().sources.get(admin.price_source, admin.price_source),
+            )
+        )
     sections = plan.details.setdefault("sections", [])
     sections.append(("Access", access_path(config)))
     hyperpod = training.hyperpod or HyperPodConfig()

@@ -313,6 +313,8 @@ def test_plan_names_ml_groups_unknown_prices_and_the_job() -> None:
     assert any(HYPERPOD_CHART_INSTALL in row for row in sections["HyperPod on EKS: before the nodes join"])
     assert any("kind: TrainJob" in row for row in sections["Job manifest (kubectl apply -f -)"])
     assert not any(c.item.startswith("ml.m7i") for c in plan.costs)  # no Slurm controller on EKS
+    eks = {c.item for c in plan.costs}
+    assert {"EKS control plane", "m7i.xlarge system nodes (desired)", "m7i.large cluster admin host"} <= eks
 
 
 def test_second_deploy_stateful_ids_are_the_engine_pins(second_deploy: Session) -> None:
