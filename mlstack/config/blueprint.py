@@ -79,6 +79,7 @@ class BlueprintConfig(StrictModel):
         cluster = training.get("cluster") if isinstance(training, dict) else None
         admin_host = cluster.get("admin_host", True) if isinstance(cluster, dict) else True
         inference = data.get("inference")
+        engine = training.get("engine", "eks") if isinstance(training, dict) else "eks"
         endpoints = inference.get("endpoints") if isinstance(inference, dict) else None
         keys = default_interface_endpoints(
             training=training is not None,
@@ -88,6 +89,7 @@ class BlueprintConfig(StrictModel):
             inference_in_vpc=not isinstance(endpoints, list)
             or any(not isinstance(e, dict) or e.get("mode") != "serverless" for e in endpoints),
             others=any(data.get(layer) is not None for layer in ("mlops", "ai_services")),
+            engine=engine if isinstance(engine, str) else "eks",
         )
         return {**data, "network": {**network, "interface_endpoints": keys}}
 

@@ -34,6 +34,9 @@ INTERFACE_ENDPOINTS: dict[str, str] = {
     "sns": "sns",
     "bedrock-runtime": "bedrock-runtime",
     "fsx": "fsx",
+    "ecs": "ecs",
+    "ecs-agent": "ecs-agent",
+    "ecs-telemetry": "ecs-telemetry",
 }
 """Allowed `network.interface_endpoints` entries."""
 
@@ -78,22 +81,62 @@ Nothing else: SageMaker publishes endpoint logs and metrics itself, outside the 
 runs outside the VPC; serverless endpoints run outside the VPC and need none."""
 
 
+HYPERPOD_INTERFACE_ENDPOINTS: dict[str, str] = {
+    "sagemaker.api": "HyperPod nodes in a private VPC reach the SageMaker API (SageMaker HyperPod docs, HyperPod "
+    "training operator prerequisites: PrivateLink endpoints for sagemaker.api and eks-auth)",
+    "ssmmessages": "`aws ssm start-session --target sagemaker-cluster:...` into HyperPod nodes (the execution role "
+    "opens Session Manager channels)",
+    "logs": "HyperPod uploads lifecycle-script and node logs to /aws/sagemaker/Clusters/...",
+    "monitoring": "HyperPod node metrics (PutMetricData, /aws/sagemaker/Clusters namespace)",
+    "sts": "SDK credential exchange on the nodes",
+}
+"""What HyperPod nodes call (both orchestrators; hyperpod-eks adds the EKS nodes' `TRAINING_INTERFACE_ENDPOINTS`)."""
+
+BATCH_INTERFACE_ENDPOINTS: dict[str, str] = {
+    "ecs": "the ECS agent on Batch compute instances (Amazon ECS developer guide, Amazon ECS interface VPC endpoints: "
+    "ecs-agent, ecs-telemetry and ecs are needed together, or traffic takes the public endpoints)",
+    "ecs-agent": "the ECS agent's control channel",
+    "ecs-telemetry": "the ECS agent's metrics channel",
+    "ecr.api": "job containers are pulled from ECR (registry API; layers come through S3)",
+    "ecr.dkr": "job containers are pulled from ECR (Docker registry endpoint)",
+    "logs": "the awslogs driver ships job output to the job log group",
+    "sts": "SDK credential exchange in the job containers",
+}
+"""What AWS Batch (ECS) compute instances call; no EKS, SageMaker or SSM endpoints (nothing there uses them)."""
+
+
 def default_interface_endpoints(
-    *, training: bool, admin_host: bool, inference: bool, inference_in_vpc: bool = True, others: bool = False
+    *,
+    training: bool,
+    admin_host: bool,
+    inference: bool,
+    inference_in_vpc: bool = True,
+    others: bool = False,
+    engine: str = "eks",
 ) -> list[str]:
     """The interface endpoints a blueprint gets when `network.interface_endpoints` is not given: what its layers use.
 
     An inference layer adds `INFERENCE_INTERFACE_ENDPOINTS` when an endpoint runs in the VPC (`inference_in_vpc`:
-    not only serverless ones); a training layer adds what EKS nodes need (and SSM for the admin host). Other layers
-    (`others`: MLOps, AI services) and a network with no layer keep `DEFAULT_INTERFACE_ENDPOINTS`.
+    not only serverless ones). A training layer adds what its engine's nodes call: EKS nodes (`eks`,
+    `hyperpod-eks`) `TRAINING_INTERFACE_ENDPOINTS` and SSM for the admin host, HyperPod nodes
+    `HYPERPOD_INTERFACE_ENDPOINTS`, Batch instances `BATCH_INTERFACE_ENDPOINTS`. Other layers (`others`: MLOps, AI
+    services) and a network with no layer keep `DEFAULT_INTERFACE_ENDPOINTS`.
     """
     keys: list[str] = list(DEFAULT_INTERFACE_ENDPOINTS) if others or not (training or inference) else []
+    wanted: list[str] = []
     if inference and inference_in_vpc:
-        keys += [k for k in INFERENCE_INTERFACE_ENDPOINTS if k not in keys]
-    if training:
-        keys += [k for k in TRAINING_INTERFACE_ENDPOINTS if k not in keys]
+        wanted += INFERENCE_INTERFACE_ENDPOINTS
+    if training and engine in ("eks", "hyperpod-eks"):
+        wanted += TRAINING_INTERFACE_ENDPOINTS
         if admin_host:
-            keys += [k for k in ADMIN_HOST_INTERFACE_ENDPOINTS if k not in keys]
+            wanted += ADMIN_HOST_INTERFACE_ENDPOINTS
+    if training and engine in ("hyperpod-slurm", "hyperpod-eks"):
+        wanted += HYPERPOD_INTERFACE_ENDPOINTS
+    if training and engine == "batch":
+        wanted += BATCH_INTERFACE_ENDPOINTS
+    for key in wanted:
+        if key not in keys:
+            keys.append(key)
     return keys
 
 

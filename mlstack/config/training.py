@@ -432,7 +432,7 @@ class TrainingConfig(StrictModel):
     max_nodes: int = Field(default=16, ge=1, le=2048)
     """Ceiling on accelerated nodes (sum of node groups' max_size): a guard against a costly typo."""
     hyperpod: HyperPodConfig | None = None
-    """Engine hyperpod-slurm: controller, login, lifecycle scripts (default settings when omitted)."""
+    """Engines hyperpod-slurm and hyperpod-eks: instance groups, lifecycle scripts (default settings when omitted)."""
     batch: BatchConfig | None = None
     """Engine batch: job queue, job definition and logs (default settings when omitted)."""
 

@@ -23,12 +23,19 @@ from mlstack.errors import CatalogError
 if TYPE_CHECKING:
     from mlstack.config.training import TrainingConfig
 
-Engine = Literal["eks", "hyperpod-slurm", "batch"]
+Engine = Literal["eks", "hyperpod-slurm", "hyperpod-eks", "batch"]
 """`eks`: self-managed EKS cluster (default); `hyperpod-slurm`: SageMaker HyperPod with Slurm set up by lifecycle
-scripts; `batch`: AWS Batch multi-node parallel jobs on a managed EC2 compute environment."""
+scripts; `hyperpod-eks`: SageMaker HyperPod instance groups joined to the EKS cluster of the training layer;
+`batch`: AWS Batch multi-node parallel jobs on a managed EC2 compute environment."""
+
+HYPERPOD_ENGINES = ("hyperpod-slurm", "hyperpod-eks")
+EKS_ENGINES = ("eks", "hyperpod-eks")
+"""Engines with an EKS cluster (`training.cluster`, `training.system_node_group`, Kubernetes job manifests)."""
 
 LIFECYCLE_SCRIPTS_DIR = resources.runtime_path("hyperpod_slurm")
 """The lifecycle scripts shipped with mlstack (on_create.sh and its helpers), uploaded to S3 by the stack."""
+EKS_LIFECYCLE_SCRIPTS_DIR = LIFECYCLE_SCRIPTS_DIR.parent / "hyperpod_eks"
+"""The (much smaller) lifecycle script of HyperPod nodes that join an EKS cluster."""
 
 HYPERPOD_MAX_INSTANCES = 6758
 """`InstanceCount` maximum of a HyperPod instance group (AWS::SageMaker::Cluster ClusterInstanceGroup schema)."""
@@ -67,9 +74,14 @@ class HyperPodConfig(StrictModel):
     """`training.hyperpod`: the HyperPod cluster around the worker groups (`training.node_groups`)."""
 
     controller: HyperPodGroupConfig = Field(default_factory=HyperPodGroupConfig)
-    """The Slurm controller group (exactly one node: slurmctld and the accounting database)."""
+    """The Slurm controller group (exactly one node: slurmctld and the accounting database); hyperpod-slurm only."""
     login: HyperPodGroupConfig | None = None
-    """Optional login nodes users SSH into (through SSM) to submit jobs; omit for none."""
+    """Optional login nodes users SSH into (through SSM) to submit jobs; omit for none; hyperpod-slurm only."""
+    eks_dependencies_installed: bool = False
+    """hyperpod-eks only. The HyperPod dependencies Helm chart must be on the EKS cluster before HyperPod nodes join
+    it, and it is installed from a git checkout (not a public chart repository), so by hand between two deploys:
+    false (first deploy) builds the EKS cluster without the HyperPod cluster; run the `helm install` the README
+    gives, set true and deploy again to create the HyperPod cluster."""
     threads_per_core: Literal[1, 2] = 1
     """Worker groups: 1 turns SMT off (the usual choice for tightly coupled training), 2 keeps it."""
     worker_volume_gib: int = Field(default=500, ge=1, le=16384)
@@ -99,6 +111,12 @@ class HyperPodConfig(StrictModel):
     def scripts_dir(self) -> Path:
         return Path(self.lifecycle_scripts) if self.lifecycle_scripts else LIFECYCLE_SCRIPTS_DIR
 
+    def scripts_dir_for(self, engine: str) -> Path:
+        """The lifecycle scripts of `engine`: the blueprint's own directory, else mlstack's for that engine."""
+        if self.lifecycle_scripts or engine != "hyperpod-eks":
+            return self.scripts_dir
+        return EKS_LIFECYCLE_SCRIPTS_DIR
+
 
 class BatchConfig(StrictModel):
     """`training.batch`: the AWS Batch job queue, multi-node job definition and its logs."""
@@ -125,12 +143,16 @@ def engine_problems(training: TrainingConfig) -> list[str]:
     engine = training.engine
     problems: list[str] = []
     given = training.model_fields_set
-    for key, owner in (("cluster", "eks"), ("system_node_group", "eks"), ("hyperpod", "hyperpod-slurm")):
-        if key in given and engine != owner and getattr(training, key) is not None:
-            problems.append(f"training.{key} is used by engine {owner}, not {engine}; remove it or set engine: {owner}")
+    owners = (("cluster", EKS_ENGINES), ("system_node_group", EKS_ENGINES), ("hyperpod", HYPERPOD_ENGINES))
+    for key, engines in owners:
+        if key in given and engine not in engines and getattr(training, key) is not None:
+            problems.append(
+                f"training.{key} is used by engine {' or '.join(engines)}, not {engine}; remove it or set engine: "
+                f"{engines[0]}"
+            )
     if "batch" in given and engine != "batch" and training.batch is not None:
         problems.append(f"training.batch is used by engine batch, not {engine}; remove it or set engine: batch")
-    if engine == "hyperpod-slurm":
+    if engine in HYPERPOD_ENGINES:
         problems += _hyperpod_problems(training)
     elif engine == "batch":
         problems += _batch_problems(training)
@@ -169,12 +191,22 @@ def _hyperpod_problems(training: TrainingConfig) -> list[str]:
         if group.placement_group:
             problems.append(f"{where}.placement_group: HyperPod places instances itself; remove placement_group")
     hyperpod = training.hyperpod or HyperPodConfig()
-    if hyperpod.controller.count != 1:
+    if training.engine == "hyperpod-eks":
+        set_keys = hyperpod.model_fields_set & {"controller", "login"}
+        problems += [
+            f"training.hyperpod.{key}: engine hyperpod-eks has no Slurm {key} group (EKS schedules the pods); remove it"
+            for key in sorted(set_keys)
+        ]
+    elif hyperpod.eks_dependencies_installed:
+        problems.append(
+            "training.hyperpod.eks_dependencies_installed is used by engine hyperpod-eks, not hyperpod-slurm; remove it"
+        )
+    elif hyperpod.controller.count != 1:
         problems.append(
             f"training.hyperpod.controller.count: Slurm has one controller node here, got {hyperpod.controller.count}; "
             "set 1 (HyperPod replaces a failed controller)"
         )
-    scripts = hyperpod.scripts_dir
+    scripts = hyperpod.scripts_dir_for(training.engine)
     if not (scripts / hyperpod.on_create).is_file():
         listed = ", ".join(sorted(p.name for p in scripts.glob("*.sh"))) if scripts.is_dir() else "directory missing"
         problems.append(

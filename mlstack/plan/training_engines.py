@@ -1,4 +1,4 @@
-"""The `mlstack plan` part of the HyperPod (Slurm) and Batch training engines (`training.engine`).
+"""The `mlstack plan` part of the HyperPod (Slurm, EKS) and Batch training engines (`training.engine`).
 
 Imports no CDK. HyperPod bills `ml.*` instances at SageMaker HyperPod rates, which the catalog does not hold (it
 holds EC2 prices): those costs stay unknown instead of being guessed. SageMaker Service Quotas codes are not in
@@ -7,16 +7,23 @@ the catalog either: each quota is named and its code shown as 'unknown'.
 
 from __future__ import annotations
 
-from mlstack.catalog import efa_interface_count
+from mlstack.catalog import efa_interface_count, get_instance
 from mlstack.catalog.instances import catalog
 from mlstack.config import BlueprintConfig
 from mlstack.config.training import TrainingConfig
-from mlstack.config.training_engines import BatchConfig, HyperPodConfig
+from mlstack.config.training_engines import HYPERPOD_ENGINES, BatchConfig, HyperPodConfig
+from mlstack.constructs.training.job import render_job_yaml
+from mlstack.constructs.training.versions import HYPERPOD_CHART_INSTALL
 from mlstack.plan.model import HOURS_PER_MONTH, Cost, Plan, Quota, Resource
 from mlstack.plan.training import (
+    ADMIN_HOST_TYPE,
+    EKS_CLUSTER_PER_HOUR,
+    EKS_PRICE_SOURCE,
     FSX_PRICE_PER_GIB_MONTH,
     FSX_PRICE_SOURCE,
     ON_DEMAND_QUOTAS,
+    access_path,
+    cluster_name,
     memory_warnings,
     quota_family,
 )
@@ -29,11 +36,13 @@ HYPERPOD_PRICE_SOURCE = (
 
 
 def plan_training_engine(config: BlueprintConfig, plan: Plan) -> None:
-    """The training part of the plan for `training.engine` hyperpod-slurm or batch."""
+    """The training part of the plan for `training.engine` hyperpod-slurm, hyperpod-eks or batch."""
     training = config.training
     if training is None:
         return
-    if training.engine == "hyperpod-slurm":
+    if training.engine == "hyperpod-eks":
+        _plan_eks_control_plane(config, training, plan)
+    if training.engine in HYPERPOD_ENGINES:
         _plan_hyperpod(config, training, plan)
     elif training.engine == "batch":
         _plan_batch(config, training, plan)
@@ -44,18 +53,24 @@ def plan_training_engine(config: BlueprintConfig, plan: Plan) -> None:
 def _plan_hyperpod(config: BlueprintConfig, training: TrainingConfig, plan: Plan) -> None:
     hyperpod = training.hyperpod or HyperPodConfig()
     zone = training.zone_of(training.node_groups[0], config.zones)
+    slurm = training.engine == "hyperpod-slurm"
+    orchestrator = "Slurm via lifecycle scripts" if slurm else f"EKS cluster {cluster_name(config)}"
+    if not slurm and not hyperpod.eks_dependencies_installed:
+        orchestrator += " (created on the second deploy, after the HyperPod Helm chart)"
     plan.resources.append(
         Resource(
             STACK,
             "HyperPod cluster",
-            f"{config.name}: Slurm via lifecycle scripts, node recovery {hyperpod.node_recovery}, one subnet in {zone}",
+            f"{config.name}: {orchestrator}, node recovery {hyperpod.node_recovery}, one subnet in {zone}",
         )
     )
     plan.resources.append(Resource(STACK, "S3 bucket", "sagemaker-* lifecycle scripts, KMS, versioned"))
     plan.resources.append(Resource(STACK, "IAM role", "HyperPod execution role (scripts bucket, ENIs, logs, SSM)"))
     plan.resources.append(Resource(STACK, "EFA security group", "all traffic to/from itself"))
-    groups = [("controller", hyperpod.controller.instance_type, hyperpod.controller.count)]
-    if hyperpod.login is not None:
+    groups: list[tuple[str, str, int]] = []
+    if slurm:
+        groups.append(("controller", hyperpod.controller.instance_type, hyperpod.controller.count))
+    if slurm and hyperpod.login is not None:
         groups.append(("login", hyperpod.login.instance_type, hyperpod.login.count))
     groups += [(g.name, g.instance_type, g.desired_size) for g in training.node_groups]
     rows: list[str] = []
@@ -79,6 +94,58 @@ def _plan_hyperpod(config: BlueprintConfig, training: TrainingConfig, plan: Plan
     if hyperpod.training_plan_arn:
         rows.append(f"workers use training plan {hyperpod.training_plan_arn}")
     plan.details.setdefault("sections", []).append(("HyperPod instance groups", rows))
+
+
+def _plan_eks_control_plane(config: BlueprintConfig, training: TrainingConfig, plan: Plan) -> None:
+    """hyperpod-eks: the EKS side (control plane, system nodes, admin host), the chart step and the EKS job."""
+    cluster = training.cluster
+    system = training.system_node_group
+    plan.resources.append(
+        Resource(
+            STACK,
+            "EKS cluster",
+            f"{cluster_name(config)}: Kubernetes {cluster.kubernetes_version}, {cluster.endpoint_access} endpoint, "
+            "access entries (authentication mode API, as HyperPod requires)",
+        )
+    )
+    plan.resources.append(
+        Resource(STACK, "System node group", f"{system.instance_type}, desired {system.desired_size}", 1)
+    )
+    plan.costs.append(Cost("EKS control plane", 1, EKS_CLUSTER_PER_HOUR, None, EKS_PRICE_SOURCE))
+    sys_it = system.instance
+    plan.costs.append(
+        Cost(
+            f"{system.instance_type} system nodes (desired)",
+            system.desired_size,
+            sys_it.price_per_hour,
+            sys_it.price_date if sys_it.price_per_hour is not None else None,
+            catalog().sources.get(sys_it.price_source, sys_it.price_source),
+        )
+    )
+    if cluster.admin_host:
+        admin = get_instance(ADMIN_HOST_TYPE)
+        plan.resources.append(Resource(STACK, "Admin host", f"{ADMIN_HOST_TYPE}, private subnet, SSM only", 1))
+        plan.costs.append(
+            Cost(
+                f"{ADMIN_HOST_TYPE} cluster admin host",
+                1,
+                admin.price_per_hour,
+                admin.price_date if admin.price_per_hour is not None else None,
+                catalog().sources.get(admin.price_source, admin.price_source),
+            )
+        )
+    sections = plan.details.setdefault("sections", [])
+    sections.append(("Access", access_path(config)))
+    hyperpod = training.hyperpod or HyperPodConfig()
+    steps = [f"install the HyperPod dependencies chart (once, with kubectl access): {HYPERPOD_CHART_INSTALL}"]
+    if not hyperpod.eks_dependencies_installed:
+        steps.append("then set training.hyperpod.eks_dependencies_installed: true and deploy again")
+    sections.append(("HyperPod on EKS: before the nodes join", steps))
+    sections.append(("Job manifest (kubectl apply -f -)", render_job_yaml(config).rstrip().splitlines()))
+    plan.warnings.append(
+        f"Kubernetes {cluster.kubernetes_version}: check that SageMaker HyperPod supports it (SageMaker HyperPod docs, "
+        "'Getting started with Amazon EKS support in SageMaker HyperPod' lists the versions)"
+    )
 
 
 def _plan_batch(config: BlueprintConfig, training: TrainingConfig, plan: Plan) -> None:

@@ -23,6 +23,10 @@ def training_stack_class(engine: str) -> TrainingStackClass:
         from mlstack.stacks.training_hyperpod import HyperPodTrainingStack
 
         return HyperPodTrainingStack
+    if engine == "hyperpod-eks":
+        from mlstack.stacks.training_hyperpod_eks import HyperPodEksTrainingStack
+
+        return HyperPodEksTrainingStack
     if engine == "batch":
         from mlstack.stacks.training_batch import BatchTrainingStack
 

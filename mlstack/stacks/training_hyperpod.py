@@ -16,7 +16,7 @@ from mlstack.config.training import NodeGroupConfig, TrainingConfig
 from mlstack.config.training_engines import HyperPodConfig
 from mlstack.constructs.storage.fsx_lustre import FsxLustre
 from mlstack.constructs.training.efa import EfaNetworking
-from mlstack.constructs.training.hyperpod import DEEP_HEALTH_CHECKS, HyperPodInstanceGroup, HyperPodSlurmCluster
+from mlstack.constructs.training.hyperpod import DEEP_HEALTH_CHECKS, HyperPodCluster, HyperPodInstanceGroup
 from mlstack.stacks.base import MlStack
 from mlstack.stacks.network import NetworkStack
 from mlstack.stacks.training import _allow_ebs_encryption_by_autoscaling
@@ -121,7 +121,7 @@ class HyperPodTrainingStack(MlStack):
                 )
             )
         instance_groups += worker_groups(training, hyperpod)
-        self.cluster = HyperPodSlurmCluster(
+        self.cluster = HyperPodCluster(
             self,
             "HyperPod",
             cluster_name=blueprint.name,

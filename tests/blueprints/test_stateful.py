@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mlstack.config import BLUEPRINTS_DIR
+from mlstack.config import BLUEPRINTS_DIR, BlueprintConfig
 from tests.synth import Session
 
 STATEFUL_TYPES = frozenset(
@@ -61,20 +61,50 @@ PINNED_LOGICAL_IDS: dict[str, dict[str, str]] = {
         "ApiFunctionLogs4B382957": "AWS::Logs::LogGroup",
         "ApiAccessLogs50B185DB": "AWS::Logs::LogGroup",
     },
-    "TrainingClusterStack": {
-        "FsxFileSystem7053E557": "AWS::FSx::FileSystem",
-        # EKS control-plane logs (/aws/eks/<cluster>/cluster), created before the cluster so the stack owns them.
-        "TrainingControlPlaneLogGroupD70220C2": "AWS::Logs::LogGroup",
-        # Log groups of CDK's kubectl-provider functions (aws_eks_v2 creates and retains them).
-        "TrainingClusterKubectlProviderHandlerLogGroupF5270D71": "AWS::Logs::LogGroup",
-        "TrainingClusterKubectlProviderframeworkonEventLogGroup2BA49C21": "AWS::Logs::LogGroup",
-        # engine hyperpod-slurm: the lifecycle-script bucket and the log group of its upload function.
-        "HyperPodLifecycleScriptsC0D9EEA1": "AWS::S3::Bucket",
-        "HyperPodUploadLogs1FDC617C": "AWS::Logs::LogGroup",
-        # engine batch: the job log group.
-        "BatchJobLogsF59D7852": "AWS::Logs::LogGroup",
-    },
 }
+
+FSX = {"FsxFileSystem7053E557": "AWS::FSx::FileSystem"}
+EKS = {
+    # EKS control-plane logs (/aws/eks/<cluster>/cluster), created before the cluster so the stack owns them.
+    "TrainingControlPlaneLogGroupD70220C2": "AWS::Logs::LogGroup",
+    # Log groups of CDK's kubectl-provider functions (aws_eks_v2 creates and retains them).
+    "TrainingClusterKubectlProviderHandlerLogGroupF5270D71": "AWS::Logs::LogGroup",
+    "TrainingClusterKubectlProviderframeworkonEventLogGroup2BA49C21": "AWS::Logs::LogGroup",
+}
+HYPERPOD = {
+    # The lifecycle-script bucket and the log group of its upload function.
+    "HyperPodLifecycleScriptsC0D9EEA1": "AWS::S3::Bucket",
+    "HyperPodUploadLogs1FDC617C": "AWS::Logs::LogGroup",
+}
+TRAINING_PINS_BY_ENGINE: dict[str, dict[str, str]] = {
+    "eks": {**FSX, **EKS},
+    "hyperpod-slurm": {**FSX, **HYPERPOD},
+    "hyperpod-eks": {**FSX, **EKS, **HYPERPOD},
+    "batch": {**FSX, "BatchJobLogsF59D7852": "AWS::Logs::LogGroup"},
+}
+"""`TrainingClusterStack` pins by `training.engine`: the stack ID is the same for every engine, its resources are
+not. A blueprint's pins are `training_pins(config)`."""
+
+
+def pins(stack_id: str, config: BlueprintConfig) -> dict[str, str]:
+    """Logical ID -> type of the stateful resources `stack_id` may hold for this blueprint."""
+    if stack_id != "TrainingClusterStack":
+        return PINNED_LOGICAL_IDS.get(stack_id, {})
+    assert config.training is not None
+    return TRAINING_PINS_BY_ENGINE[config.training.engine]
+
+
+def training_pins(config: BlueprintConfig) -> dict[str, str]:
+    """The TrainingClusterStack pins this blueprint must synthesize: its engine's, less what it leaves out (no FSx;
+    hyperpod-eks before the HyperPod chart is installed builds no HyperPod cluster yet)."""
+    training = config.training
+    assert training is not None
+    expected = dict(TRAINING_PINS_BY_ENGINE[training.engine])
+    if training.fsx is None:
+        expected = {k: v for k, v in expected.items() if k not in FSX}
+    if training.engine == "hyperpod-eks" and not (training.hyperpod and training.hyperpod.eks_dependencies_installed):
+        expected = {k: v for k, v in expected.items() if k not in HYPERPOD}
+    return expected
 
 
 def _stateful(session: Session) -> list[tuple[str, str, str, str, dict[str, object]]]:
@@ -91,7 +121,7 @@ def test_stateful_logical_ids_are_pinned(session: Session) -> None:
     unpinned = [
         f"{name}/{stack_id}: {logical_id} ({kind})"
         for name, stack_id, logical_id, kind, _ in _stateful(session)
-        if PINNED_LOGICAL_IDS.get(stack_id, {}).get(logical_id) != kind
+        if pins(stack_id, session.blueprints[name].built.config).get(logical_id) != kind
     ]
     assert unpinned == [], "stateful resource with an unpinned logical ID: a rename would replace its data"
 
@@ -107,6 +137,19 @@ def test_every_pinned_logical_id_is_still_synthesized(session: Session) -> None:
         if not partial or stack_id in stacks
         for logical_id in ids
         if (stack_id, logical_id) not in seen
+    ]
+    assert missing == []
+
+
+def test_every_training_pin_is_synthesized_by_its_blueprint(session: Session) -> None:
+    """Per blueprint, so that it holds under any MLSTACK_TEST_BLUEPRINTS selection: each training blueprint
+    synthesizes every pin of its engine (less what it leaves out, `training_pins`)."""
+    missing = [
+        f"{name}: {logical_id}"
+        for name, bp in session.blueprints.items()
+        if "TrainingClusterStack" in bp.templates
+        for logical_id in training_pins(bp.built.config)
+        if logical_id not in bp.templates["TrainingClusterStack"]["Resources"]
     ]
     assert missing == []
 

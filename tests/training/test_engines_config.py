@@ -175,9 +175,9 @@ def test_hyperpod_training_plan_arn_form(tmp_path: Path, hp: dict[str, Any]) -> 
 
 def test_keys_of_another_engine_are_rejected(tmp_path: Path, hp: dict[str, Any], bt: dict[str, Any]) -> None:
     hp["training"]["cluster"] = {"kubernetes_version": "1.35"}
-    assert "training.cluster is used by engine eks, not hyperpod-slurm" in _problem(tmp_path, hp)
+    assert "training.cluster is used by engine eks or hyperpod-eks, not hyperpod-slurm" in _problem(tmp_path, hp)
     bt["training"]["hyperpod"] = {}
-    assert "training.hyperpod is used by engine hyperpod-slurm, not batch" in _problem(tmp_path, bt)
+    assert "training.hyperpod is used by engine hyperpod-slurm or hyperpod-eks, not batch" in _problem(tmp_path, bt)
     hp = copy.deepcopy(HYPERPOD)
     hp["training"]["batch"] = {}
     assert "training.batch is used by engine batch, not hyperpod-slurm" in _problem(tmp_path, hp)

@@ -1,9 +1,10 @@
-"""`HyperPodSlurmCluster`: a SageMaker HyperPod cluster (AWS::SageMaker::Cluster) whose nodes run Slurm, set up by
-lifecycle scripts that this construct uploads to S3 before the cluster is created.
+"""`HyperPodCluster`: a SageMaker HyperPod cluster (AWS::SageMaker::Cluster) whose nodes are set up by lifecycle
+scripts that this construct uploads to S3 before the cluster is created. Orchestrator: Slurm from those scripts
+(default), or an EKS cluster the nodes join (`eks_cluster_arn`).
 
 Usable from any CDK app (no blueprint needed)::
 
-    HyperPodSlurmCluster(stack, "HyperPod", cluster_name="my-cluster", subnet=subnet, security_groups=[sg],
+    HyperPodCluster(stack, "HyperPod", cluster_name="my-cluster", subnet=subnet, security_groups=[sg],
                          key=key, instance_groups=[HyperPodInstanceGroup(name="controller", instance_type=
                          "ml.m7i.xlarge", count=1, role="controller"), HyperPodInstanceGroup(name="p5",
                          instance_type="ml.p5.48xlarge", count=2, role="compute", efa=True)])
@@ -12,12 +13,12 @@ Usable from any CDK app (no blueprint needed)::
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from aws_cdk import Acknowledgment, Aws, CfnResource, Fn, RemovalPolicy, Stack, Token, Validations
+from aws_cdk import Acknowledgment, Aws, Fn, RemovalPolicy, Stack, Validations
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -26,6 +27,8 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_deployment as s3deploy
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
+
+from mlstack.constructs.training.hyperpod_nag import acknowledge_bucket, acknowledge_deployment
 
 NodeRole = Literal["controller", "login", "compute"]
 SCRIPTS_PREFIX = "lifecycle/"
@@ -47,6 +50,7 @@ class HyperPodInstanceGroup:
     - `deep_health_checks`: subset of `InstanceStress`, `InstanceConnectivity` run before a node joins (default none).
     - `training_plan_arn`: reserved capacity from a SageMaker training plan (default none: on-demand).
     - `efa`: the group uses EFA (only documents intent: HyperPod attaches every EFA the type has itself).
+    - `labels`: Kubernetes labels of its nodes (EKS orchestrator only; default none).
     """
 
     name: str
@@ -58,10 +62,11 @@ class HyperPodInstanceGroup:
     deep_health_checks: tuple[str, ...] = ()
     training_plan_arn: str | None = None
     efa: bool = False
+    labels: Mapping[str, str] | None = None
 
 
-class HyperPodSlurmCluster(Construct):
-    """HyperPod cluster with Slurm from lifecycle scripts.
+class HyperPodCluster(Construct):
+    """HyperPod cluster: Slurm from lifecycle scripts, or nodes of an EKS cluster.
 
     Props (keyword):
     - `cluster_name`: HyperPod cluster name (create-only: changing it replaces the cluster).
@@ -69,7 +74,11 @@ class HyperPodSlurmCluster(Construct):
     - `security_groups`: on every node (1-5); each must allow all traffic from itself (EFA health checks fail
       otherwise), and one must allow outbound traffic to S3 and the SageMaker APIs.
     - `key`: encrypts the lifecycle-script bucket and the nodes' extra EBS volumes.
-    - `instance_groups`: exactly one `controller` group, optional `login` group, one or more `compute` groups.
+    - `instance_groups`: Slurm: exactly one `controller` group, optional `login` group, one or more `compute`
+      groups; EKS: `compute` groups only.
+    - `eks_cluster_arn`: the EKS cluster the nodes join (`Orchestrator.Eks`; create-only). It must use access
+      entries (authentication mode API or API_AND_CONFIG_MAP) and have the HyperPod dependencies Helm chart
+      installed; HyperPod creates the execution role's access entry itself. Default: none (Slurm).
     - `lifecycle_scripts`: directory uploaded under `s3://<bucket>/lifecycle/` (default: none; required).
     - `on_create`: entry script in that directory (default `on_create.sh`).
     - `fsx_dns_name`, `fsx_mount_name`, `fsx_mount_path`: FSx for Lustre the scripts mount (default: none, `/fsx`).
@@ -94,15 +103,17 @@ class HyperPodSlurmCluster(Construct):
         fsx_mount_path: str = "/fsx",
         node_recovery: Literal["Automatic", "None"] = "Automatic",
         removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
+        eks_cluster_arn: str | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         if not 1 <= len(security_groups) <= 5:
             raise ValueError(f"security_groups: HyperPod takes 1 to 5, got {len(security_groups)}")
         roles = [g.role for g in instance_groups]
-        if roles.count("controller") != 1 or roles.count("login") > 1 or "compute" not in roles:
+        if eks_cluster_arn is not None:
+            if set(roles) != {"compute"}:
+                raise ValueError("instance_groups: an EKS-orchestrated cluster takes compute groups only")
+        elif roles.count("controller") != 1 or roles.count("login") > 1 or "compute" not in roles:
             raise ValueError("instance_groups: need one controller group, at most one login group, a compute group")
-        controller = next(g for g in instance_groups if g.role == "controller")
-        login = next((g for g in instance_groups if g.role == "login"), None)
 
         # The SageMaker API asks for a lifecycle bucket named sagemaker-* (ClusterLifeCycleConfig.SourceS3Uri: the
         # managed AmazonSageMakerClusterInstanceRolePolicy only reads such buckets). The role below is our own and
@@ -120,30 +131,17 @@ class HyperPodSlurmCluster(Construct):
             versioned=True,
             removal_policy=removal_policy,
         )
-        _acknowledge_bucket(self.bucket)
-        parameters: dict[str, object] = {
-            "version": "1.0.0",
-            "workload_manager": "slurm",
-            "controller_group": controller.name,
-            "worker_groups": [
-                {"instance_group_name": g.name, "partition_name": g.name}
-                for g in instance_groups
-                if g.role == "compute"
-            ],
-        }
-        if login is not None:
-            parameters["login_group"] = login.name
-        if fsx_dns_name is not None and fsx_mount_name is not None:
-            parameters.update(fsx_dns_name=fsx_dns_name, fsx_mountname=fsx_mount_name, fsx_mount_path=fsx_mount_path)
+        acknowledge_bucket(self.bucket)
+        sources = [s3deploy.Source.asset(str(lifecycle_scripts), exclude=["__pycache__", "*.pyc", "__init__.py"])]
+        if eks_cluster_arn is None:
+            parameters = _slurm_parameters(instance_groups, fsx_dns_name, fsx_mount_name, fsx_mount_path)
+            sources.append(s3deploy.Source.json_data(PARAMETERS_FILE, parameters))
         self.scripts = s3deploy.BucketDeployment(
             self,
             "LifecycleScriptsUpload",
             destination_bucket=self.bucket,
             destination_key_prefix=SCRIPTS_PREFIX,
-            sources=[
-                s3deploy.Source.asset(str(lifecycle_scripts), exclude=["__pycache__", "*.pyc", "__init__.py"]),
-                s3deploy.Source.json_data(PARAMETERS_FILE, parameters),
-            ],
+            sources=sources,
             prune=True,
             retain_on_delete=False,
             log_group=logs.LogGroup(
@@ -154,7 +152,7 @@ class HyperPodSlurmCluster(Construct):
                 removal_policy=removal_policy,
             ),
         )
-        _acknowledge_deployment(self.scripts, self.bucket)
+        acknowledge_deployment(self.scripts, self.bucket)
         self.source_s3_uri = f"s3://{self.bucket.bucket_name}/{SCRIPTS_PREFIX}"
 
         self.role = iam.Role(
@@ -163,7 +161,7 @@ class HyperPodSlurmCluster(Construct):
             assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
             description="HyperPod nodes: read the lifecycle scripts, ENIs in the cluster subnet, logs, metrics, SSM",
         )
-        self._grant_node_permissions(key, subnet, security_groups)
+        self._grant_node_permissions(key, subnet, security_groups, eks_cluster_arn)
 
         self.cluster = sagemaker.CfnCluster(
             self,
@@ -174,6 +172,13 @@ class HyperPodSlurmCluster(Construct):
                 security_group_ids=[g.security_group_id for g in security_groups], subnets=[subnet.subnet_id]
             ),
             instance_groups=[self._group(g, key, on_create) for g in instance_groups],
+            orchestrator=(
+                sagemaker.CfnCluster.OrchestratorProperty(
+                    eks=sagemaker.CfnCluster.ClusterOrchestratorEksConfigProperty(cluster_arn=eks_cluster_arn)
+                )
+                if eks_cluster_arn is not None
+                else None
+            ),
         )
         # HyperPod runs the scripts from S3 as soon as CreateCluster launches nodes: they and the role's policy
         # must exist first.
@@ -202,10 +207,19 @@ class HyperPodSlurmCluster(Construct):
             ],
             on_start_deep_health_checks=list(group.deep_health_checks) or None,
             training_plan_arn=group.training_plan_arn,
+            kubernetes_config=(
+                sagemaker.CfnCluster.ClusterKubernetesConfigProperty(labels=dict(group.labels))
+                if group.labels
+                else None
+            ),
         )
 
     def _grant_node_permissions(
-        self, key: kms.IKey, subnet: ec2.ISubnet, security_groups: Sequence[ec2.ISecurityGroup]
+        self,
+        key: kms.IKey,
+        subnet: ec2.ISubnet,
+        security_groups: Sequence[ec2.ISecurityGroup],
+        eks_cluster_arn: str | None,
     ) -> None:
         stack = Stack.of(self)
         ec2_arn = f"arn:{Aws.PARTITION}:ec2:{Aws.REGION}:{Aws.ACCOUNT_ID}"
@@ -278,6 +292,8 @@ class HyperPodSlurmCluster(Construct):
                 resources=["*"],
             ),
         ]
+        if eks_cluster_arn is not None:
+            statements += _eks_node_statements(eks_cluster_arn)
         policy = iam.Policy(self, "ExecutionPolicy", statements=statements)
         policy.attach_to_role(self.role)
         self.policy = policy
@@ -290,7 +306,11 @@ class HyperPodSlurmCluster(Construct):
             "AwsSolutions-IAM5[Resource::*]": (
                 "EC2 Describe* calls take no resource ARN; PutMetricData is conditioned on the /aws/sagemaker/Clusters "
                 "namespace; Session Manager channels have no resource ARN (SageMaker HyperPod prerequisites, IAM role "
-                "for HyperPod)"
+                "for HyperPod); ecr:GetAuthorizationToken takes no resource ARN (EKS nodes only)"
+            ),
+            f"AwsSolutions-IAM5[Resource::{ARN_PREFIX}:ecr:<AWS::Region>:*:repository/*]": (
+                "EKS nodes pull the HyperPod agents' and EKS add-ons' images from AWS-owned ECR repositories in the "
+                "region, whose account IDs differ by region"
             ),
             f"AwsSolutions-IAM5[Resource::{ARN_PREFIX}:ec2:{ARN_SCOPE}:network-interface/*]": (
                 "the node ENIs HyperPod creates in the cluster subnet; their IDs are not known in advance"
@@ -302,59 +322,48 @@ class HyperPodSlurmCluster(Construct):
             Validations.of(policy).acknowledge(Acknowledgment(id=rule_id, reason=reason))
 
 
-def _acknowledge_bucket(bucket: s3.Bucket) -> None:
-    reason = (
-        "holds only the lifecycle scripts this stack uploads from mlstack's source; no user data, writes come from "
-        "the deployment only"
-    )
-    Validations.of(bucket).acknowledge(Acknowledgment(id="AwsSolutions-S1", reason=reason))
-    cfn = bucket.node.default_child
-    assert isinstance(cfn, CfnResource)
-    cfn.add_metadata("checkov", {"skip": [{"id": "CKV_AWS_18", "comment": reason}]})
+HyperPodSlurmCluster = HyperPodCluster
+"""The name this construct had before it took an EKS orchestrator."""
 
 
-def _acknowledge_deployment(deployment: s3deploy.BucketDeployment, bucket: s3.Bucket) -> None:
-    """cdk-nag findings on the singleton function CDK's BucketDeployment generates (not configurable from here)."""
-    stack = Stack.of(deployment)
-    handler = next(c for c in stack.node.children if c.node.id.startswith("Custom::CDKBucketDeployment"))
-    bucket_id = stack.get_logical_id(bucket.node.default_child)  # type: ignore[arg-type]
-    managed = "Policy::arn:<AWS::Partition>:iam::aws:policy"
-    # cdk-nag writes an environment-agnostic stack's region as the pseudo parameter.
-    region = "<AWS::Region>" if Token.is_unresolved(stack.region) else stack.region
-    copy = "CDK's BucketDeployment copies the asset from the CDK asset bucket into the lifecycle prefix"
-    reasons = {
-        f"AwsSolutions-IAM4[{managed}/service-role/AWSLambdaBasicExecutionRole]": (
-            "CDK's BucketDeployment function: CloudWatch Logs for its own log streams only"
-        ),
-        "AwsSolutions-L1": "runtime of CDK's BucketDeployment function is fixed by aws-cdk-lib",
-        **{
-            f"AwsSolutions-IAM5[Action::{action}]": copy
-            for action in (
-                "s3:GetBucket*",
-                "s3:GetObject*",
-                "s3:List*",
-                "s3:Abort*",
-                "s3:DeleteObject*",
-                "kms:GenerateDataKey*",
-                "kms:ReEncrypt*",
-            )
-        },
-        f"AwsSolutions-IAM5[Resource::arn:aws:s3:::cdk-hnb659fds-assets-<AWS::AccountId>-{region}/*]": copy,
-        f"AwsSolutions-IAM5[Resource::<{bucket_id}.Arn>/*]": copy,
+def _slurm_parameters(
+    groups: Sequence[HyperPodInstanceGroup],
+    fsx_dns_name: str | None,
+    fsx_mount_name: str | None,
+    fsx_mount_path: str,
+) -> dict[str, object]:
+    """`provisioning_parameters.json` the Slurm lifecycle scripts read (group names = InstanceGroupNames)."""
+    controller = next(g for g in groups if g.role == "controller")
+    login = next((g for g in groups if g.role == "login"), None)
+    parameters: dict[str, object] = {
+        "version": "1.0.0",
+        "workload_manager": "slurm",
+        "controller_group": controller.name,
+        "worker_groups": [
+            {"instance_group_name": g.name, "partition_name": g.name} for g in groups if g.role == "compute"
+        ],
     }
-    for rule_id, reason in reasons.items():
-        Validations.of(handler).acknowledge(Acknowledgment(id=rule_id, reason=reason))
-    function = handler.node.default_child
-    assert isinstance(function, CfnResource)
-    generated = "CDK's BucketDeployment function, run once per deployment by CloudFormation"
-    function.add_metadata(
-        "checkov",
-        {
-            "skip": [
-                {"id": "CKV_AWS_116", "comment": f"{generated}: a failure fails the stack update, no DLQ to read"},
-                {"id": "CKV_AWS_117", "comment": f"{generated}: reaches only S3 (no VPC resource)"},
-                {"id": "CKV_AWS_115", "comment": f"{generated}: one invocation per deployment"},
-                {"id": "CKV_AWS_173", "comment": f"{generated}: its environment holds no secret"},
-            ]
-        },
-    )
+    if login is not None:
+        parameters["login_group"] = login.name
+    if fsx_dns_name is not None and fsx_mount_name is not None:
+        parameters.update(fsx_dns_name=fsx_dns_name, fsx_mountname=fsx_mount_name, fsx_mount_path=fsx_mount_path)
+    return parameters
+
+
+def _eks_node_statements(eks_cluster_arn: str) -> list[iam.PolicyStatement]:
+    """What an EKS node of HyperPod needs beyond a Slurm node: EKS Pod Identity credentials for its pods (the
+    vpc-cni and the CloudWatch agent get theirs that way; the eks-pod-identity-agent asks with the node role) and
+    image pulls from ECR (SageMaker HyperPod docs, IAM role for HyperPod with EKS; EKS User Guide, "Amazon EKS
+    node IAM role"). No access entry is made here: HyperPod creates the execution role's own at CreateCluster
+    (SageMaker API, ClusterMetadata.EksRoleAccessEntries: "created by HyperPod on your behalf")."""
+    return [
+        iam.PolicyStatement(
+            sid="PodIdentity", actions=["eks-auth:AssumeRoleForPodIdentity"], resources=[eks_cluster_arn]
+        ),
+        iam.PolicyStatement(sid="EcrToken", actions=["ecr:GetAuthorizationToken"], resources=["*"]),
+        iam.PolicyStatement(
+            sid="EcrPull",
+            actions=["ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"],
+            resources=[f"arn:{Aws.PARTITION}:ecr:{Aws.REGION}:*:repository/*"],
+        ),
+    ]

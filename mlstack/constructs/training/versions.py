@@ -58,6 +58,23 @@ KUBEFLOW_TRAINER = Chart(
     source="github.com/kubeflow/trainer release v2.3.0 (TrainJob / TrainingRuntime CRDs)",
 )
 
+HYPERPOD_CLI_REPO = "https://github.com/aws/sagemaker-hyperpod-cli.git"
+HYPERPOD_CLI_COMMIT = "011ca927123e02b35a399935bbb3ab1905fe33c7"
+"""Engine hyperpod-eks: the HyperPod dependencies chart (`helm_chart/HyperPodHelmChart`: health-monitoring agent,
+deep health check, job auto-restart, Kubeflow training operator, MPI operator, NVIDIA/Neuron/EFA device plugins)
+at aws/sagemaker-hyperpod-cli main of 2026-06-22 (the chart directory last changed in a00b22d, 2026-06-19). The
+chart's own version is always 0.1.0 and its sub-charts are local `file://` paths: it is in no chart repository, so
+the commit is the pin and the user installs it from a checkout (`HYPERPOD_CHART_INSTALL`)."""
+HYPERPOD_CHART_RELEASE = "hyperpod-dependencies"
+HYPERPOD_CHART_INSTALL = (
+    f"git clone {HYPERPOD_CLI_REPO} && git -C sagemaker-hyperpod-cli checkout {HYPERPOD_CLI_COMMIT} && "
+    "helm dependencies update sagemaker-hyperpod-cli/helm_chart/HyperPodHelmChart && "
+    f"helm install {HYPERPOD_CHART_RELEASE} sagemaker-hyperpod-cli/helm_chart/HyperPodHelmChart "
+    "--namespace kube-system"
+)
+"""The documented install (SageMaker HyperPod docs, "Installing packages on the Amazon EKS cluster using Helm"),
+pinned to `HYPERPOD_CLI_COMMIT`; run where kubectl reaches the cluster (the admin host)."""
+
 ADDONS: dict[str, str | None] = {
     # None = the EKS default version for the cluster's Kubernetes version. For the versions this project allows
     # (>= 1.33, see mlstack.config.training.KubernetesVersion) the default VPC CNI is newer than 1.18.5, the first

@@ -1,0 +1,162 @@
+"""`TrainingClusterStack` for `training.engine: hyperpod-eks`: the training layer's EKS cluster (system nodes,
+add-ons, Kubeflow Trainer) whose accelerated nodes are SageMaker HyperPod instance groups from
+`training.node_groups`, FSx for Lustre through the CSI driver, jobs rendered as for EKS.
+
+HyperPod needs its dependencies Helm chart on the cluster before its nodes join, and that chart is installed from
+a git checkout (aws/sagemaker-hyperpod-cli `helm_chart/HyperPodHelmChart`, local `file://` sub-charts, no public
+chart repository), which CDK's Helm handler cannot do. Hence two deploys: `training.hyperpod.
+eks_dependencies_installed: false` builds everything but the HyperPod cluster; the user installs the chart
+(`versions.HYPERPOD_CHART_INSTALL`, in the README, the plan and a stack output), sets true and deploys again.
+
+Its part of `mlstack plan` is `mlstack.plan.training_engines`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from aws_cdk import CfnOutput
+from aws_cdk import aws_ec2 as ec2
+from constructs import Construct
+
+from mlstack.config import BlueprintConfig
+from mlstack.config.training import TrainingConfig
+from mlstack.config.training_engines import HyperPodConfig
+from mlstack.constructs.storage.fsx_lustre import FsxLustre
+from mlstack.constructs.training.admin_host import ClusterAdminHost
+from mlstack.constructs.training.cluster import TrainingCluster
+from mlstack.constructs.training.efa import EfaNetworking
+from mlstack.constructs.training.hyperpod import HyperPodCluster, HyperPodInstanceGroup
+from mlstack.constructs.training.job import FSX_CLAIM
+from mlstack.constructs.training.kube import LABEL_PREFIX
+from mlstack.constructs.training.versions import HYPERPOD_CHART_INSTALL
+from mlstack.plan.training import ADMIN_HOST_TYPE, cluster_name
+from mlstack.stacks.base import MlStack
+from mlstack.stacks.network import NetworkStack
+from mlstack.stacks.training import _allow_ebs_encryption_by_autoscaling
+from mlstack.stacks.training_hyperpod import worker_groups
+
+
+def eks_cluster(
+    scope: Construct, blueprint: BlueprintConfig, network: NetworkStack, training: TrainingConfig, **kwargs: Any
+) -> TrainingCluster:
+    """The training layer's EKS cluster, without the accelerated node pieces: HyperPod brings the nodes and the
+    HyperPod chart their NVIDIA, Neuron and EFA device plugins, so `TrainingCluster` sees no node groups and
+    installs none of its own (two device plugins on one node would both advertise the devices)."""
+    return TrainingCluster(
+        scope,
+        "Training",
+        vpc=network.vpc,
+        subnets=network.network.private_subnets,
+        key=network.key,
+        config=training.model_copy(update={"node_groups": []}),
+        cluster_name=cluster_name(blueprint),
+        **kwargs,
+    )
+
+
+class HyperPodEksTrainingStack(MlStack):
+    """EKS cluster + HyperPod instance groups attached to it, EFA security group, FSx for Lustre."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        blueprint: BlueprintConfig,
+        network: NetworkStack,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(
+            scope,
+            construct_id,
+            blueprint=blueprint,
+            description=f"mlstack {blueprint.name}: EKS cluster with SageMaker HyperPod nodes, FSx for Lustre",
+            **kwargs,
+        )
+        if blueprint.training is None:
+            raise ValueError(f"blueprint {blueprint.name!r} has no training section")
+        training = blueprint.training
+        self.training = training
+        _allow_ebs_encryption_by_autoscaling(network)
+        hyperpod = training.hyperpod or HyperPodConfig()
+        self.cluster = eks_cluster(self, blueprint, network, training, removal_policy=self.removal_policy)
+        eks = self.cluster.cluster
+        self.admin_host: ClusterAdminHost | None = None
+        if training.cluster.admin_host:
+            self.admin_host = ClusterAdminHost(
+                self,
+                "AdminHost",
+                vpc=network.vpc,
+                subnet=network.network.private_subnets[0],
+                key=network.key,
+                cluster=eks,
+                kubernetes_version=training.cluster.kubernetes_version,
+                instance_type=ADMIN_HOST_TYPE,
+            )
+        subnet = network.network.subnet_in(training.zone_of(training.node_groups[0], blueprint.zones))
+        self.efa = EfaNetworking(self, "Efa", vpc=network.vpc, subnet=subnet, placement_group=False)
+        # The EKS cluster security group lets nodes and control plane talk (and admits itself); the EFA group
+        # admits itself, as every group on an EFA interface must.
+        groups: list[ec2.ISecurityGroup] = [self.efa.security_group, eks.cluster_security_group]
+
+        namespace = training.job.namespace
+        self.cluster.add_manifest(
+            "JobNamespace", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+        )
+        self.fsx: FsxLustre | None = None
+        if training.fsx is not None:
+            self.fsx = FsxLustre(
+                self,
+                "Fsx",
+                vpc=network.vpc,
+                subnet=network.network.subnet_in(training.fsx_zone(blueprint.zones)),
+                key=network.key,
+                config=training.fsx,
+                clients=ec2.Connections(security_groups=groups),
+                removal_policy=self.removal_policy,
+            )
+            volume = self.cluster.add_manifest(
+                "FsxVolume", *self.fsx.kubernetes_manifests(namespace=namespace, claim_name=FSX_CLAIM)
+            )
+            volume.node.add_dependency(self.cluster.addons["aws-fsx-csi-driver"])
+            volume.node.add_dependency(eks.node.find_child("manifest-JobNamespace"))
+
+        self.hyperpod: HyperPodCluster | None = None
+        if not hyperpod.eks_dependencies_installed:
+            CfnOutput(
+                self,
+                "HyperPodChartInstall",
+                value=HYPERPOD_CHART_INSTALL,
+                description="Run once with kubectl access, then set training.hyperpod.eks_dependencies_installed: "
+                "true and deploy again to create the HyperPod nodes",
+            )
+            return
+        self.hyperpod = HyperPodCluster(
+            self,
+            "HyperPod",
+            cluster_name=blueprint.name,
+            subnet=subnet,
+            security_groups=groups,
+            key=network.key,
+            instance_groups=labelled_workers(training, hyperpod),
+            lifecycle_scripts=hyperpod.scripts_dir_for(training.engine),
+            on_create=hyperpod.on_create,
+            node_recovery=hyperpod.node_recovery,
+            removal_policy=self.removal_policy,
+            eks_cluster_arn=eks.cluster_arn,
+        )
+        # Like managed node groups: a node that joins before the CNI, kube-proxy and Pod Identity agent add-ons
+        # exist cannot give its pods IPs.
+        for addon in self.cluster.node_prerequisites:
+            self.hyperpod.cluster.node.add_dependency(addon)
+
+
+def labelled_workers(training: TrainingConfig, hyperpod: HyperPodConfig) -> list[HyperPodInstanceGroup]:
+    """The worker groups with the node-group label the rendered job selects (`render_job` nodeSelector), set by
+    HyperPod through the instance group's KubernetesConfig."""
+    return [
+        dataclasses.replace(group, labels={f"{LABEL_PREFIX}/node-group": group.name})
+        for group in worker_groups(training, hyperpod)
+    ]
