@@ -1,6 +1,10 @@
 """EFA network-interface layout for launch templates: one EFA per EFA-capable network card.
 
-The one place in mlstack that decides the layout (DESIGN.md, "Decisions already taken"; domain.md §2.2):
+The one place in mlstack that decides the layout. It follows "use case 1: save IP addresses" of the Amazon EC2 User
+Guide page "Maximize network bandwidth on accelerated instances with EFA"
+(https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-acc-inst-types.html; the 2024-2025 version of the page,
+still used by AWS samples and eksctl's `efaEnabled`): every EFA carries the full bandwidth, and a node spends one
+subnet address instead of one per card, so large node groups do not exhaust the subnet:
 
 - card 0, device 0 = `efa` (EFA with ENA: the primary interface, carries the node's one IP address);
 - cards 1..N-1, device 1 = `efa-only` (no IP address consumed: a p5.48xlarge uses 1 IP instead of 32);

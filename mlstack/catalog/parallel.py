@@ -1,6 +1,7 @@
 """Tensor x pipeline x data parallel layouts: per-device memory, communication per step, and the layout choice.
 
-Memory per device for a layout TP t x PP p x DP d (t·p·d devices):
+Memory per device for a layout TP t x PP p x DP d (t·p·d devices), computed by `fit.layout_memory` (the estimate
+`mlstack plan` and the synth-time fit warning use too):
 - model states: the t·p-way model-parallel shard (params / (t·p)) under ZeRO over the d data-parallel replicas
   (`memory.model_state_memory`). With ZeRO-1 this is Megatron-LM's distributed optimizer, whose README gives the
   bytes per parameter as 4 + 16/d (fp16 params and grads) and 6 + 12/d (bf16 params, fp32 grads).
@@ -27,7 +28,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mlstack.catalog.memory import ModelShape, activation_memory, model_state_memory
+from mlstack.catalog.fit import layout_memory
+from mlstack.catalog.memory import ModelShape
 
 __all__ = ["INTRA_NODE_GBPS", "Layout", "LayoutEstimate", "choose_layout", "estimate_layout", "layouts"]
 
@@ -156,26 +158,19 @@ def estimate_layout(
     """Memory and communication of one layout (see the module doc for every formula)."""
     t, p, d = layout.tp, layout.pp, layout.dp
     shard = params / (t * p)
-    states = model_state_memory(
-        shard,
-        d,
-        zero_stage,
-        optimizer_multiplier=optimizer_multiplier,
+    memory = layout_memory(
+        params,
+        shape=shape,
+        tensor_parallel=t,
+        pipeline_parallel=p,
+        data_parallel=d,
+        zero_stage=zero_stage,
         param_bytes=param_bytes,
         grad_bytes=grad_bytes,
-    )
-    acts = activation_memory(
-        layers=shape.layers,
-        hidden=shape.hidden,
+        optimizer_multiplier=optimizer_multiplier,
         seq_len=seq_len,
         micro_batch=micro_batch,
-        heads=shape.heads,
-        tensor_parallel=t,
-        sequence_parallel=True,
-        checkpointing="full",
-        flash_attention=True,
-    ).total_bytes
-    gather = 2 * param_bytes * params / (t * shape.layers) if zero_stage == 3 else 0.0
+    )
     m = max(1, round(global_batch_tokens / (seq_len * micro_batch * d)))
     sbh2 = seq_len * micro_batch * shape.hidden * 2.0
     layers_per_stage = shape.layers / p
@@ -200,9 +195,9 @@ def estimate_layout(
 
     return LayoutEstimate(
         layout=layout,
-        states_bytes=states.total_bytes,
-        activations_bytes=acts,
-        gather_bytes=gather,
+        states_bytes=memory.states.total_bytes,
+        activations_bytes=memory.activations_bytes,
+        gather_bytes=memory.gather_bytes,
         micro_batches=m,
         tp_bytes=tp_bytes,
         pp_bytes=pp_bytes,
@@ -218,7 +213,9 @@ def estimate_layout(
 
 
 def choose_layout(candidates: list[LayoutEstimate], usable_bytes: float) -> LayoutEstimate | None:
-    """The fitting layout with the shortest step; ties: smaller TP x PP (less model parallelism)."""
+    """The fitting layout with the shortest step; ties: smaller TP x PP (less model parallelism).
+
+    `usable_bytes` is `fit.usable_bytes(device memory, headroom)`: the fit rule of `fit.TrainingFit`."""
     fitting = [c for c in candidates if c.total_bytes <= usable_bytes]
     if not fitting:
         return None

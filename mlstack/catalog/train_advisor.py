@@ -13,8 +13,6 @@ per hour cuts options above it and options without a price.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from mlstack.catalog.advice import (
     Advice,
     Option,
@@ -26,8 +24,9 @@ from mlstack.catalog.advice import (
     node_price,
     rank,
 )
+from mlstack.catalog.fit import TRAIN_PRECISIONS, TrainingMemory, train_precision, training_memory, usable_bytes
 from mlstack.catalog.instances import InstanceType, all_instances, catalog
-from mlstack.catalog.memory import ModelShape, ModelStateMemory, activation_memory, model_state_memory
+from mlstack.catalog.memory import ModelShape
 from mlstack.catalog.memory import shape_for_params as _shape
 from mlstack.catalog.parallel import INTRA_NODE_GBPS, PCIE_GBPS, LayoutEstimate, choose_layout, estimate_layout
 from mlstack.catalog.parallel import layouts as _layouts
@@ -37,69 +36,9 @@ from mlstack.errors import InputError
 
 __all__ = ["TRAIN_PRECISIONS", "TrainingMemory", "advise_train", "training_memory"]
 
-TRAIN_PRECISIONS = {"bf16": (2.0, 2.0, 12.0), "fp16": (2.0, 2.0, 12.0), "fp32": (4.0, 4.0, 8.0)}
-"""precision -> (param bytes, grad bytes, optimizer multiplier K): mixed-precision Adam K=12; pure fp32 Adam K=8."""
 MAX_TOKENS = 1e16
 DEFAULT_GLOBAL_BATCH_TOKENS = 4 * 2**20
 """4M tokens per optimizer step (Llama 2's global batch; Llama 3 405B started at 4M and grew to 16M)."""
-
-
-def _precision(precision: str) -> str:
-    key = precision.lower()
-    if key not in TRAIN_PRECISIONS:
-        raise InputError(
-            f"training precision must be one of {', '.join(TRAIN_PRECISIONS)} (got {precision!r}); "
-            "fp8/int training keeps bf16 master weights, model it as bf16"
-        )
-    return key
-
-
-@dataclass(frozen=True)
-class TrainingMemory:
-    """Per-device training memory: model states + activations + ZeRO-3 gather buffers (bytes)."""
-
-    states: ModelStateMemory
-    activations_bytes: float
-    gather_bytes: float
-
-    @property
-    def total_bytes(self) -> float:
-        return self.states.total_bytes + self.activations_bytes + self.gather_bytes
-
-
-def training_memory(
-    params: float,
-    devices: int,
-    *,
-    precision: str = "bf16",
-    zero_stage: int = 3,
-    seq_len: int = 4096,
-    micro_batch: int = 1,
-    shape: ModelShape | None = None,
-) -> TrainingMemory:
-    """Per-device bytes for pure data-parallel training with ZeRO over `devices` accelerators (TP = PP = 1).
-
-    Model states per the ZeRO paper, activations with full checkpointing and flash attention (Korthikanti et al.
-    2022), and for ZeRO-3 two layers of gathered 16-bit weights. Used by `mlstack plan`'s fit check; the advisor
-    uses `mlstack.catalog.parallel` for TP/PP layouts.
-    """
-    key = _precision(precision)
-    param_bytes, grad_bytes, k = TRAIN_PRECISIONS[key]
-    shape = shape or _shape(params)
-    states = model_state_memory(
-        params, devices, zero_stage, optimizer_multiplier=k, param_bytes=param_bytes, grad_bytes=grad_bytes
-    )
-    acts = activation_memory(
-        layers=shape.layers,
-        hidden=shape.hidden,
-        seq_len=seq_len,
-        micro_batch=micro_batch,
-        heads=shape.heads,
-        checkpointing="full",
-        flash_attention=True,
-    ).total_bytes
-    gather = 2 * param_bytes * params / shape.layers if zero_stage == 3 else 0.0
-    return TrainingMemory(states=states, activations_bytes=acts, gather_bytes=gather)
 
 
 def _intra_gbps(it: InstanceType) -> float:
@@ -147,7 +86,7 @@ def advise_train(
     `mfu` overrides the utilisation table (the published run nearest to the model is used when it is None).
     """
     check_common(params, max_nodes, budget_per_hour, headroom)
-    key = _precision(precision)
+    key = train_precision(precision)
     if tokens is not None and not 0 < tokens <= MAX_TOKENS:
         raise InputError(f"--tokens must be in (0, {MAX_TOKENS:g}], got {tokens:g}")
     if mfu is not None and not 0 < mfu <= 1:
@@ -170,7 +109,7 @@ def advise_train(
         if acc.kind == "inferentia":
             options.append(Option(it, 1, False, "cut: Inferentia is an inference accelerator"))
             continue
-        usable = acc.memory_gib * (1 << 30) * (1 - headroom)
+        usable = usable_bytes(acc.memory_gib, headroom)
         peak = catalog().peak_tflops(it)
         util: UtilisationPick = pick(acc.model, params, key)
         eff_mfu = mfu if mfu is not None else util.mfu

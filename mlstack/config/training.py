@@ -388,7 +388,11 @@ class FsxConfig(StrictModel):
 
 
 class ModelConfig(StrictModel):
-    """The model the cluster is meant for; only used for a memory-fit warning in `plan` and at synth."""
+    """The model the cluster is meant for; only used for a memory-fit warning in `plan` and at synth.
+
+    The fit is `mlstack.catalog.fit.training_fit`, the estimate `mlstack advise train` uses: model states, activations
+    (sequence length 4096, micro-batch 1, full checkpointing) and ZeRO-3 gathered weights per device, against 85% of
+    the device's memory."""
 
     params: float = Field(gt=0, le=MAX_PARAMS)
     """Parameter count, e.g. 7e9 (at most the memory model's limit, 1e14)."""

@@ -15,7 +15,7 @@ from mlstack.constructs.ai_services import AiServiceApi, DocumentPipeline, Guard
 from mlstack.constructs.ai_services.api import MEDIA_PREFIX
 from mlstack.constructs.ai_services.document_pipeline import INPUT_PREFIX
 from mlstack.constructs.nag import acknowledge, checkov_skip
-from mlstack.stacks.ai_services_plan import plan_ai_services
+from mlstack.plan.ai_services import plan_ai_services
 from mlstack.stacks.base import MlStack
 from mlstack.stacks.network import NetworkStack
 

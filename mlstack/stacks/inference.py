@@ -15,10 +15,10 @@ from mlstack.config import BlueprintConfig
 from mlstack.config.inference import PAYLOAD_LIMIT_BYTES, InferenceConfig
 from mlstack.config.inference_fit import weights_gib
 from mlstack.constructs.inference import AlarmThresholds, InvokeApi, ModelEndpoint
+from mlstack.plan.inference import plan_inference
 from mlstack.stacks.base import MlStack
 from mlstack.stacks.data import DataStack, access_log_bucket, kms_bucket
 from mlstack.stacks.images import serving_image
-from mlstack.stacks.inference_plan import plan_inference
 from mlstack.stacks.inference_props import serving_props
 from mlstack.stacks.network import NetworkStack
 

@@ -1,6 +1,6 @@
 """`TrainingClusterStack`: an EKS training cluster with EFA-wired accelerated node groups and FSx for Lustre.
 
-Its part of `mlstack plan` is `mlstack.stacks.training_plan` (no CDK import there).
+Its part of `mlstack plan` is `mlstack.plan.training` (no CDK import there).
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from mlstack.constructs.training.cluster import TrainingCluster
 from mlstack.constructs.training.efa import EfaNetworking
 from mlstack.constructs.training.job import FSX_CLAIM
 from mlstack.constructs.training.node_group import AcceleratedNodeGroup
+from mlstack.plan.training import ADMIN_HOST_TYPE, cluster_name, memory_warnings
 from mlstack.stacks.base import MlStack
 from mlstack.stacks.network import NetworkStack
-from mlstack.stacks.training_plan import ADMIN_HOST_TYPE, cluster_name, memory_warnings
 
 STACK = "TrainingClusterStack"
 

@@ -1,7 +1,7 @@
 """`TrainingClusterStack` for `training.engine: batch`: AWS Batch multi-node parallel training on the one node group
 of the blueprint, EFA from the catalog, FSx for Lustre at /fsx.
 
-Its part of `mlstack plan` is `mlstack.stacks.training_engines_plan`.
+Its part of `mlstack plan` is `mlstack.plan.training_engines`.
 """
 
 from __future__ import annotations

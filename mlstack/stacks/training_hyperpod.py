@@ -1,7 +1,7 @@
 """`TrainingClusterStack` for `training.engine: hyperpod-slurm`: a SageMaker HyperPod cluster with Slurm, the
 worker groups from `training.node_groups`, FSx for Lustre mounted by the lifecycle scripts.
 
-Its part of `mlstack plan` is `mlstack.stacks.training_engines_plan`.
+Its part of `mlstack plan` is `mlstack.plan.training_engines`.
 """
 
 from __future__ import annotations

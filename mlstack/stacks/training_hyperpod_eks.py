@@ -8,7 +8,7 @@ chart repository), which CDK's Helm handler cannot do. Hence two deploys: `train
 eks_dependencies_installed: false` builds everything but the HyperPod cluster; the user installs the chart
 (`versions.HYPERPOD_CHART_INSTALL`, in the README, the plan and a stack output), sets true and deploys again.
 
-Its part of `mlstack plan` is `mlstack.stacks.training_engines_plan`.
+Its part of `mlstack plan` is `mlstack.plan.training_engines`.
 """
 
 from __future__ import annotations
@@ -31,11 +31,11 @@ from mlstack.constructs.training.hyperpod import HyperPodCluster, HyperPodInstan
 from mlstack.constructs.training.job import FSX_CLAIM
 from mlstack.constructs.training.kube import LABEL_PREFIX
 from mlstack.constructs.training.versions import HYPERPOD_CHART_INSTALL
+from mlstack.plan.training import ADMIN_HOST_TYPE, cluster_name
 from mlstack.stacks.base import MlStack
 from mlstack.stacks.network import NetworkStack
 from mlstack.stacks.training import _allow_ebs_encryption_by_autoscaling
 from mlstack.stacks.training_hyperpod import worker_groups
-from mlstack.stacks.training_plan import ADMIN_HOST_TYPE, cluster_name
 
 
 def eks_cluster(

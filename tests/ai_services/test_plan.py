@@ -7,7 +7,7 @@ import pytest
 from mlstack.catalog.ai_services import ai_catalog
 from mlstack.config import load
 from mlstack.plan import HOURS_PER_MONTH, build_plan, render
-from mlstack.stacks.ai_services_plan import TRANSITIONS_ONE_CHECK, comprehend_units
+from mlstack.plan.ai_services import TRANSITIONS_ONE_CHECK, comprehend_units
 
 
 def test_comprehend_units_have_a_three_unit_minimum_per_request() -> None:

@@ -301,7 +301,7 @@ def test_plan_leaves_serverless_unpriced_and_says_so() -> None:
 
 def test_planning_does_not_import_the_cdk() -> None:
     # `mlstack plan` must not start jsii/Node: the plan code lives apart from InferenceStack.
-    code = "import sys, mlstack.stacks.inference_plan; assert 'aws_cdk' not in sys.modules, 'aws_cdk imported'"
+    code = "import sys, mlstack.plan.inference; assert 'aws_cdk' not in sys.modules, 'aws_cdk imported'"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=60)
     assert result.returncode == 0, result.stderr[-2000:]
 
@@ -317,7 +317,8 @@ def test_plan_says_sagemaker_quota_codes_are_unknown_instead_of_a_dash(name: str
 
 @pytest.mark.parametrize("name", ["inference-gpu-realtime", "inference-async"])
 def test_plan_warns_about_changing_the_instance_type_of_an_autoscaled_variant(name: str) -> None:
-    # domain.md P12: UpdateEndpoint fails while the variant is an Application Auto Scaling target.
+    # UpdateEndpoint fails while the variant is an Application Auto Scaling target (SageMaker Developer Guide,
+    # "Update or delete an endpoint that uses automatic scaling": deregister the scalable target first).
     plan = build_plan(load(name))
     (warning,) = [w for w in plan.warnings if "instance type of an autoscaled variant" in w]
     assert "deploy once without its autoscaling, then with the new type" in warning

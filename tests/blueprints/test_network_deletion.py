@@ -79,7 +79,7 @@ def test_deleting_the_network_stack_keeps_the_key_and_flow_logs(session: Session
         cfn.delete_stack(StackName="net")
     except ClientError as err:
         # moto 5.2.5 deletes the VPC before some of its dependants and reports DependencyViolation after
-        # deleting everything else it can (toolchain.md: `cdk destroy` against moto fails the same way).
+        # deleting everything else it can (`cdk destroy` against moto_server fails the same way).
         assert err.response["Error"]["Code"] == "DependencyViolation", err
 
     # (list_keys, not describe_key: moto stores a CloudFormation KeyPolicy as a dict and describe_key chokes on it)

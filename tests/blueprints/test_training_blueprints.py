@@ -22,7 +22,8 @@ TRAINING = [
     if (t := load(BLUEPRINTS_DIR / f"{n}.yaml").training) is not None and t.engine == "eks"
 ]
 EXPECTED_EFA = {"p5.48xlarge": 32, "p4d.24xlarge": 4, "trn1.32xlarge": 8}
-"""domain.md §1.2, confirmed counts; every other type is checked against the catalog."""
+"""MaximumEfaInterfaces of EC2 DescribeInstanceTypes (moto 5.2.5 capture); every other type is checked against the
+catalog."""
 
 
 def _resources(template: dict[str, Any], kind: str) -> dict[str, dict[str, Any]]:
@@ -317,7 +318,8 @@ def test_rendered_job_requests_every_efa_and_uses_no_legacy_nccl_variables(bp: t
 
 
 def test_device_plugins_tolerate_and_select_the_accelerator_nodes(bp: tuple[str, Any, dict[str, Any]]) -> None:
-    # Pitfall P5: a device plugin that does not tolerate the node's taints never schedules there.
+    # A device plugin that does not tolerate the node's taints never schedules there: the EFA device plugin chart
+    # defaults to `tolerations: []` (aws/eks-charts, stable/aws-efa-k8s-device-plugin/values.yaml).
     _, config, template = bp
     charts = {
         r["Properties"]["Release"]: json.loads(r["Properties"]["Values"])

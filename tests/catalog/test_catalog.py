@@ -16,7 +16,7 @@ from mlstack.catalog import Accelerator, InstanceType, all_instances, get_instan
 from mlstack.catalog.instances import catalog, load_catalog, network_string_gbps
 from mlstack.errors import CatalogError, MlstackError
 
-# domain.md §1.1: the catalog must cover at least these.
+# The accelerated and CPU types the blueprints and the advisor rely on: the catalog must cover at least these.
 REQUIRED = [
     "p4d.24xlarge",
     "p4de.24xlarge",
@@ -89,11 +89,11 @@ REQUIRED = [
 KNOWN_DISAGREEMENTS: dict[tuple[str, str], str] = {
     ("trn2.3xlarge", "accelerator.memory_gib"): (
         "API capture says 512 GiB per Trainium2 device; the Neuron trn2 architecture page gives 96 GiB per chip "
-        "(domain.md pitfall P24) [NEURON-TRN2]"
+        "[NEURON-TRN2]"
     ),
     ("trn2.48xlarge", "accelerator.memory_gib"): (
         "API capture says 512 GiB per Trainium2 device (8 TiB total); Neuron docs: 1,536 GiB device memory over "
-        "16 chips = 96 GiB per chip (domain.md pitfall P24) [NEURON-TRN2]"
+        "16 chips = 96 GiB per chip [NEURON-TRN2]"
     ),
 }
 
@@ -181,7 +181,7 @@ def disagreements() -> dict[tuple[str, str], tuple[object, object]]:
     return found
 
 
-def test_catalog_covers_domain_reference_instances() -> None:
+def test_catalog_covers_the_required_instances() -> None:
     names = {it.name for it in all_instances()}
     assert sorted(set(REQUIRED) - names) == []
 
@@ -285,7 +285,7 @@ def test_gpudirect_rdma_only_on_p_series() -> None:
     for it in all_instances():
         if it.family.startswith("g") or it.accelerator is None:
             assert it.gpudirect_rdma is False, it.name
-    assert get_instance("p5.4xlarge").gpudirect_rdma is None  # unconfirmed: domain.md §10 item 2
+    assert get_instance("p5.4xlarge").gpudirect_rdma is None  # unconfirmed: no primary source covers the single-EFA P5
 
 
 def test_prices_are_sourced_or_explained() -> None:

@@ -1,4 +1,4 @@
-"""EFA launch-template layout for every EFA family (domain.md §1.2 / §2.2, DESIGN.md decision)."""
+"""EFA launch-template layout for every EFA family: one EFA per EFA-capable card, one IP per node."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from mlstack.catalog import EfaInterface, all_instances, efa_layout, get_instanc
 from mlstack.catalog.efa import efa_alternatives
 from mlstack.errors import CatalogError
 
-# domain.md §1.2 (confirmed counts).
+# MaximumEfaInterfaces of EC2 DescribeInstanceTypes (moto 5.2.5 capture).
 EXPECTED_EFAS = {
     "p4d.24xlarge": 4,
     "p4de.24xlarge": 4,

@@ -1,4 +1,4 @@
-"""Blueprint rules from the deploy review of the inference layer: each fails with one line that says why."""
+"""Blueprint rules for what synth accepts but a real inference deployment rejects: one line each, saying why."""
 
 from __future__ import annotations
 

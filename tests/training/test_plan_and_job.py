@@ -60,7 +60,7 @@ def test_price_age_warnings() -> None:
     import datetime as dt
 
     from mlstack.catalog.prices import price
-    from mlstack.stacks.training_plan import price_age_warnings
+    from mlstack.plan.training import price_age_warnings
 
     cb, g5 = price("p5.48xlarge", "capacity_block"), price("g5.xlarge")
     assert cb is not None and g5 is not None

@@ -145,7 +145,7 @@ def test_a_model_that_does_not_fit_is_a_synth_warning(stack: TrainingClusterStac
     fit = [w for w in warnings if "[ack: mlstack:model-fit]" in w]
     assert len(fit) == 3, warnings  # a, b (H100) and odcr (A100); the CPU group has no accelerator
     assert any("node group 'a': a 70B-parameter model (bf16, ZeRO stage 0)" in w for w in fit)
-    assert any("more than the 80 GiB of a H100" in w for w in fit)
+    assert any("more than the 68.0 GiB usable (85%) of the 80 GiB of a H100" in w for w in fit)
 
 
 def test_variants_pass_the_gates(synth: tuple[Session, SynthesizedBlueprint]) -> None:

@@ -8,13 +8,15 @@ from __future__ import annotations
 import datetime as dt
 
 from mlstack.catalog import InstanceType, efa_interface_count, efa_layout
+from mlstack.catalog.fit import DEFAULT_SEQ_LEN, training_fit
+from mlstack.catalog.memory import GIB
 from mlstack.catalog.prices import MAX_PRICE_AGE_DAYS, DatedPrice, oldest, stale
 from mlstack.catalog.prices import price as ec2_price
 from mlstack.config import BlueprintConfig
 from mlstack.config.training import NodeGroupConfig, TrainingConfig
 from mlstack.constructs.training.job import render_job_yaml
 from mlstack.constructs.training.kube import UPDATE_STRATEGY
-from mlstack.plan import HOURS_PER_MONTH, Cost, Plan, Quota, Resource
+from mlstack.plan.model import HOURS_PER_MONTH, Cost, Plan, Quota, Resource
 
 STACK = "TrainingClusterStack"
 ADMIN_HOST_TYPE = "m7i.large"
@@ -30,11 +32,10 @@ def cluster_name(config: BlueprintConfig) -> str:
 
 
 def memory_warnings(training: TrainingConfig) -> list[str]:
-    """A warning per node group the blueprint's model does not fit (model states only, per the memory model)."""
+    """A warning per node group the blueprint's model does not fit, by `mlstack.catalog.fit.training_fit`: the
+    estimate and rule `mlstack advise train` applies, for the data-parallel (FSDP / ZeRO) job the plan renders."""
     if training.model is None:
         return []
-    from mlstack.catalog.memory import GIB, model_state_memory
-
     model = training.model
     warnings: list[str] = []
     for group in training.node_groups:
@@ -46,23 +47,24 @@ def memory_warnings(training: TrainingConfig) -> list[str]:
         if group.name == training.job_group.name and training.job.nodes is not None:
             nodes = training.job.nodes
         devices = it.accelerator.count * max(1, nodes)
-        bytes_per = 4.0 if model.precision == "fp32" else 2.0
-        states = model_state_memory(
+        fit = training_fit(
             model.params,
-            devices=devices,
+            devices,
+            device_memory_gib=it.accelerator.memory_gib,
+            precision=model.precision,
             zero_stage=model.zero_stage,
-            optimizer_multiplier=8.0 if model.precision == "fp32" else 12.0,
-            param_bytes=bytes_per,
-            grad_bytes=bytes_per,
         )
-        need_gib = states.total_bytes / GIB
-        have_gib = it.accelerator.memory_gib
-        if need_gib > have_gib:
+        if not fit.fits:
+            memory = fit.memory
             warnings.append(
                 f"node group {group.name!r}: a {model.params / 1e9:g}B-parameter model ({model.precision}, ZeRO "
-                f"stage {model.zero_stage}) needs {need_gib:,.1f} GiB of model states per accelerator across "
-                f"{devices} devices, more than the {have_gib:g} GiB of a {it.accelerator.model}; use more nodes, "
-                "a higher ZeRO stage, or a larger instance (activations come on top)"
+                f"stage {model.zero_stage}) needs {fit.need_gib:,.1f} GiB per accelerator across {devices} devices "
+                f"(model states {memory.states.total_bytes / GIB:,.1f}, activations at sequence length "
+                f"{DEFAULT_SEQ_LEN} {memory.activations_bytes / GIB:,.1f}, gathered weights "
+                f"{memory.gather_bytes / GIB:,.1f}), more than the {fit.usable_gib:,.1f} GiB usable "
+                f"({1 - fit.headroom:.0%}) of the {fit.device_memory_gib:g} GiB of a {it.accelerator.model}; use "
+                "more nodes, a higher ZeRO stage, or a larger instance (`mlstack advise train` also tries tensor "
+                "and pipeline parallelism)"
             )
     return warnings
 

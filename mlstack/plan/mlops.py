@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from mlstack.catalog import get_instance
 from mlstack.config import BlueprintConfig
-from mlstack.plan import Cost, Plan, Quota, Resource
+from mlstack.plan.model import Cost, Plan, Quota, Resource
 
 STACK = "MlopsStack"
 QUOTA_CODE_UNKNOWN = "unknown"

@@ -1,7 +1,7 @@
 """`plan_inference`: the inference part of `mlstack plan`, from the blueprint alone.
 
 Kept apart from `InferenceStack` so that planning never imports the CDK (no jsii/Node start): nothing here
-imports aws_cdk. `mlstack.stacks.inference` re-exports `plan_inference`.
+imports aws_cdk.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from mlstack.config.inference import (
     VariantConfig,
 )
 from mlstack.config.inference_fit import host_memory_warning
-from mlstack.plan import HOURS_PER_MONTH, Cost, Plan, Quota, Resource
+from mlstack.plan.model import HOURS_PER_MONTH, Cost, Plan, Quota, Resource
 
 STACK = "InferenceStack"
 _SECONDS_PER_MONTH = HOURS_PER_MONTH * 3600

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from mlstack.catalog.ai_services import Price, ai_catalog
 from mlstack.config import BlueprintConfig
 from mlstack.config.ai_services import ApiConfig, DocumentPipelineConfig
-from mlstack.plan import HOURS_PER_MONTH, Cost, Plan, Resource
+from mlstack.plan.model import HOURS_PER_MONTH, Cost, Plan, Resource
 
 STACK = "AiServicesStack"
 COMPREHEND_UNIT_CHARS = 100

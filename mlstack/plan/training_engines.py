@@ -14,8 +14,8 @@ from mlstack.config.training import TrainingConfig
 from mlstack.config.training_engines import HYPERPOD_ENGINES, BatchConfig, HyperPodConfig
 from mlstack.constructs.training.job import render_job_yaml
 from mlstack.constructs.training.versions import HYPERPOD_CHART_INSTALL
-from mlstack.plan import HOURS_PER_MONTH, Cost, Plan, Quota, Resource
-from mlstack.stacks.training_plan import (
+from mlstack.plan.model import HOURS_PER_MONTH, Cost, Plan, Quota, Resource
+from mlstack.plan.training import (
     ADMIN_HOST_TYPE,
     EKS_CLUSTER_PER_HOUR,
     EKS_PRICE_SOURCE,

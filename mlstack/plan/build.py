@@ -1,0 +1,34 @@
+"""`build_plan`: each layer module adds its part of the plan for the layers the blueprint has."""
+
+from __future__ import annotations
+
+from mlstack.config import BlueprintConfig
+from mlstack.plan.ai_services import plan_ai_services
+from mlstack.plan.inference import plan_inference
+from mlstack.plan.mlops import plan_mlops
+from mlstack.plan.model import Plan
+from mlstack.plan.network import plan_network
+from mlstack.plan.training import plan_training
+from mlstack.plan.training_engines import plan_training_engine
+
+
+def build_plan(config: BlueprintConfig) -> Plan:
+    plan = Plan(
+        blueprint=config.name,
+        description=config.description,
+        region=config.env.region,
+        removal=config.removal,
+        stacks=config.stack_ids,
+    )
+    plan_network(config, plan)
+    if config.training is not None and config.training.engine != "eks":
+        plan_training_engine(config, plan)
+    elif config.training is not None:
+        plan_training(config, plan)
+    if config.inference is not None:
+        plan_inference(config, plan)
+    if config.mlops is not None:
+        plan_mlops(config, plan)
+    if config.ai_services is not None:
+        plan_ai_services(config, plan)
+    return plan

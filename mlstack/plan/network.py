@@ -1,0 +1,51 @@
+"""The network part of `mlstack plan`: VPC, subnets, NAT gateways, endpoints, flow logs, the project key."""
+
+from __future__ import annotations
+
+from mlstack.config import BlueprintConfig
+from mlstack.plan.model import Cost, Plan, Quota, Resource
+
+# VPC prices, us-east-1, from the Amazon VPC pricing page (NAT gateway hour, PrivateLink endpoint hour per AZ).
+# Not re-checked offline: data processing ($/GB) is not included.
+NAT_GATEWAY_PER_HOUR = 0.045
+INTERFACE_ENDPOINT_PER_AZ_HOUR = 0.01
+VPC_PRICE_DATE: str | None = None  # not re-verified offline: see the source line
+VPC_PRICE_SOURCE = (
+    "Amazon VPC pricing page, us-east-1 list price as remembered (NAT $0.045/h, PrivateLink $0.01/AZ-h), "
+    "not re-verified offline; per-GB processing extra"
+)
+
+
+def plan_network(config: BlueprintConfig, plan: Plan) -> None:
+    net = config.network
+    zones = config.zones
+    stack = "NetworkStack"
+    plan.resources.append(Resource(stack, "VPC", f"{net.cidr} across {', '.join(zones)}"))
+    kind = "isolated (no NAT)" if net.nat_gateways == 0 else "private with NAT egress"
+    plan.resources.append(Resource(stack, "Private subnet", f"/{net.private_subnet_mask}, {kind}", len(zones)))
+    if net.nat_gateways:
+        plan.resources.append(Resource(stack, "NAT gateway", "with an Elastic IP", net.nat_gateways))
+        plan.costs.append(Cost("NAT gateway", net.nat_gateways, NAT_GATEWAY_PER_HOUR, VPC_PRICE_DATE, VPC_PRICE_SOURCE))
+        plan.quotas.append(Quota("ec2", "EC2-VPC Elastic IPs", "L-0263D0A3", net.nat_gateways))
+    if net.interface_endpoints:
+        plan.resources.append(
+            Resource(stack, "Interface endpoint", ", ".join(net.interface_endpoints), len(net.interface_endpoints))
+        )
+        plan.costs.append(
+            Cost(
+                f"Interface endpoints ({len(net.interface_endpoints)} x {len(zones)} AZs)",
+                len(net.interface_endpoints) * len(zones),
+                INTERFACE_ENDPOINT_PER_AZ_HOUR,
+                VPC_PRICE_DATE,
+                VPC_PRICE_SOURCE,
+            )
+        )
+    for gateway in net.gateway_endpoints:
+        plan.resources.append(Resource(stack, "Gateway endpoint", gateway))
+    plan.resources.append(Resource(stack, "KMS key", "customer-managed, rotation on; shared by every stack"))
+    plan.resources.append(
+        Resource(stack, "Flow logs", f"CloudWatch Logs, {net.flow_logs.retention_days} days, KMS-encrypted")
+    )
+    plan.quotas.append(Quota("vpc", "VPCs per Region", "L-F678F1CE", 1))
+    if config.removal == "destroy":
+        plan.warnings.append("removal: destroy — keys, logs, buckets and file systems are deleted with their stacks")
