@@ -20,8 +20,8 @@ from mlstack.constructs.storage.fsx_lustre import FsxLustre
 from mlstack.constructs.training.admin_host import ClusterAdminHost
 from mlstack.constructs.training.cluster import TrainingCluster
 from mlstack.constructs.training.efa import EfaNetworking
-from mlstack.constructs.training.job import FSX_CLAIM
 from mlstack.constructs.training.node_group import AcceleratedNodeGroup
+from mlstack.k8s.job import FSX_CLAIM
 from mlstack.stacks.base import MlStack
 from mlstack.stacks.network import NetworkStack
 from mlstack.stacks.training_plan import ADMIN_HOST_TYPE, cluster_name, memory_warnings

@@ -15,8 +15,8 @@ from mlstack.catalog import get_instance
 from mlstack.config.training import FsxConfig, NodeGroupConfig
 from mlstack.constructs.storage.fsx_lustre import FsxLustre
 from mlstack.constructs.training.efa import EfaNetworking
-from mlstack.constructs.training.kube import ami_type
 from mlstack.constructs.training.node_group import local_nvme_user_data, node_labels, node_taints
+from mlstack.k8s.kube import ami_type
 from tests.synth import TEST_CONTEXT
 
 

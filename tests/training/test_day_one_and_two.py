@@ -18,9 +18,9 @@ from mlstack.config.training import KUBECTL_MINOR, KubernetesVersion
 from mlstack.constructs.training import cluster as cluster_module
 from mlstack.constructs.training import versions
 from mlstack.constructs.training.chart_check import index_has, oci_parts, token_url
-from mlstack.constructs.training.job import render_job
 from mlstack.constructs.training.node_group import NODE_ROLE_POLICIES, taint_keys
 from mlstack.errors import BlueprintError
+from mlstack.k8s.job import render_job
 from mlstack.plan import build_plan
 from tests.conftest import selected_blueprints
 from tests.synth import Session

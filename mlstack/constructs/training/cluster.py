@@ -20,8 +20,8 @@ from mlstack.config.training import TrainingConfig
 from mlstack.constructs.network.ml_vpc import retention
 from mlstack.constructs.scanners import skip_checkov
 from mlstack.constructs.training import versions
-from mlstack.constructs.training.kube import EFA_TAINT, GPU_TAINT, LABEL_PREFIX, NEURON_TAINT
 from mlstack.constructs.training.node_group import acknowledge_node_role, taint_keys
+from mlstack.k8s.kube import EFA_TAINT, GPU_TAINT, LABEL_PREFIX, NEURON_TAINT
 
 ADMIN_POLICY = "AmazonEKSClusterAdminPolicy"
 BEFORE_NODES = ("vpc-cni", "kube-proxy", "eks-pod-identity-agent")

@@ -14,7 +14,7 @@ from constructs import Construct
 from mlstack.catalog import efa_layout
 from mlstack.config.training import NodeGroupConfig
 from mlstack.constructs.training.efa import EfaNetworking
-from mlstack.constructs.training.kube import (
+from mlstack.k8s.kube import (
     EFA_TAINT,
     LABEL_PREFIX,
     UPDATE_STRATEGY,

@@ -17,14 +17,14 @@ import yaml
 from mlstack.catalog import efa_layout
 from mlstack.config import BlueprintConfig
 from mlstack.config.training import TrainingConfig
-from mlstack.constructs.training.kube import (
+from mlstack.k8s.kube import (
     EFA_TAINT,
     LABEL_PREFIX,
     accelerator_resource,
     accelerator_taint_key,
 )
 
-TEMPLATE = Path(__file__).resolve().parents[3] / "runtime" / "k8s" / "torch-efa-runtime.yaml"
+TEMPLATE = Path(__file__).resolve().parents[2] / "runtime" / "k8s" / "torch-efa-runtime.yaml"
 FSX_CLAIM = "fsx"
 FSX_MOUNT = "/fsx"
 HUGEPAGES_2MI = "5120Mi"
@@ -81,7 +81,8 @@ def job_environment(training: TrainingConfig) -> list[dict[str, str]]:
         env.append({"name": "NCCL_DEBUG", "value": "WARN"})
     if it.accelerator is not None and it.accelerator.kind != "gpu" and group.efa:
         env += [{"name": name, "value": value} for name, value in NEURON_EFA_ENV]
-    # If os.fork() in dataloader workers fails with "Cannot allocate memory", add FI_EFA_USE_HUGE_PAGE=0 (§2.3).
+    # If os.fork() in dataloader workers fails with "Cannot allocate memory", add FI_EFA_USE_HUGE_PAGE=0:
+    # libfabric then allocates its EFA buffers without huge pages (FI_EFA_USE_HUGE_PAGE, libfabric fi_efa(7) man page).
     return env
 
 
