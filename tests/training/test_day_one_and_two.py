@@ -73,7 +73,7 @@ def test_node_monitoring_dcgm_server_tolerates_every_node_group_taint(bp: tuple[
     _, config, template = bp
     _, addon = _addon(template, "eks-node-monitoring-agent")
     values = json.loads(addon["Properties"]["ConfigurationValues"])
-    taints = {key for group in config.training.node_groups for key in taint_keys(group)}
+    taints = {key for g in config.training.node_groups for key in taint_keys(g.instance, efa=g.efa)}
     assert taints  # every shipped training blueprint has tainted accelerated nodes
     dcgm = values["dcgmAgent"]["tolerations"]
     assert {t["key"] for t in dcgm} == taints
