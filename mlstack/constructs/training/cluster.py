@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
-import jsii
-from aws_cdk import Acknowledgment, IStableAnyProducer, Lazy, RemovalPolicy, Validations
+from aws_cdk import Acknowledgment, Lazy, RemovalPolicy, Validations
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_kms as kms
@@ -19,10 +18,13 @@ from mlstack.catalog import get_instance
 from mlstack.constructs.common import pascal_id
 from mlstack.constructs.training import versions
 from mlstack.constructs.training.cluster_parts import (
+    Produce,
     acknowledge_generated,
     addon_id,
     cloudwatch_observability,
+    on_label,
     secure_kubectl_provider,
+    tolerate,
     vpc_cni_pod_identity,
 )
 from mlstack.constructs.training.efa import EfaNetworking
@@ -59,31 +61,6 @@ class SystemNodes:
     min_size: int = 2
     max_size: int = 4
     disk_size_gib: int = 50
-
-
-def _tolerate(*keys: str) -> list[dict[str, str]]:
-    return [{"key": k, "operator": "Exists", "effect": "NoSchedule"} for k in keys]
-
-
-def _on_label(key: str, values: Sequence[str]) -> dict[str, Any]:
-    return {
-        "nodeAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": {
-                "nodeSelectorTerms": [{"matchExpressions": [{"key": key, "operator": "In", "values": list(values)}]}]
-            }
-        }
-    }
-
-
-@jsii.implements(IStableAnyProducer)
-class _Produce:
-    """A value computed at synth time, once every node group has been added (`Lazy.any`)."""
-
-    def __init__(self, produce: Callable[[], Any]) -> None:
-        self._produce = produce
-
-    def produce(self) -> Any:
-        return self._produce()
 
 
 class TrainingCluster(Construct):
@@ -257,7 +234,7 @@ class TrainingCluster(Construct):
         already tolerates every taint; it is set here so that stays true should the default change.
         """
         return {
-            "dcgmAgent": {"tolerations": Lazy.any(_Produce(lambda: _tolerate(*self.taint_keys())))},
+            "dcgmAgent": {"tolerations": Lazy.any(Produce(lambda: tolerate(*self.taint_keys())))},
             "nodeAgent": {"tolerations": [{"operator": "Exists"}]},
         }
 
@@ -305,7 +282,9 @@ class TrainingCluster(Construct):
         Construct IDs are `<Name>Efa` and `<Name>Nodes` (`pascal_id(name)`) under `scope` (default: this cluster).
         The other props are `AcceleratedNodeGroup`'s; `key` defaults to the cluster's key.
         """
-        if name in self.node_groups or name == "system":
+        if name == "system":
+            raise ValueError("'system' names the system node group (its node-group label); pick another name")
+        if name in self.node_groups:
             raise ValueError(f"node group {name!r} exists already; give each node group its own name")
         scope = scope or self
         capacity = capacity or Capacity()
@@ -345,9 +324,9 @@ class TrainingCluster(Construct):
             self._chart(
                 versions.NVIDIA_DEVICE_PLUGIN,
                 {
-                    "tolerations": _tolerate(*ACCELERATOR_TAINTS),
+                    "tolerations": tolerate(*ACCELERATOR_TAINTS),
                     # The chart's default affinity needs node-feature-discovery labels; select on ours instead.
-                    "affinity": _on_label(f"{LABEL_PREFIX}/accelerator-kind", ["gpu"]),
+                    "affinity": on_label(f"{LABEL_PREFIX}/accelerator-kind", ["gpu"]),
                 },
             )
         if kind in ("trainium", "inferentia") and versions.NEURON_HELM_CHART.release not in self.charts:
@@ -356,19 +335,19 @@ class TrainingCluster(Construct):
             # per the chart README: check them when bumping the version.
             self._chart(
                 versions.NEURON_HELM_CHART,
-                {"npd": {"enabled": False}, "devicePlugin": {"tolerations": _tolerate(*ACCELERATOR_TAINTS)}},
+                {"npd": {"enabled": False}, "devicePlugin": {"tolerations": tolerate(*ACCELERATOR_TAINTS)}},
             )
         if efa and versions.EFA_DEVICE_PLUGIN.release not in self.charts:
             self._chart(
                 versions.EFA_DEVICE_PLUGIN,
                 {
-                    "tolerations": _tolerate(*ACCELERATOR_TAINTS),
+                    "tolerations": tolerate(*ACCELERATOR_TAINTS),
                     # The chart's node affinity is an allow-list of instance types; a type missing from the pinned
                     # chart's list never gets the plugin. List exactly the EFA groups' types (at synth, so every
                     # group added counts).
                     "supportedInstanceLabels": {
                         "keys": ["node.kubernetes.io/instance-type"],
-                        "values": Lazy.any(_Produce(self.efa_instance_types)),
+                        "values": Lazy.any(Produce(self.efa_instance_types)),
                     },
                 },
             )

@@ -3,9 +3,11 @@ acknowledgements of the resources aws_eks_v2 generates (its kubectl provider, th
 
 from __future__ import annotations
 
-from typing import cast
+from collections.abc import Callable, Sequence
+from typing import Any, cast
 
-from aws_cdk import Acknowledgment, Stack, Validations
+import jsii
+from aws_cdk import Acknowledgment, IStableAnyProducer, Stack, Validations
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -16,6 +18,33 @@ from constructs import Construct
 from mlstack.constructs.common import pascal_id
 from mlstack.constructs.scanners import skip_checkov
 from mlstack.constructs.training import versions
+
+
+def tolerate(*keys: str) -> list[dict[str, str]]:
+    """Kubernetes tolerations of the NoSchedule taints `keys`, whatever their value."""
+    return [{"key": k, "operator": "Exists", "effect": "NoSchedule"} for k in keys]
+
+
+def on_label(key: str, values: Sequence[str]) -> dict[str, Any]:
+    """A pod affinity that requires a node label `key` with one of `values`."""
+    return {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [{"key": key, "operator": "In", "values": list(values)}]}]
+            }
+        }
+    }
+
+
+@jsii.implements(IStableAnyProducer)
+class Produce:
+    """A value computed at synth time, once every node group has been added (`Lazy.any`)."""
+
+    def __init__(self, produce: Callable[[], Any]) -> None:
+        self._produce = produce
+
+    def produce(self) -> Any:
+        return self._produce()
 
 
 def addon_id(name: str) -> str:
