@@ -1,15 +1,13 @@
 """The training README's "use it from your own CDK app" example: keyword props only, a plain `cdk.Stack`, no
 blueprint. The test runs the README's code block as written, in a fresh interpreter (so it also shows the
-constructs do not load the blueprint schema), and asserts the template it synthesizes."""
+constructs do not load the blueprint schema), and asserts the template it synthesizes; then the factory's
+bad inputs."""
 
 from __future__ import annotations
 
 import ast
 import json
 import re
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import aws_cdk as cdk
@@ -19,41 +17,16 @@ from aws_cdk import aws_kms as kms
 
 from mlstack.catalog import efa_layout
 from mlstack.constructs.training.cluster import TrainingCluster
-
-README = Path(__file__).resolve().parents[2] / "mlstack" / "constructs" / "training" / "README.md"
-
-_RUNNER = """
-import json, sys
-{example}
-template = app.synth().get_stack_by_name(stack.stack_name).template
-loaded = sorted(m for m in sys.modules if m == "mlstack.config" or m.startswith("mlstack.config."))
-json.dump({{"template": template, "schema_modules": loaded}}, sys.stdout)
-"""
-
-
-def example_code() -> str:
-    """The first Python block under the README's "Use it from your own CDK app" heading."""
-    text = README.read_text(encoding="utf-8")
-    section = text.split("## Use it from your own CDK app", 1)[1]
-    match = re.search(r"```python\n(.*?)```", section, re.DOTALL)
-    assert match, "the README's own-app section has no python block"
-    return match.group(1)
+from tests.own_app import CONSTRUCTS, resources, run_example
 
 
 @pytest.fixture(scope="module")
 def result(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    out = tmp_path_factory.mktemp("own-app")
-    code = _RUNNER.format(example=example_code())
-    run = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=False, cwd=out, timeout=300
-    )
-    assert run.returncode == 0, run.stderr[-3000:]
-    loaded: dict[str, Any] = json.loads(run.stdout)
-    return loaded
+    return run_example("training", tmp_path_factory.mktemp("own-app"))
 
 
 def _one(template: dict[str, Any], type_: str) -> dict[str, Any]:
-    found: list[dict[str, Any]] = [r for r in template["Resources"].values() if r["Type"] == type_]
+    found = resources(template, type_)
     assert len(found) == 1, f"{len(found)} {type_}"
     return found[0]
 
@@ -129,7 +102,7 @@ LAYERS = ("training", "network", "storage", "security")
 def test_no_construct_module_of_these_layers_imports_the_blueprint_schema() -> None:
     # The stacks map the blueprint to keyword props; a construct that read the schema could not be used without
     # a blueprint file. (The subprocess test above covers what the example imports; this covers every module.)
-    root = README.parents[1]
+    root = CONSTRUCTS
     offenders = []
     for path in [root / "common.py", *(p for layer in LAYERS for p in (root / layer).rglob("*.py"))]:
         tree = ast.parse(path.read_text(encoding="utf-8"))
