@@ -4,6 +4,11 @@
 #   make lint    ruff + mypy + cfn-lint over cdk.out
 #   make bench   synth time of all blueprints vs an empty CDK app
 #   make check-charts  every pinned Helm chart version exists in its repository (needs the network)
+#   make diagrams               docs/diagrams/<blueprint>.{dot,svg,png} + docs/blueprints.md (Graphviz from Debian)
+#   make deploy-local BLUEPRINT=<name>   real `cdk deploy` against a local moto server (no AWS account)
+#   make test-deploy-local      the local deploy test (create, update, no-change; 3-5 min, so not in `make test`)
+#   make test-workloads   reference workloads on CPU (PyTorch DDP/FSDP/DeepSpeed, OpenVINO) in .venv-workloads
+#   make bench-workloads  gradient-compression and OpenVINO fp32/int8 tables on this machine
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 PYTHON ?= python3
@@ -17,7 +22,11 @@ CHECKOV_VENV := .venv-checkov
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 export CDK_DISABLE_CLI_TELEMETRY := true
 
-.PHONY: install synth test lint bench snapshot-update clean check-charts
+WL_VENV := .venv-workloads
+WL_BIN := $(WL_VENV)/bin
+
+.PHONY: install synth test lint bench snapshot-update clean check-charts diagrams graphviz deploy-local test-deploy-local \
+	install-workloads test-workloads bench-workloads
 
 install: $(STAMPS)/venv $(STAMPS)/npm $(STAMPS)/checkov-$(CHECKOV_VERSION)
 
@@ -65,5 +74,37 @@ bench: install
 snapshot-update: install
 	$(BIN)/pytest -q tests/blueprints/test_gates.py --snapshot-update
 
+graphviz:
+	@dpkg -s graphviz >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq graphviz; }
+
+diagrams: install graphviz
+	CDK_VALIDATION=false $(BIN)/python -m mlstack.diagram docs
+
+# Graphviz comes from Debian's packages; apt-get needs root (sudo when not already root).
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+BLUEPRINT ?= eks-gpu-training
+deploy-local: install
+	$(BIN)/python -m mlstack.local_deploy $(BLUEPRINT)
+
+test-deploy-local: install
+	MLSTACK_LOCAL_DEPLOY=1 $(BIN)/pytest -q tests/local_deploy/test_local_deploy_cli.py
+
+
+# The workloads' heavy dependencies (PyTorch CPU build, DeepSpeed, OpenVINO, NNCF) live in their own venv so
+# that `make test` stays fast and light. DS_BUILD_OPS=0: DeepSpeed compiles no C++/CUDA op at install time.
+install-workloads: $(STAMPS)/venv-workloads
+
+$(STAMPS)/venv-workloads: requirements-workloads.txt
+	$(PYTHON) -m venv $(WL_VENV)
+	DS_BUILD_OPS=0 $(WL_BIN)/pip install --quiet --disable-pip-version-check -r requirements-workloads.txt
+	@mkdir -p $(STAMPS) && touch $@
+
+test-workloads: install-workloads
+	DS_BUILD_OPS=0 DS_ACCELERATOR=cpu $(WL_BIN)/pytest -q -p no:cacheprovider workload_tests
+
+bench-workloads: install-workloads
+	DS_BUILD_OPS=0 $(WL_BIN)/python -m runtime.workloads.bench
+
+
 clean:
-	rm -rf cdk.out $(STAMPS) $(VENV) $(CHECKOV_VENV) node_modules
+	rm -rf cdk.out $(STAMPS) $(VENV) $(CHECKOV_VENV) $(WL_VENV) node_modules

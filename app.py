@@ -13,6 +13,7 @@ import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 
 from mlstack import blueprint, config
+from mlstack.console import print_problems
 from mlstack.errors import MlstackError
 
 
@@ -22,8 +23,7 @@ def main() -> int:
     try:
         loaded = config.load(str(ref))
     except MlstackError as err:
-        for line in err.problems:
-            print(f"error: {line}", file=sys.stderr)
+        print_problems(err)
         return 1
     blueprint.build(app, loaded)
     if app.node.try_get_context("nag") not in (False, "false"):

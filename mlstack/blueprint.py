@@ -25,7 +25,8 @@ class BuiltBlueprint:
 
     config: BlueprintConfig
     network: NetworkStack
-    training: TrainingClusterStack | None = None
+    training: TrainingClusterStack | MlStack | None = None
+    """The `TrainingClusterStack` of any engine (`TrainingClusterStack` class for EKS, another `MlStack` otherwise)."""
     inference: InferenceStack | None = None
     data: DataStack | None = None
     mlops: MlopsStack | None = None
@@ -42,9 +43,11 @@ def build(scope: Construct, config: BlueprintConfig) -> BuiltBlueprint:
     network = NetworkStack(scope, "NetworkStack", blueprint=config)
     training = inference = data = mlops = None
     if config.training is not None:
-        from mlstack.stacks.training import TrainingClusterStack
+        from mlstack.stacks.training_engines import training_stack_class
 
-        training = TrainingClusterStack(scope, "TrainingClusterStack", blueprint=config, network=network)
+        training = training_stack_class(config.training.engine)(
+            scope, "TrainingClusterStack", blueprint=config, network=network
+        )
     if config.inference is not None:
         from mlstack.stacks.data import DataStack
         from mlstack.stacks.inference import InferenceStack

@@ -9,6 +9,7 @@ from typing import Any
 
 from mlstack import config as blueprint_config
 from mlstack.config import BlueprintConfig
+from mlstack.console import render_table
 from mlstack.errors import BlueprintError
 
 
@@ -51,10 +52,9 @@ def cmd_list(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
-    width = max((len(r["name"]) for r in rows), default=4)
-    for row in rows:
-        default = " (default)" if row["name"] == blueprint_config.DEFAULT_BLUEPRINT else ""
-        print(f"{row['name']:<{width}}  {row['description']}{default}")
+    if rows:
+        default = {blueprint_config.DEFAULT_BLUEPRINT: " (default)"}
+        print(render_table(None, [[r["name"], r["description"] + default.get(r["name"], "")] for r in rows]))
     return 0
 
 

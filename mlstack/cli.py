@@ -11,6 +11,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
+from mlstack.console import print_problems
 from mlstack.errors import MlstackError
 
 Handler = Callable[[argparse.Namespace], int]
@@ -19,6 +20,7 @@ Handler = Callable[[argparse.Namespace], int]
 def build_parser() -> argparse.ArgumentParser:
     from mlstack import blueprint_cli, precheck
     from mlstack.catalog import cli as catalog_cli
+    from mlstack.workloads import cli as workloads_cli
 
     parser = argparse.ArgumentParser(
         prog="mlstack",
@@ -28,6 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     blueprint_cli.register(sub)
     catalog_cli.register(sub)
     precheck.register(sub)
+    workloads_cli.register(sub)
     return parser
 
 
@@ -38,8 +41,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return handler(args)
     except MlstackError as err:
-        for line in err.problems:
-            print(f"error: {line}", file=sys.stderr)
+        print_problems(err)
         return 2
     except BrokenPipeError:  # `mlstack ... | head`
         return 0

@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from mlstack.config import BlueprintConfig
+from mlstack.console import render_table
 
 HOURS_PER_MONTH = 730
 """AWS pricing pages' convention for a month of on-demand use."""
@@ -137,7 +138,11 @@ def build_plan(config: BlueprintConfig) -> Plan:
         stacks=config.stack_ids,
     )
     plan_network(config, plan)
-    if config.training is not None:
+    if config.training is not None and config.training.engine != "eks":
+        from mlstack.stacks.training_engines_plan import plan_training_engine
+
+        plan_training_engine(config, plan)
+    elif config.training is not None:
         from mlstack.stacks.training_plan import plan_training
 
         plan_training(config, plan)
@@ -161,7 +166,7 @@ def render(plan: Plan) -> str:
     lines = [f"Blueprint {plan.blueprint}: {plan.description}", f"Region {plan.region}; removal: {plan.removal}", ""]
     lines.append("Stacks: " + ", ".join(plan.stacks))
     lines.append("")
-    lines += _table(
+    lines += _table_lines(
         ["stack", "resource", "count", "detail"], [[r.stack, r.kind, str(r.count), r.detail] for r in plan.resources]
     )
     for title, rows in plan.details.get("sections", []):
@@ -178,7 +183,7 @@ def render(plan: Plan) -> str:
         ]
         for c in plan.costs
     ]
-    lines += _table(["cost item", "qty", "unit $/h", "$/h", "price date"], cost_rows)
+    lines += _table_lines(["cost item", "qty", "unit $/h", "$/h", "price date"], cost_rows)
     lines.append(
         f"Total (known prices): ${plan.per_hour:,.2f}/hour, ${plan.per_month:,.0f}/month ({HOURS_PER_MONTH} h)"
     )
@@ -187,7 +192,7 @@ def render(plan: Plan) -> str:
     sources = sorted({c.source for c in plan.costs})
     lines += [f"  price source: {s}" for s in sources]
     lines.append("")
-    lines += _table(
+    lines += _table_lines(
         ["service", "quota", "code", "needed"],
         [[q.service, q.name, q.code, f"{q.needed:g}{(' ' + q.unit) if q.unit else ''}"] for q in plan.quotas],
     )
@@ -197,9 +202,5 @@ def render(plan: Plan) -> str:
     return "\n".join(lines)
 
 
-def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
-    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
-    return [fmt.format(*headers).rstrip(), fmt.format(*("-" * w for w in widths))] + [
-        fmt.format(*row).rstrip() for row in rows
-    ]
+def _table_lines(headers: list[str], rows: list[list[str]]) -> list[str]:
+    return render_table(headers, rows).split("\n")

@@ -4,7 +4,7 @@ Used by `make synth`, `make bench` and the test session, so all three measure an
 Templates are the same as `npx cdk synth -c blueprint=<name>` produces (logical IDs are stack-relative and
 stack names are explicit); the assembly nests them as `cdk.out/assembly-<name>/`.
 
-    python -m mlstack.synth_all [OUTDIR]      # default cdk.out; exits 1 on a bad blueprint or a nag finding
+    python -m mlstack.synth_all [OUTDIR]      # default ./cdk.out; exits 1 on a bad blueprint or a nag finding
 """
 
 from __future__ import annotations
@@ -18,16 +18,15 @@ from typing import Any
 import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 
-from mlstack import blueprint
+from mlstack import blueprint, resources
 from mlstack.config import BLUEPRINTS_DIR, load
+from mlstack.console import print_problems
 from mlstack.errors import MlstackError
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def cdk_json_context() -> dict[str, Any]:
     """The feature flags of `cdk.json` (a bare App() silently uses older defaults)."""
-    context: dict[str, Any] = json.loads((ROOT / "cdk.json").read_text())["context"]
+    context: dict[str, Any] = json.loads(resources.cdk_json().read_text(encoding="utf-8"))["context"]
     return context
 
 
@@ -82,12 +81,11 @@ def synthesize_all(
 
 
 def main(argv: list[str]) -> int:
-    outdir = Path(argv[0]) if argv else ROOT / "cdk.out"
+    outdir = Path(argv[0] if argv else "cdk.out")
     try:
         synthesis = synthesize_all(outdir)
     except MlstackError as err:
-        for line in err.problems:
-            print(f"error: {line}", file=sys.stderr)
+        print_problems(err)
         return 1
     if synthesis.nag_failure:
         print(f"error: cdk-nag: {synthesis.nag_failure}", file=sys.stderr)

@@ -7,11 +7,14 @@ from typing import Any
 
 from aws_cdk.assertions import Template
 
-from mlstack.synth_all import ROOT, Synthesis, synthesize_all
+from mlstack.synth_all import Synthesis, synthesize_all
 
 __all__ = ["ROOT", "TEST_CONTEXT", "Session", "synthesize", "template"]
 
 Session = Synthesis
+
+ROOT = Path(__file__).resolve().parents[1]
+"""The repository checkout the tests run in."""
 
 TEST_CONTEXT: dict[str, Any] = {
     # Unit tests assert on templates, not on bundled code; and no CDK-version metadata in snapshots.

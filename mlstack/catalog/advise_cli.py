@@ -11,10 +11,11 @@ import datetime as dt
 from collections.abc import Callable
 
 from mlstack.catalog.advisor import Advice, Option, advise_infer, advise_train
-from mlstack.catalog.cli_common import integer, money, number, print_json, render_table, shape_from_args
+from mlstack.catalog.cli_common import integer, money, number, print_json, shape_from_args
 from mlstack.catalog.instances import catalog
 from mlstack.catalog.memory import BYTES_PER_PARAM, GIB
 from mlstack.catalog.prices import MAX_PRICE_AGE_DAYS, SERVICES, stale
+from mlstack.console import render_table
 from mlstack.errors import InputError
 
 __all__ = ["register_advise", "render_advice"]

@@ -10,7 +10,7 @@ import argparse
 import json
 
 from mlstack.catalog.advise_cli import register_advise
-from mlstack.catalog.cli_common import integer, money, number, print_json, render_table, shape_from_args
+from mlstack.catalog.cli_common import integer, money, number, print_json, shape_from_args
 from mlstack.catalog.efa import efa_layout
 from mlstack.catalog.instances import InstanceType, all_instances, catalog, get_instance
 from mlstack.catalog.memory import (
@@ -22,9 +22,10 @@ from mlstack.catalog.memory import (
     shape_for_params,
     zero_stage_for_fsdp,
 )
+from mlstack.console import render_table
 from mlstack.errors import InputError
 
-__all__ = ["register", "render_table"]
+__all__ = ["register"]
 
 
 # ---------------------------------------------------------------------------------------------------- memory

@@ -1,4 +1,4 @@
-"""Helpers shared by the catalog commands (`advise`, `memory`, `catalog`): number parsing, tables, JSON."""
+"""Helpers shared by the catalog commands (`advise`, `memory`, `catalog`): number parsing and JSON."""
 
 from __future__ import annotations
 
@@ -6,12 +6,11 @@ import argparse
 import json
 import math
 import sys
-from collections.abc import Sequence
 
 from mlstack.catalog.memory import ModelShape
 from mlstack.errors import InputError
 
-__all__ = ["integer", "money", "number", "print_json", "render_table", "shape_from_args"]
+__all__ = ["integer", "money", "number", "print_json", "shape_from_args"]
 
 
 def number(text: str) -> float:
@@ -30,20 +29,6 @@ def integer(text: str) -> int:
     if value != int(value):
         raise argparse.ArgumentTypeError(f"not a whole number: {text!r}")
     return int(value)
-
-
-def render_table(headers: Sequence[str], rows: Sequence[Sequence[str]], *, right: Sequence[int] = ()) -> str:
-    """Aligned plain-text table; columns listed in `right` are right-aligned."""
-    widths = [len(h) for h in headers]
-    for row in rows:
-        for i, cell in enumerate(row):
-            widths[i] = max(widths[i], len(cell))
-
-    def line(cells: Sequence[str]) -> str:
-        out = [c.rjust(widths[i]) if i in right else c.ljust(widths[i]) for i, c in enumerate(cells)]
-        return "  ".join(out).rstrip()
-
-    return "\n".join([line(headers), line(["-" * w for w in widths]), *(line(r) for r in rows)])
 
 
 def print_json(data: object) -> None:

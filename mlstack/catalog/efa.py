@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from mlstack.catalog.instances import InstanceType, all_instances, get_instance
 from mlstack.errors import CatalogError
 
-__all__ = ["EfaInterface", "InterfaceType", "efa_alternatives", "efa_layout"]
+__all__ = ["EfaInterface", "InterfaceType", "efa_alternatives", "efa_interface_count", "efa_layout"]
 
 InterfaceType = Literal["interface", "efa", "efa-only"]
 
@@ -86,3 +86,14 @@ def efa_layout(instance_type: str, *, efa_on_every_card: bool = False) -> tuple[
                 )
             )
     return tuple(interfaces)
+
+
+def efa_interface_count(instance_type: str) -> int:
+    """How many EFA devices an instance of `instance_type` gets from `efa_layout` (0 without EFA support).
+
+    The one count every training engine uses: EKS and Batch launch templates carry this many EFA interfaces,
+    a Batch job definition maps this many `/dev/infiniband/uverbsN` devices, HyperPod reports it in the plan.
+    """
+    if not get_instance(instance_type).efa_supported:
+        return 0
+    return sum(1 for nic in efa_layout(instance_type) if nic.is_efa)

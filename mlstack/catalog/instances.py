@@ -10,12 +10,12 @@ from __future__ import annotations
 import difflib
 import functools
 import re
-from importlib import resources
 from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from mlstack import resources
 from mlstack.errors import CatalogError
 
 __all__ = [
@@ -241,7 +241,7 @@ def load_catalog(text: str) -> Catalog:
 @functools.cache
 def catalog() -> Catalog:
     """The packaged catalog, validated once per process."""
-    text = resources.files("mlstack.catalog").joinpath("data", DATA_FILE).read_text(encoding="utf-8")
+    text = resources.catalog_text(DATA_FILE)
     return load_catalog(text)
 
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
-from importlib import resources
 from typing import Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from mlstack import resources
 from mlstack.errors import CatalogError
 
 __all__ = [
@@ -108,7 +108,7 @@ def load_prices(text: str) -> dict[Service, tuple[DatedPrice, ...]]:
 
 @functools.cache
 def price_table() -> dict[Service, tuple[DatedPrice, ...]]:
-    text = resources.files("mlstack.catalog").joinpath("data", DATA_FILE).read_text(encoding="utf-8")
+    text = resources.catalog_text(DATA_FILE)
     return load_prices(text)
 
 

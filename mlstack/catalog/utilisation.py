@@ -14,12 +14,12 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
-from importlib import resources
 from typing import Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from mlstack import resources
 from mlstack.errors import CatalogError, InputError
 
 __all__ = ["UtilisationPick", "UtilisationRow", "pick", "rows", "training_hours"]
@@ -81,7 +81,7 @@ def load_utilisation(text: str) -> tuple[tuple[UtilisationRow, ...], dict[str, s
 
 @functools.cache
 def _table() -> tuple[tuple[UtilisationRow, ...], dict[str, str]]:
-    text = resources.files("mlstack.catalog").joinpath("data", "utilisation.yaml").read_text(encoding="utf-8")
+    text = resources.catalog_text("utilisation.yaml")
     return load_utilisation(text)
 
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from mlstack.constructs.common import pascal_id
 
@@ -13,3 +16,18 @@ class StrictModel(BaseModel):
     """A blueprint section. Unknown keys are errors, so a typo never silently falls back to a default."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+
+def every_problem(title: str, problems: list[str], value: dict[str, Any]) -> ValidationError:
+    """One validation error per problem line, for a validator that checks several rules and reports them all.
+
+    A validator that raises ValueError reports one line; pydantic merges the errors of a ValidationError
+    raised inside a validator into the model's own, so the loader prints every line.
+    """
+    return ValidationError.from_exception_data(
+        title,
+        [
+            InitErrorDetails(type=PydanticCustomError("value_error", "{problem}", {"problem": p}), loc=(), input=value)
+            for p in problems
+        ],
+    )

@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from mlstack.config.ai_services import AiServicesConfig
-from mlstack.config.base import StrictModel
+from mlstack.config.base import StrictModel, every_problem
 from mlstack.config.inference import InferenceConfig
 from mlstack.config.mlops import MlopsConfig
 from mlstack.config.network import NetworkConfig, default_interface_endpoints
@@ -93,48 +93,36 @@ class BlueprintConfig(StrictModel):
         return value.strip()
 
     @model_validator(mode="after")
-    def _zones_in_region(self) -> BlueprintConfig:
-        region = self.env.region
-        for name in self.network.availability_zones or []:
-            if not name.startswith(region):
-                raise ValueError(
-                    f"network.availability_zones: {name!r} is not in region {region!r}; use {region}a, {region}b, ..."
-                )
-        prefix = az_id_prefix(region)
-        for az_id in self.network.availability_zone_ids or []:
-            if not az_id.startswith(prefix + "-"):
-                raise ValueError(
-                    f"network.availability_zone_ids: {az_id!r} is not in region {region!r}; "
-                    f"IDs there look like {prefix}-az1"
-                )
-        return self
-
-    @model_validator(mode="after")
-    def _training_zones(self) -> BlueprintConfig:
-        # Cross-section rules of the training layer (AZs must be the network's; EFA and FSx share one AZ).
+    def _cross_sections(self) -> BlueprintConfig:
+        """Rules that span sections, all checked: every broken one is reported, one line each."""
+        problems = self._zone_problems()
         if self.training is not None:
-            problems = self.training.check_network(self.network) + self.training.check_zones(self.zones)
-            if problems:
-                raise ValueError(problems[0])
-        return self
-
-    @model_validator(mode="after")
-    def _inference_network(self) -> BlueprintConfig:
-        # Cross-section rule of the inference layer (an isolated network needs ECR and S3 endpoints).
+            # AZs must be the network's; EFA and FSx share one AZ.
+            problems += self.training.check_network(self.network) + self.training.check_zones(self.zones)
         if self.inference is not None:
-            problems = self.inference.check_network(self.network)
-            if problems:
-                raise ValueError(problems[0])
+            # An isolated network needs the ECR and S3 endpoints.
+            problems += self.inference.check_network(self.network)
+        if self.ai_services is not None:
+            # Each AI service used is offered in env.region.
+            problems += self.ai_services.check_region(self.env.region)
+        if problems:
+            raise every_problem(type(self).__name__, problems, self.model_dump())
         return self
 
-    @model_validator(mode="after")
-    def _ai_services_region(self) -> BlueprintConfig:
-        # Cross-section rule of the AI services layer (each service used is offered in env.region).
-        if self.ai_services is not None:
-            problems = self.ai_services.check_region(self.env.region)
-            if problems:
-                raise ValueError(problems[0])
-        return self
+    def _zone_problems(self) -> list[str]:
+        region = self.env.region
+        problems = [
+            f"network.availability_zones: {name!r} is not in region {region!r}; use {region}a, {region}b, ..."
+            for name in self.network.availability_zones or []
+            if not name.startswith(region)
+        ]
+        prefix = az_id_prefix(region)
+        problems += [
+            f"network.availability_zone_ids: {az_id!r} is not in region {region!r}; IDs there look like {prefix}-az1"
+            for az_id in self.network.availability_zone_ids or []
+            if not az_id.startswith(prefix + "-")
+        ]
+        return problems
 
     @property
     def stack_ids(self) -> list[str]:

@@ -12,11 +12,12 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from mlstack import resources
 from mlstack.config.blueprint import BlueprintConfig
 from mlstack.errors import BlueprintError
 
-BLUEPRINTS_DIR = Path(__file__).resolve().parents[2] / "blueprints"
-"""The shipped reference architectures (`blueprints/*.yaml` at the repository root)."""
+BLUEPRINTS_DIR = resources.blueprints_dir()
+"""The shipped reference architectures (`blueprints/*.yaml` at the repository root; see `mlstack.resources`)."""
 
 DEFAULT_BLUEPRINT = "eks-gpu-training"
 

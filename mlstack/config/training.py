@@ -16,6 +16,7 @@ from pydantic import Field, field_validator, model_validator
 from mlstack.catalog import InstanceType, get_instance
 from mlstack.catalog.memory import MAX_PARAMS
 from mlstack.config.base import StrictModel, pascal_id
+from mlstack.config.training_engines import BatchConfig, Engine, HyperPodConfig, engine_problems, engine_zone_problems
 from mlstack.constructs.common import LOG_RETENTION_DAYS
 from mlstack.errors import CatalogError
 
@@ -402,8 +403,9 @@ class JobConfig(StrictModel):
     name: str = Field(default="train", pattern=r"^[a-z][a-z0-9-]{0,40}[a-z0-9]$")
     image: str | None = None
     """Training image with EFA, libfabric and aws-ofi-nccl (or the Neuron SDK); unset: a placeholder is printed."""
-    script: str = "/fsx/code/train.py"
-    """Entry point passed to torchrun."""
+    script: str = "/opt/mlstack/runtime/workloads/train.py"
+    """Entry point passed to torchrun; the default is the reference script baked into the image built from
+    runtime/containers/train.Dockerfile (DDP/FSDP/DeepSpeed, checkpoints on FSx)."""
     node_group: str | None = None
     """Node group the job runs on; default: the first EFA group."""
     nodes: int | None = Field(default=None, ge=1)
@@ -412,8 +414,10 @@ class JobConfig(StrictModel):
 
 
 class TrainingConfig(StrictModel):
-    """A training cluster on EKS."""
+    """A training cluster on EKS (default), SageMaker HyperPod with Slurm, or AWS Batch multi-node parallel."""
 
+    engine: Engine = "eks"
+    """Which service runs the node groups (`mlstack/config/training_engines.py`); the stack ID is the same."""
     cluster: ClusterConfig = Field(default_factory=ClusterConfig)
     system_node_group: SystemNodeGroupConfig = Field(default_factory=SystemNodeGroupConfig)
     node_groups: list[NodeGroupConfig] = Field(min_length=1)
@@ -423,6 +427,17 @@ class TrainingConfig(StrictModel):
     job: JobConfig = Field(default_factory=JobConfig)
     max_nodes: int = Field(default=16, ge=1, le=2048)
     """Ceiling on accelerated nodes (sum of node groups' max_size): a guard against a costly typo."""
+    hyperpod: HyperPodConfig | None = None
+    """Engine hyperpod-slurm: controller, login, lifecycle scripts (default settings when omitted)."""
+    batch: BatchConfig | None = None
+    """Engine batch: job queue, job definition and logs (default settings when omitted)."""
+
+    @model_validator(mode="after")
+    def _engine(self) -> TrainingConfig:
+        problems = engine_problems(self)
+        if problems:
+            raise ValueError(problems[0])
+        return self
 
     @model_validator(mode="after")
     def _groups(self) -> TrainingConfig:
@@ -524,4 +539,4 @@ class TrainingConfig(StrictModel):
                     f"training.fsx.availability_zone: {fsx_zone!r} differs from the EFA node group's AZ "
                     f"{efa_zones[0]!r}; put FSx in the same AZ (cross-AZ Lustre traffic is slow and billed)"
                 )
-        return problems
+        return problems + engine_zone_problems(self, zones)

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import copy
 import functools
-from pathlib import Path
+import json
 from typing import Any
 
 import yaml
 
+from mlstack import resources
 from mlstack.catalog import efa_layout
 from mlstack.config import BlueprintConfig
 from mlstack.config.training import TrainingConfig
@@ -23,14 +24,17 @@ from mlstack.k8s.kube import (
     accelerator_resource,
     accelerator_taint_key,
 )
+from mlstack.workloads.deepspeed_config import deepspeed_config
 
-TEMPLATE = Path(__file__).resolve().parents[2] / "runtime" / "k8s" / "torch-efa-runtime.yaml"
+TEMPLATE = resources.runtime_path("k8s", "torch-efa-runtime.yaml")
 FSX_CLAIM = "fsx"
 FSX_MOUNT = "/fsx"
 HUGEPAGES_2MI = "5120Mi"
 """EFA-driver hosts pre-allocate 5128 2 MiB pages; the EKS example job requests 5120Mi (EKS User Guide, "Run
 machine learning training on Amazon EKS with Elastic Fabric Adapter")."""
 IMAGE_PLACEHOLDER = "SET-training.job.image"
+SHIPPED_SCRIPT = "/opt/mlstack/runtime/workloads/train.py"
+"""Where runtime/containers/train.Dockerfile puts the reference script (runtime/workloads/train.py)."""
 
 # NCCL jobs: variables only needed for old aws-ofi-nccl / libfabric, or harmful on current ones (aws-ofi-nccl
 # README, environment variables). Never emitted for a GPU job.
@@ -86,6 +90,23 @@ def job_environment(training: TrainingConfig) -> list[dict[str, str]]:
     return env
 
 
+def script_args(training: TrainingConfig) -> list[str]:
+    """Arguments for the shipped reference script (none for a user's own script: its flags are unknown).
+
+    Checkpoints go to FSx and a restarted pod resumes from the newest one; with a `model` section the job
+    trains with DeepSpeed ZeRO at the blueprint's stage and precision (the values the memory model sized for).
+    """
+    if training.job.script != SHIPPED_SCRIPT:
+        return []
+    args: list[str] = []
+    if training.fsx is not None:
+        args += ["--checkpoint-dir", f"{FSX_MOUNT}/checkpoints/{training.job.name}", "--resume"]
+    if training.model is not None:
+        ds = deepspeed_config(zero_stage=training.model.zero_stage, precision=training.model.precision)
+        args += ["--strategy", "deepspeed", "--deepspeed-config", json.dumps(ds, sort_keys=True)]
+    return args
+
+
 def render_job(config: BlueprintConfig) -> list[dict[str, Any]]:
     """The TrainingRuntime and TrainJob documents for the blueprint's job node group."""
     if config.training is None:
@@ -118,7 +139,7 @@ def render_job(config: BlueprintConfig) -> list[dict[str, Any]]:
 
     container = pod["containers"][0]
     container["image"] = training.job.image or IMAGE_PLACEHOLDER
-    container["command"] = ["torchrun", f"--nproc-per-node={procs}", training.job.script]
+    container["command"] = ["torchrun", f"--nproc-per-node={procs}", training.job.script, *script_args(training)]
     container["env"] = job_environment(training)
     container["resources"] = {"requests": dict(resources), "limits": dict(resources)}
     if training.fsx is not None:

@@ -11,7 +11,7 @@ from aws_cdk import Annotations
 from constructs import Construct
 
 from mlstack.config import BlueprintConfig
-from mlstack.config.training import DataRepositoryConfig, TrainingConfig
+from mlstack.config.training import FsxConfig, TrainingConfig
 from mlstack.constructs.network.ml_vpc import retention
 from mlstack.constructs.storage.fsx_lustre import DataRepository, FsxLustre
 from mlstack.constructs.training.admin_host import ClusterAdminHost
@@ -121,12 +121,7 @@ class TrainingClusterStack(MlStack):
                 subnet=network.network.subnet_in(fsx_zone),
                 key=key,
                 clients=self.cluster.node_connections,
-                deployment_type=training.fsx.deployment_type,
-                storage_capacity_gib=training.fsx.storage_capacity_gib,
-                per_unit_storage_throughput=training.fsx.per_unit_storage_throughput,
-                data_compression=training.fsx.data_compression,
-                automatic_backup_retention_days=training.fsx.automatic_backup_retention_days,
-                data_repository=_data_repository(training.fsx.data_repository),
+                **fsx_props(training.fsx),
                 removal_policy=self.removal_policy,
             )
             volume = self.cluster.add_manifest(
@@ -139,12 +134,21 @@ class TrainingClusterStack(MlStack):
             Annotations.of(self).add_warning_v2("mlstack:model-fit", warning)
 
 
-def _data_repository(repo: DataRepositoryConfig | None) -> DataRepository | None:
-    if repo is None:
-        return None
-    return DataRepository(
-        s3_path=repo.s3_path,
-        file_system_path=repo.file_system_path,
-        import_events=tuple(repo.import_events),
-        export_events=tuple(repo.export_events),
-    )
+def fsx_props(fsx: FsxConfig) -> dict[str, Any]:
+    """The `FsxLustre` keyword props of the blueprint's `training.fsx` (every training engine mounts the same)."""
+    repo = fsx.data_repository
+    return {
+        "deployment_type": fsx.deployment_type,
+        "storage_capacity_gib": fsx.storage_capacity_gib,
+        "per_unit_storage_throughput": fsx.per_unit_storage_throughput,
+        "data_compression": fsx.data_compression,
+        "automatic_backup_retention_days": fsx.automatic_backup_retention_days,
+        "data_repository": None
+        if repo is None
+        else DataRepository(
+            s3_path=repo.s3_path,
+            file_system_path=repo.file_system_path,
+            import_events=tuple(repo.import_events),
+            export_events=tuple(repo.export_events),
+        ),
+    }

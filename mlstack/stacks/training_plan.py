@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from mlstack.catalog import InstanceType, efa_layout
+from mlstack.catalog import InstanceType, efa_interface_count, efa_layout
 from mlstack.catalog.prices import MAX_PRICE_AGE_DAYS, DatedPrice, oldest, stale
 from mlstack.catalog.prices import price as ec2_price
 from mlstack.config import BlueprintConfig
@@ -110,7 +110,7 @@ def _efa_summary(group: NodeGroupConfig) -> tuple[int, int, int]:
     if not group.efa:
         return 0, 0, 1
     layout = efa_layout(group.instance_type, efa_on_every_card=group.efa_on_every_card)
-    efa = sum(1 for nic in layout if nic.is_efa)
+    efa = efa_interface_count(group.instance_type)
     # An EFA "with an IP" is type `efa`; a plain ENA (`interface`, P6-B300 card 0) has an IP but is no EFA.
     efa_with_ip = sum(1 for nic in layout if nic.is_efa and nic.interface_type != "efa-only")
     ips = sum(1 for nic in layout if nic.interface_type != "efa-only")

@@ -68,6 +68,11 @@ PINNED_LOGICAL_IDS: dict[str, dict[str, str]] = {
         # Log groups of CDK's kubectl-provider functions (aws_eks_v2 creates and retains them).
         "TrainingClusterKubectlProviderHandlerLogGroupF5270D71": "AWS::Logs::LogGroup",
         "TrainingClusterKubectlProviderframeworkonEventLogGroup2BA49C21": "AWS::Logs::LogGroup",
+        # engine hyperpod-slurm: the lifecycle-script bucket and the log group of its upload function.
+        "HyperPodLifecycleScriptsC0D9EEA1": "AWS::S3::Bucket",
+        "HyperPodUploadLogs1FDC617C": "AWS::Logs::LogGroup",
+        # engine batch: the job log group.
+        "BatchJobLogsF59D7852": "AWS::Logs::LogGroup",
     },
 }
 

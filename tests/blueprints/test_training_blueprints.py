@@ -16,7 +16,11 @@ from tests.conftest import selected_blueprints
 from tests.synth import Session
 
 CLOUDWATCH = "amazon-cloudwatch-observability"
-TRAINING = [n for n in selected_blueprints() if load(BLUEPRINTS_DIR / f"{n}.yaml").training is not None]
+TRAINING = [
+    n
+    for n in selected_blueprints()
+    if (t := load(BLUEPRINTS_DIR / f"{n}.yaml").training) is not None and t.engine == "eks"
+]
 EXPECTED_EFA = {"p5.48xlarge": 32, "p4d.24xlarge": 4, "trn1.32xlarge": 8}
 """domain.md §1.2, confirmed counts; every other type is checked against the catalog."""
 

@@ -137,3 +137,17 @@ def test_multi_line_description(tmp_path: Path) -> None:
 )
 def test_az_id_prefix(region: str, prefix: str) -> None:
     assert az_id_prefix(region) == prefix
+
+
+def test_every_cross_section_problem_is_reported_in_one_run(tmp_path: Path) -> None:
+    text = (BLUEPRINTS_DIR / "eks-g6e-training.yaml").read_text()
+    text = text.replace("availability_zone_ids: [use1-az4, use1-az6]", "availability_zone_ids: [use1-az4, usw2-az1]")
+    text = text.replace("nat_gateways: 1", "nat_gateways: 0")
+    text = text.replace("    - name: g6e\n", "    - name: g6e\n      availability_zones: [use1-az2]\n")
+    problems = _problems(tmp_path, text)
+    where = f"{tmp_path / 'bp.yaml'}: "
+    assert all(line.startswith(where) and "\n" not in line for line in problems), problems
+    assert len(problems) == 3, problems
+    assert "network.availability_zone_ids: 'usw2-az1' is not in region 'us-east-1'" in problems[0]
+    assert "network.nat_gateways: 0 makes the private subnets isolated" in problems[1]
+    assert "training.node_groups.0.availability_zones: 'use1-az2' is not one of the network's zones" in problems[2]

@@ -65,7 +65,7 @@ def synth(tmp_path_factory: pytest.TempPathFactory) -> tuple[Session, Synthesize
 @pytest.fixture(scope="module")
 def stack(synth: tuple[Session, SynthesizedBlueprint]) -> TrainingClusterStack:
     training = synth[1].built.training
-    assert training is not None
+    assert isinstance(training, TrainingClusterStack)
     return training
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import jsii
 from aws_cdk import Duration, RemovalPolicy, Stack
@@ -20,10 +19,11 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from mlstack import resources
 from mlstack.constructs.ai_services.document_pipeline import LAMBDA_CHECKOV_SKIPS
 from mlstack.constructs.nag import acknowledge, checkov_skip, nag_id
 
-HANDLER_DIR = Path(__file__).resolve().parents[3] / "runtime" / "ai_services"
+HANDLER_DIR = resources.runtime_path("ai_services")
 """`runtime/ai_services/`: `api_handler.py`, tested with a stubbed botocore in tests/ai_services."""
 
 # Comprehend, Translate, Rekognition, Textract and Transcribe list no resource type for these actions in the

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 
 from aws_cdk import Duration, RemovalPolicy, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
@@ -21,10 +20,11 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
+from mlstack import resources
 from mlstack.constructs.ai_services.pipeline_definition import pipeline_definition
 from mlstack.constructs.nag import acknowledge, checkov_skip, nag_id
 
-HANDLER_DIR = Path(__file__).resolve().parents[3] / "runtime" / "ai_services" / "doc_pipeline"
+HANDLER_DIR = resources.runtime_path("ai_services", "doc_pipeline")
 """`runtime/ai_services/doc_pipeline/`: the task handlers, run in order on a sample document in tests/ai_services."""
 
 INPUT_PREFIX = "input/"

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -11,10 +9,11 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
+from mlstack import resources
 from mlstack.constructs.inference.model_endpoint import ModelEndpoint
 from mlstack.constructs.scanners import skip_checkov
 
-HANDLER_DIR = Path(__file__).resolve().parents[3] / "runtime" / "invoke"
+HANDLER_DIR = resources.runtime_path("invoke")
 """`runtime/invoke/`: the handler code, tested against moto in tests/runtime."""
 
 

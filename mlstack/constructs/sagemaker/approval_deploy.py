@@ -10,7 +10,6 @@ endpoint to exist). Handler: `runtime/approval_deploy/handler.py`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 
 from aws_cdk import Acknowledgment, CfnResource, Duration, RemovalPolicy, Stack, Validations
 from aws_cdk import aws_ec2 as ec2
@@ -24,9 +23,10 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from mlstack import resources
 from mlstack.constructs.sagemaker.grants import acknowledge_wildcards, grant_vpc_and_logs, skip_checkov
 
-HANDLER_DIR = Path(__file__).resolve().parents[3] / "runtime" / "approval_deploy"
+HANDLER_DIR = resources.runtime_path("approval_deploy")
 CAPTURE_PREFIX = "capture"
 MONITORING_PREFIX = "monitoring"
 

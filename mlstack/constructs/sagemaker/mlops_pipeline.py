@@ -22,6 +22,7 @@ from aws_cdk import aws_s3_assets as s3_assets
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
+from mlstack import resources
 from mlstack.constructs.sagemaker.grants import acknowledge_wildcards, grant_vpc_and_logs
 from mlstack.constructs.sagemaker.jobs import JobNetwork, ModelPackage, ProcessingJob, TrainingJob
 from mlstack.constructs.sagemaker.pipeline_definition import (
@@ -33,7 +34,7 @@ from mlstack.constructs.sagemaker.pipeline_definition import (
     Step,
 )
 
-EXAMPLE_SCRIPTS = Path(__file__).resolve().parents[3] / "runtime" / "mlops"
+EXAMPLE_SCRIPTS = resources.runtime_path("mlops")
 """`runtime/mlops/`: the example preprocess/train/evaluate scripts (standard library only, tested on CPU)."""
 RUNS_PREFIX = "runs"
 """Every run writes under s3://<artifacts>/runs/<execution id>/; the job role may write nowhere else."""

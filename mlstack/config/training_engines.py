@@ -1,0 +1,217 @@
+"""The training engines other than EKS: SageMaker HyperPod with Slurm, and AWS Batch multi-node parallel.
+
+`training.engine` picks one; every engine reads the same `training.node_groups` (instance type from the catalog,
+counts, capacity, EFA, AZ) and `training.fsx`, so the node-group rules of `mlstack/config/training.py` apply to all
+of them. The rules here are the ones an engine adds: which types it offers, which capacity it accepts, which keys of
+another engine it ignores. `TrainingConfig` calls `engine_problems` and `engine_zone_problems`.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import Field, field_validator
+
+from mlstack import resources
+from mlstack.catalog import get_instance
+from mlstack.config.base import StrictModel
+from mlstack.constructs.common import LOG_RETENTION_DAYS
+from mlstack.errors import CatalogError
+
+if TYPE_CHECKING:
+    from mlstack.config.training import TrainingConfig
+
+Engine = Literal["eks", "hyperpod-slurm", "batch"]
+"""`eks`: self-managed EKS cluster (default); `hyperpod-slurm`: SageMaker HyperPod with Slurm set up by lifecycle
+scripts; `batch`: AWS Batch multi-node parallel jobs on a managed EC2 compute environment."""
+
+LIFECYCLE_SCRIPTS_DIR = resources.runtime_path("hyperpod_slurm")
+"""The lifecycle scripts shipped with mlstack (on_create.sh and its helpers), uploaded to S3 by the stack."""
+
+HYPERPOD_MAX_INSTANCES = 6758
+"""`InstanceCount` maximum of a HyperPod instance group (AWS::SageMaker::Cluster ClusterInstanceGroup schema)."""
+
+_TRAINING_PLAN_ARN = re.compile(r"^arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:\d{12}:training-plan/[a-zA-Z0-9-]{1,63}$")
+_GROUP_NAME = r"^[a-z]([a-z0-9-]{0,30}[a-z0-9])?$"
+
+
+def _hyperpod_type(value: str) -> str:
+    """A catalog type HyperPod offers (`ml.` names accepted); the EC2 name is stored."""
+    try:
+        it = get_instance(value)
+    except CatalogError as err:
+        raise ValueError(str(err).replace("\n", "; ") + "; see `mlstack advise` for the catalog") from None
+    if not it.sagemaker_hyperpod:
+        raise ValueError(f"ml.{it.name} is not a HyperPod cluster instance type; pick one `mlstack advise` marks P")
+    return it.name
+
+
+class HyperPodGroupConfig(StrictModel):
+    """A HyperPod instance group that is not a worker group: the Slurm controller or the login nodes."""
+
+    instance_type: str = "m7i.xlarge"
+    """EC2 or `ml.` name of a type HyperPod offers (a CPU type is fine here)."""
+    count: int = Field(default=1, ge=1, le=HYPERPOD_MAX_INSTANCES)
+    volume_gib: int = Field(default=200, ge=1, le=16384)
+    """Extra EBS volume, mounted by HyperPod at /opt/sagemaker (logs, containers)."""
+
+    @field_validator("instance_type")
+    @classmethod
+    def _offered(cls, value: str) -> str:
+        return _hyperpod_type(value)
+
+
+class HyperPodConfig(StrictModel):
+    """`training.hyperpod`: the HyperPod cluster around the worker groups (`training.node_groups`)."""
+
+    controller: HyperPodGroupConfig = Field(default_factory=HyperPodGroupConfig)
+    """The Slurm controller group (exactly one node: slurmctld and the accounting database)."""
+    login: HyperPodGroupConfig | None = None
+    """Optional login nodes users SSH into (through SSM) to submit jobs; omit for none."""
+    threads_per_core: Literal[1, 2] = 1
+    """Worker groups: 1 turns SMT off (the usual choice for tightly coupled training), 2 keeps it."""
+    worker_volume_gib: int = Field(default=500, ge=1, le=16384)
+    """Extra EBS volume per worker at /opt/sagemaker (container images, checkpoints staging)."""
+    node_recovery: Literal["Automatic", "None"] = "Automatic"
+    """`Automatic`: HyperPod replaces or reboots a node that fails a health check; `None`: it only labels it."""
+    deep_health_checks: bool = True
+    """Run `InstanceStress` (and `InstanceConnectivity` on EFA groups) before a GPU/Trainium worker joins."""
+    training_plan_arn: str | None = None
+    """SageMaker training plan (reserved capacity) for the worker groups; omit for on-demand."""
+    lifecycle_scripts: str | None = None
+    """Directory of your own lifecycle scripts (absolute, or relative to where mlstack runs); default: mlstack's."""
+    on_create: str = "on_create.sh"
+    """Entry script, relative to the lifecycle scripts directory (HyperPod runs it once on every new node)."""
+
+    @field_validator("training_plan_arn")
+    @classmethod
+    def _plan_arn(cls, value: str | None) -> str | None:
+        if value is not None and not _TRAINING_PLAN_ARN.match(value):
+            raise ValueError(
+                f"{value!r} is not a SageMaker training plan ARN; use "
+                "arn:aws:sagemaker:us-east-1:123456789012:training-plan/name"
+            )
+        return value
+
+    @property
+    def scripts_dir(self) -> Path:
+        return Path(self.lifecycle_scripts) if self.lifecycle_scripts else LIFECYCLE_SCRIPTS_DIR
+
+
+class BatchConfig(StrictModel):
+    """`training.batch`: the AWS Batch job queue, multi-node job definition and its logs."""
+
+    log_retention_days: int = 90
+    """Retention of the job log group (KMS-encrypted with the project key); a CloudWatch Logs retention period."""
+    shared_memory_mib: int = Field(default=49152, ge=64)
+    """/dev/shm size of the container (NCCL and data loaders use it)."""
+    job_queue_priority: int = Field(default=1, ge=0, le=1000)
+    name: str = Field(default="train", pattern=_GROUP_NAME)
+    """Suffix of the job queue and job definition names."""
+
+    @field_validator("log_retention_days")
+    @classmethod
+    def _retention(cls, value: int) -> int:
+        if value not in LOG_RETENTION_DAYS:
+            allowed = ", ".join(str(v) for v in LOG_RETENTION_DAYS)
+            raise ValueError(f"log_retention_days must be a CloudWatch Logs retention period ({allowed}), got {value}")
+        return value
+
+
+def engine_problems(training: TrainingConfig) -> list[str]:
+    """Rules that depend only on the training section: one line each, empty when fine."""
+    engine = training.engine
+    problems: list[str] = []
+    given = training.model_fields_set
+    for key, owner in (("cluster", "eks"), ("system_node_group", "eks"), ("hyperpod", "hyperpod-slurm")):
+        if key in given and engine != owner and getattr(training, key) is not None:
+            problems.append(f"training.{key} is used by engine {owner}, not {engine}; remove it or set engine: {owner}")
+    if "batch" in given and engine != "batch" and training.batch is not None:
+        problems.append(f"training.batch is used by engine batch, not {engine}; remove it or set engine: batch")
+    if engine == "hyperpod-slurm":
+        problems += _hyperpod_problems(training)
+    elif engine == "batch":
+        problems += _batch_problems(training)
+    return problems
+
+
+def engine_zone_problems(training: TrainingConfig, zones: list[str]) -> list[str]:
+    """HyperPod and Batch put every group in one subnet (one VpcConfig / one compute environment)."""
+    if training.engine == "eks":
+        return []
+    used = sorted({z for g in training.node_groups for z in training.zones_of(g, zones)})
+    if len(used) > 1:
+        return [
+            f"training.node_groups: engine {training.engine} runs every group in one subnet, got AZs "
+            f"{', '.join(used)}; list one availability_zone for all groups"
+        ]
+    return []
+
+
+def _hyperpod_problems(training: TrainingConfig) -> list[str]:
+    problems: list[str] = []
+    for i, group in enumerate(training.node_groups):
+        it = group.instance
+        where = f"training.node_groups.{i}"
+        if not it.sagemaker_hyperpod or it.accelerator is None or it.accelerator.kind == "inferentia":
+            problems.append(
+                f"{where}.instance_type: HyperPod workers must be GPU or Trainium types HyperPod offers, got "
+                f"{it.name}; "
+                "pick e.g. p5.48xlarge, p4d.24xlarge or trn1.32xlarge"
+            )
+        if group.capacity.type != "on_demand":
+            problems.append(
+                f"{where}.capacity: HyperPod takes no EC2 {group.capacity.type}; remove capacity and set "
+                "training.hyperpod.training_plan_arn for reserved capacity"
+            )
+        if group.placement_group:
+            problems.append(f"{where}.placement_group: HyperPod places instances itself; remove placement_group")
+    hyperpod = training.hyperpod or HyperPodConfig()
+    if hyperpod.controller.count != 1:
+        problems.append(
+            f"training.hyperpod.controller.count: Slurm has one controller node here, got {hyperpod.controller.count}; "
+            "set 1 (HyperPod replaces a failed controller)"
+        )
+    scripts = hyperpod.scripts_dir
+    if not (scripts / hyperpod.on_create).is_file():
+        listed = ", ".join(sorted(p.name for p in scripts.glob("*.sh"))) if scripts.is_dir() else "directory missing"
+        problems.append(
+            f"training.hyperpod.on_create: {hyperpod.on_create!r} is not in the lifecycle scripts {scripts} "
+            f"({listed}); name a script that exists there"
+        )
+    names = [g.name for g in training.node_groups]
+    for reserved in ("controller", "login"):
+        if reserved in names:
+            problems.append(
+                f"training.node_groups: {reserved!r} is the HyperPod {reserved} group's name; rename the node group"
+            )
+    return problems
+
+
+def _batch_problems(training: TrainingConfig) -> list[str]:
+    problems: list[str] = []
+    if len(training.node_groups) != 1:
+        problems.append(
+            f"training.node_groups: engine batch runs one multi-node job definition on one instance type, got "
+            f"{len(training.node_groups)} groups; keep one"
+        )
+    if training.job.image is None:
+        problems.append(
+            "training.job.image: engine batch writes the image into the job definition; set a training image with "
+            "EFA, libfabric and aws-ofi-nccl"
+        )
+    for i, group in enumerate(training.node_groups):
+        it = group.instance
+        if it.accelerator is None or it.accelerator.kind != "gpu":
+            problems.append(
+                f"training.node_groups.{i}.instance_type: engine batch runs on the ECS GPU AMI (NVIDIA types), got "
+                f"{it.name}; pick e.g. p5.48xlarge or p4d.24xlarge, or use engine eks for Trainium"
+            )
+        if group.capacity.type == "spot":
+            problems.append(
+                f"training.node_groups.{i}.capacity: AWS Batch multi-node parallel jobs do not run on Spot compute "
+                "environments; use on_demand, capacity_reservation or capacity_block"
+            )
+    return problems

@@ -1,0 +1,313 @@
+"""`BatchMultiNodeTraining`: AWS Batch multi-node parallel (MNP) training on EFA instances.
+
+A managed EC2 compute environment (never Spot: MNP jobs do not run on Spot compute environments) launches the
+instances from a launch template with every EFA the catalog lays out, in a cluster placement group unless a
+reservation fixes placement; a job queue; a `multinode` job definition that runs `torchrun` on every node with one
+`/dev/infiniband/uverbsN` device per EFA, FSx for Lustre at /fsx, logs in a KMS-encrypted log group.
+
+Usable from any CDK app (no blueprint needed)::
+
+    efa = EfaNetworking(stack, "Efa", vpc=vpc, subnet=subnet)
+    BatchMultiNodeTraining(stack, "Batch", name="train", subnet=subnet, efa=efa, security_groups=[egress_sg],
+                           key=key, instance_type="p5.48xlarge", max_nodes=4, image="<training image>")
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+from aws_cdk import Acknowledgment, Aws, Fn, RemovalPolicy, Stack, Validations
+from aws_cdk import aws_batch as batch
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from mlstack.catalog import efa_interface_count, get_instance
+from mlstack.constructs.training.efa import EfaNetworking
+
+FSX_PATH = "/fsx"
+TORCHRUN_PORT = 29500
+_BOUNDARY = "==MLSTACK-BATCH=="
+
+
+def uverbs_devices(instance_type: str) -> list[batch.CfnJobDefinition.DeviceProperty]:
+    """One `/dev/infiniband/uverbsN` per EFA of the type (the container path must equal the host path)."""
+    return [
+        batch.CfnJobDefinition.DeviceProperty(
+            host_path=f"/dev/infiniband/uverbs{i}",
+            container_path=f"/dev/infiniband/uverbs{i}",
+            permissions=["READ", "WRITE", "MKNOD"],
+        )
+        for i in range(efa_interface_count(instance_type))
+    ]
+
+
+def torchrun_command(script: str, processes_per_node: int) -> list[str]:
+    """The container command: torchrun with Batch's MNP variables (the main node has no MAIN_NODE address)."""
+    return [
+        "bash",
+        "-c",
+        "exec torchrun --nnodes=${AWS_BATCH_JOB_NUM_NODES} --node_rank=${AWS_BATCH_JOB_NODE_INDEX} "
+        f"--nproc_per_node={processes_per_node} "
+        "--master_addr=${AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS:-$(hostname -i | cut -d' ' -f1)} "
+        f"--master_port={TORCHRUN_PORT} {script}",
+    ]
+
+
+class BatchMultiNodeTraining(Construct):
+    """Compute environment, launch template, job queue, multi-node job definition and job log group.
+
+    Props (keyword):
+    - `name`: suffix of the queue and job definition names.
+    - `subnet`, `efa`: the one subnet and the EFA networking (security group, placement group or None).
+    - `security_groups`: more groups on every interface, e.g. one with outbound access (default none).
+    - `key`: encrypts the root volume and the log group.
+    - `instance_type`: EC2 name; `max_nodes`: compute environment ceiling (max vCPUs = nodes x vCPUs).
+    - `nodes`: nodes per job (default `max_nodes`); `image`, `script`: the container and torchrun entry point.
+    - `capacity_reservation_id`, `capacity_block`: launch into an ODCR or a Capacity Block (default on-demand).
+    - `fsx_dns_name`, `fsx_mount_name`: FSx for Lustre mounted at /fsx on the host and in the container.
+    - `image_type`: Batch ECS AMI type (default `ECS_AL2_NVIDIA`, the GPU AMI).
+    - `root_volume_gib` (default 200), `shared_memory_mib` (default 49152), `log_retention` (default 90 days),
+      `queue_priority` (default 1), `removal_policy` of the log group (default RETAIN).
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        name: str,
+        subnet: ec2.ISubnet,
+        efa: EfaNetworking,
+        key: kms.IKey,
+        instance_type: str,
+        max_nodes: int,
+        image: str,
+        security_groups: Sequence[ec2.ISecurityGroup] = (),
+        nodes: int | None = None,
+        script: str = "/fsx/code/train.py",
+        capacity_reservation_id: str | None = None,
+        capacity_block: bool = False,
+        fsx_dns_name: str | None = None,
+        fsx_mount_name: str | None = None,
+        image_type: Literal["ECS_AL2_NVIDIA", "ECS_AL2", "ECS_AL2023"] = "ECS_AL2_NVIDIA",
+        root_volume_gib: int = 200,
+        shared_memory_mib: int = 49152,
+        log_retention: logs.RetentionDays = logs.RetentionDays.THREE_MONTHS,
+        queue_priority: int = 1,
+        removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        if capacity_block and capacity_reservation_id is None:
+            raise ValueError("capacity_block needs capacity_reservation_id (the Capacity Block's cr-... ID)")
+        if efa.placement_group is not None and capacity_reservation_id is not None:
+            raise ValueError("a placement group cannot be combined with a reservation: build EfaNetworking without one")
+        it = get_instance(instance_type)
+        self.instance_type = it.name
+        self.nodes = nodes or max_nodes
+
+        self.instance_role = iam.Role(
+            self,
+            "InstanceRole",
+            assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
+            managed_policies=[
+                iam.ManagedPolicy.from_aws_managed_policy_name("service-role/AmazonEC2ContainerServiceforEC2Role")
+            ],
+            description="Batch container instances: register with ECS, pull images, write job logs",
+        )
+        Validations.of(self.instance_role).acknowledge(
+            Acknowledgment(
+                id="AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
+                "AmazonEC2ContainerServiceforEC2Role]",
+                reason="the ECS agent on Batch container instances needs it (AWS Batch User Guide, instance role)",
+            )
+        )
+        profile = iam.CfnInstanceProfile(self, "InstanceProfile", roles=[self.instance_role.role_name])
+
+        interfaces = efa.network_interfaces(
+            it.name, extra_security_group_ids=[g.security_group_id for g in security_groups]
+        )
+        reservation = None
+        market = None
+        if capacity_reservation_id is not None:
+            reservation = ec2.CfnLaunchTemplate.CapacityReservationSpecificationProperty(
+                capacity_reservation_target=ec2.CfnLaunchTemplate.CapacityReservationTargetProperty(
+                    capacity_reservation_id=capacity_reservation_id
+                )
+            )
+        if capacity_block:
+            market = ec2.CfnLaunchTemplate.InstanceMarketOptionsProperty(market_type="capacity-block")
+        self.launch_template = ec2.CfnLaunchTemplate(
+            self,
+            "LaunchTemplate",
+            launch_template_data=ec2.CfnLaunchTemplate.LaunchTemplateDataProperty(
+                network_interfaces=interfaces,
+                metadata_options=ec2.CfnLaunchTemplate.MetadataOptionsProperty(
+                    http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=2
+                ),
+                block_device_mappings=[
+                    ec2.CfnLaunchTemplate.BlockDeviceMappingProperty(
+                        device_name="/dev/xvda",
+                        ebs=ec2.CfnLaunchTemplate.EbsProperty(
+                            volume_size=root_volume_gib,
+                            volume_type="gp3",
+                            encrypted=True,
+                            kms_key_id=key.key_arn,
+                            delete_on_termination=True,
+                        ),
+                    )
+                ],
+                user_data=_user_data(fsx_dns_name, fsx_mount_name),
+                capacity_reservation_specification=reservation,
+                instance_market_options=market,
+            ),
+        )
+        self.compute_environment = batch.CfnComputeEnvironment(
+            self,
+            "ComputeEnvironment",
+            type="MANAGED",
+            state="ENABLED",
+            replace_compute_environment=False,
+            compute_resources=batch.CfnComputeEnvironment.ComputeResourcesProperty(
+                type="EC2",
+                allocation_strategy="BEST_FIT",
+                minv_cpus=0,
+                maxv_cpus=max_nodes * it.vcpus,
+                instance_types=[it.name],
+                subnets=[subnet.subnet_id],
+                instance_role=profile.attr_arn,
+                launch_template=batch.CfnComputeEnvironment.LaunchTemplateSpecificationProperty(
+                    launch_template_id=self.launch_template.ref,
+                    version=self.launch_template.attr_latest_version_number,
+                ),
+                placement_group=efa.placement_group.placement_group_name if efa.placement_group else None,
+                ec2_configuration=[batch.CfnComputeEnvironment.Ec2ConfigurationObjectProperty(image_type=image_type)],
+            ),
+        )
+        self.job_queue = batch.CfnJobQueue(
+            self,
+            "JobQueue",
+            job_queue_name=f"{Stack.of(self).stack_name}-{name}",
+            priority=queue_priority,
+            state="ENABLED",
+            compute_environment_order=[
+                batch.CfnJobQueue.ComputeEnvironmentOrderProperty(
+                    order=1, compute_environment=self.compute_environment.ref
+                )
+            ],
+        )
+        self.log_group = logs.LogGroup(
+            self, "JobLogs", retention=log_retention, encryption_key=key, removal_policy=removal_policy
+        )
+        self.job_role = iam.Role(
+            self,
+            "JobRole",
+            assumed_by=iam.ServicePrincipal("ecs-tasks.amazonaws.com"),
+            description="Training containers: no permissions until you grant some (e.g. read a dataset bucket)",
+        )
+        self.job_definition = batch.CfnJobDefinition(
+            self,
+            "JobDefinition",
+            type="multinode",
+            job_definition_name=f"{Stack.of(self).stack_name}-{name}",
+            platform_capabilities=["EC2"],
+            node_properties=batch.CfnJobDefinition.NodePropertiesProperty(
+                main_node=0,
+                num_nodes=self.nodes,
+                node_range_properties=[
+                    batch.CfnJobDefinition.NodeRangePropertyProperty(
+                        target_nodes="0:", container=self._container(image, script, shared_memory_mib, fsx_dns_name)
+                    )
+                ],
+            ),
+            retry_strategy=batch.CfnJobDefinition.RetryStrategyProperty(attempts=1),
+        )
+
+    def _container(
+        self, image: str, script: str, shared_memory_mib: int, fsx_dns_name: str | None
+    ) -> batch.CfnJobDefinition.ContainerPropertiesProperty:
+        it = get_instance(self.instance_type)
+        gpus = it.accelerator.count if it.accelerator is not None and it.accelerator.kind == "gpu" else 0
+        processes = it.accelerator.count if it.accelerator is not None else 1
+        resources = [
+            batch.CfnJobDefinition.ResourceRequirementProperty(type="VCPU", value=str(it.vcpus)),
+            # The ECS agent and the OS keep part of the memory: ask for 90 % of the instance's.
+            batch.CfnJobDefinition.ResourceRequirementProperty(
+                type="MEMORY", value=str(int(it.memory_gib * 1024 * 0.9))
+            ),
+        ]
+        if gpus:
+            resources.append(batch.CfnJobDefinition.ResourceRequirementProperty(type="GPU", value=str(gpus)))
+        volumes = []
+        mounts = []
+        if fsx_dns_name is not None:
+            host = batch.CfnJobDefinition.VolumesHostProperty(source_path=FSX_PATH)
+            volumes.append(batch.CfnJobDefinition.VolumesProperty(name="fsx", host=host))
+            mounts.append(batch.CfnJobDefinition.MountPointsProperty(source_volume="fsx", container_path=FSX_PATH))
+        return batch.CfnJobDefinition.ContainerPropertiesProperty(
+            image=image,
+            command=torchrun_command(script, processes),
+            job_role_arn=self.job_role.role_arn,
+            resource_requirements=resources,
+            linux_parameters=batch.CfnJobDefinition.LinuxParametersProperty(
+                devices=uverbs_devices(self.instance_type), shared_memory_size=shared_memory_mib
+            ),
+            ulimits=[
+                batch.CfnJobDefinition.UlimitProperty(name="memlock", soft_limit=-1, hard_limit=-1),
+                batch.CfnJobDefinition.UlimitProperty(name="stack", soft_limit=67108864, hard_limit=67108864),
+                batch.CfnJobDefinition.UlimitProperty(name="nofile", soft_limit=1024000, hard_limit=1024000),
+            ],
+            environment=[
+                batch.CfnJobDefinition.EnvironmentProperty(name="FI_PROVIDER", value="efa"),
+                batch.CfnJobDefinition.EnvironmentProperty(name="FI_EFA_USE_DEVICE_RDMA", value="1"),
+                batch.CfnJobDefinition.EnvironmentProperty(name="NCCL_DEBUG", value="WARN"),
+            ],
+            volumes=volumes or None,
+            mount_points=mounts or None,
+            log_configuration=batch.CfnJobDefinition.LogConfigurationProperty(
+                log_driver="awslogs",
+                options={
+                    "awslogs-group": self.log_group.log_group_name,
+                    "awslogs-region": Aws.REGION,
+                    "awslogs-stream-prefix": "train",
+                },
+            ),
+            privileged=False,
+            readonly_root_filesystem=False,
+        )
+
+
+def _user_data(fsx_dns_name: str | None, fsx_mount_name: str | None) -> str:
+    """MIME multi-part user data (Batch merges it with its own): install the EFA software (the ECS GPU AMI has the
+    NVIDIA driver but not the EFA driver) and mount FSx for Lustre at /fsx before the ECS agent starts jobs."""
+    lines = [
+        "MIME-Version: 1.0",
+        f'Content-Type: multipart/mixed; boundary="{_BOUNDARY}"',
+        "",
+        f"--{_BOUNDARY}",
+        'Content-Type: text/x-shellscript; charset="us-ascii"',
+        "",
+        "#!/bin/bash",
+        "set -euo pipefail",
+        "cd /tmp",
+        "curl -fsSLO https://efa-installer.amazonaws.com/aws-efa-installer-latest.tar.gz",
+        "tar -xf aws-efa-installer-latest.tar.gz",
+        "(cd aws-efa-installer && ./efa_installer.sh -y)",
+    ]
+    parts: list[str] = ["\n".join(lines) + "\n"]
+    if fsx_dns_name is not None and fsx_mount_name is not None:
+        parts += [
+            "amazon-linux-extras install -y lustre || dnf install -y lustre-client\n",
+            f"mkdir -p {FSX_PATH}\n",
+            "echo '",
+            fsx_dns_name,
+            "@tcp:/",
+            fsx_mount_name,
+            f" {FSX_PATH} lustre defaults,_netdev,flock,noatime 0 0' >> /etc/fstab\n",
+            f"mount {FSX_PATH}\n",
+        ]
+    parts.append(f"--{_BOUNDARY}--\n")
+    return Fn.base64(Fn.join("", parts))

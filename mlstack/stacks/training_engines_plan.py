@@ -1,0 +1,134 @@
+"""The `mlstack plan` part of the HyperPod (Slurm) and Batch training engines (`training.engine`).
+
+Imports no CDK. HyperPod bills `ml.*` instances at SageMaker HyperPod rates, which the catalog does not hold (it
+holds EC2 prices): those costs stay unknown instead of being guessed. SageMaker Service Quotas codes are not in
+the catalog either: each quota is named and its code shown as 'unknown'.
+"""
+
+from __future__ import annotations
+
+from mlstack.catalog import efa_interface_count
+from mlstack.catalog.instances import catalog
+from mlstack.config import BlueprintConfig
+from mlstack.config.training import TrainingConfig
+from mlstack.config.training_engines import BatchConfig, HyperPodConfig
+from mlstack.plan import HOURS_PER_MONTH, Cost, Plan, Quota, Resource
+from mlstack.stacks.training_plan import (
+    FSX_PRICE_PER_GIB_MONTH,
+    FSX_PRICE_SOURCE,
+    ON_DEMAND_QUOTAS,
+    memory_warnings,
+    quota_family,
+)
+
+STACK = "TrainingClusterStack"
+HYPERPOD_PRICE_SOURCE = (
+    "SageMaker HyperPod ml.* rates (Amazon SageMaker pricing page, HyperPod tab) are not in mlstack's catalog; "
+    "look them up for the region"
+)
+
+
+def plan_training_engine(config: BlueprintConfig, plan: Plan) -> None:
+    """The training part of the plan for `training.engine` hyperpod-slurm or batch."""
+    training = config.training
+    if training is None:
+        return
+    if training.engine == "hyperpod-slurm":
+        _plan_hyperpod(config, training, plan)
+    elif training.engine == "batch":
+        _plan_batch(config, training, plan)
+    _plan_fsx(config, training, plan)
+    plan.warnings.extend(memory_warnings(training))
+
+
+def _plan_hyperpod(config: BlueprintConfig, training: TrainingConfig, plan: Plan) -> None:
+    hyperpod = training.hyperpod or HyperPodConfig()
+    zone = training.zone_of(training.node_groups[0], config.zones)
+    plan.resources.append(
+        Resource(
+            STACK,
+            "HyperPod cluster",
+            f"{config.name}: Slurm via lifecycle scripts, node recovery {hyperpod.node_recovery}, one subnet in {zone}",
+        )
+    )
+    plan.resources.append(Resource(STACK, "S3 bucket", "sagemaker-* lifecycle scripts, KMS, versioned"))
+    plan.resources.append(Resource(STACK, "IAM role", "HyperPod execution role (scripts bucket, ENIs, logs, SSM)"))
+    plan.resources.append(Resource(STACK, "EFA security group", "all traffic to/from itself"))
+    groups = [("controller", hyperpod.controller.instance_type, hyperpod.controller.count)]
+    if hyperpod.login is not None:
+        groups.append(("login", hyperpod.login.instance_type, hyperpod.login.count))
+    groups += [(g.name, g.instance_type, g.desired_size) for g in training.node_groups]
+    rows: list[str] = []
+    counts: dict[str, int] = {}
+    for name, instance_type, count in groups:
+        ml = f"ml.{instance_type}"
+        efa = efa_interface_count(instance_type)
+        rows.append(f"{name}: {ml} x {count}" + (f"; {efa} EFA per node (HyperPod attaches them)" if efa else ""))
+        plan.resources.append(Resource(STACK, "Instance group", f"{name}: {ml}", count))
+        plan.costs.append(Cost(f"{ml} {name} (HyperPod)", count, None, None, HYPERPOD_PRICE_SOURCE))
+        counts[ml] = counts.get(ml, 0) + count
+    for ml, count in sorted(counts.items()):
+        plan.quotas.append(Quota("sagemaker", f"{ml} for cluster usage", "unknown", count, "instances"))
+    plan.warnings.append(
+        "HyperPod ml.* prices and SageMaker quota codes are not in the catalog: price each instance group on the "
+        "SageMaker pricing page and find each quota by its name (e.g. 'ml.p5.48xlarge for cluster usage', not "
+        "verified offline) in Service Quotas, service sagemaker"
+    )
+    checks = "InstanceStress (+ InstanceConnectivity on EFA groups)" if hyperpod.deep_health_checks else "off"
+    rows.append(f"deep health checks on accelerated workers: {checks}; threads per core {hyperpod.threads_per_core}")
+    if hyperpod.training_plan_arn:
+        rows.append(f"workers use training plan {hyperpod.training_plan_arn}")
+    plan.details.setdefault("sections", []).append(("HyperPod instance groups", rows))
+
+
+def _plan_batch(config: BlueprintConfig, training: TrainingConfig, plan: Plan) -> None:
+    settings = training.batch or BatchConfig()
+    group = training.node_groups[0]
+    it = group.instance
+    nodes = training.job.nodes or group.max_size
+    efa = efa_interface_count(it.name)
+    placement = "cluster placement group" if group.efa and group.uses_placement_group else "no placement group"
+    plan.resources += [
+        Resource(STACK, "Batch compute environment", f"managed EC2 {it.name}, 0..{group.max_size} nodes, {placement}"),
+        Resource(STACK, "Launch template", f"{efa} EFA interfaces, IMDSv2, encrypted gp3 root"),
+        Resource(STACK, "Batch job queue", f"priority {settings.job_queue_priority}"),
+        Resource(STACK, "Batch job definition", f"multinode, {nodes} nodes, torchrun, {efa} uverbs devices"),
+        Resource(STACK, "Log group", f"job logs, {settings.log_retention_days} days, KMS"),
+    ]
+    price = it.price_per_hour if group.capacity.type in ("on_demand", "capacity_reservation") else None
+    # minvCpus 0: no instance runs between jobs, so the standing cost is zero; a job's cost is shown beside it.
+    plan.costs.append(
+        Cost(
+            f"{it.name} {group.name} (idle between jobs)",
+            0,
+            price,
+            it.price_date if price is not None else None,
+            catalog().sources.get(it.price_source, it.price_source),
+        )
+    )
+    job_cost = "unknown" if price is None else f"${price * nodes:,.2f}/hour"
+    family = quota_family(it)
+    if family in ON_DEMAND_QUOTAS and group.capacity.type != "capacity_block":
+        name, code = ON_DEMAND_QUOTAS[family]
+        plan.quotas.append(Quota("ec2", name, code, it.vcpus * group.max_size, "vCPU (at max_size)"))
+    plan.details.setdefault("sections", []).append(
+        (
+            "Batch",
+            [
+                f"{group.name}: {it.name}, {efa} EFA per node, {nodes} nodes per job, capacity {group.capacity.type}",
+                f"a {nodes}-node job costs {job_cost} while it runs; instances run only while a job does "
+                "(minvCpus 0); AWS Batch itself has no charge",
+            ],
+        )
+    )
+
+
+def _plan_fsx(config: BlueprintConfig, training: TrainingConfig, plan: Plan) -> None:
+    fsx = training.fsx
+    if fsx is None:
+        return
+    plan.resources.append(Resource(STACK, "FSx for Lustre", f"{fsx.deployment_type} {fsx.storage_capacity_gib} GiB"))
+    monthly = FSX_PRICE_PER_GIB_MONTH[fsx.per_unit_storage_throughput] * fsx.storage_capacity_gib
+    plan.costs.append(
+        Cost(f"FSx for Lustre {fsx.storage_capacity_gib} GiB", 1, monthly / HOURS_PER_MONTH, None, FSX_PRICE_SOURCE)
+    )

@@ -1,0 +1,62 @@
+"""`mlstack acceptance` (render the nccl-tests job), `mlstack nccl-check` (read its log) and
+`mlstack deepspeed-config` (the ZeRO config the training job gets)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from mlstack import config as blueprint_config
+from mlstack.errors import InputError
+from mlstack.workloads import nccl
+from mlstack.workloads.deepspeed_config import deepspeed_config
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("acceptance", help="nccl-tests all-reduce job per EFA GPU node group (kubectl apply -f -)")
+    p.add_argument("blueprint", help="name or path of a training blueprint")
+    p.add_argument("--image", default=nccl.IMAGE_PLACEHOLDER, help="nccl-tests image (runtime/containers/)")
+    p.set_defaults(handler=cmd_acceptance)
+
+    p = sub.add_parser("nccl-check", help="read all_reduce_perf output: PASS/FAIL against the expectation")
+    p.add_argument("log", nargs="?", default="-", help="file with the launcher's log (default: stdin)")
+    p.add_argument("--instance-type", required=True, help="the node group's instance type, e.g. p5.48xlarge")
+    p.add_argument("--expect-gbytes", type=float, default=None, help="minimum busbw, GB/s, at the largest size")
+    p.set_defaults(handler=cmd_nccl_check)
+
+    p = sub.add_parser("deepspeed-config", help="DeepSpeed ZeRO config from a blueprint's training.model")
+    p.add_argument("blueprint", help="name or path of a training blueprint")
+    p.set_defaults(handler=cmd_deepspeed_config)
+
+
+def cmd_acceptance(args: argparse.Namespace) -> int:
+    config = blueprint_config.load(args.blueprint)
+    docs = nccl.render_acceptance(config, args.image)
+    if not docs:
+        raise InputError(
+            f"blueprint {config.name!r} has no GPU node group with EFA and max_size >= {nccl.MIN_NODES}: "
+            "nothing for nccl-tests to check across nodes"
+        )
+    sys.stdout.write(yaml.safe_dump_all(docs, sort_keys=False, default_flow_style=False))
+    return 0
+
+
+def cmd_nccl_check(args: argparse.Namespace) -> int:
+    text = sys.stdin.read() if args.log == "-" else Path(args.log).read_text(encoding="utf-8")
+    result = nccl.verdict(nccl.parse(text), instance_type=args.instance_type, expected_gbytes=args.expect_gbytes)
+    print(result.summary())
+    return 0 if result.passed else 1
+
+
+def cmd_deepspeed_config(args: argparse.Namespace) -> int:
+    config = blueprint_config.load(args.blueprint)
+    if config.training is None or config.training.model is None:
+        raise InputError(f"blueprint {config.name!r} has no training.model section to size ZeRO from")
+    model = config.training.model
+    print(json.dumps(deepspeed_config(zero_stage=model.zero_stage, precision=model.precision), indent=2))
+    return 0

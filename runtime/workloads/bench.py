@@ -1,0 +1,118 @@
+"""`make bench-workloads`: gradient compression on the reference LM, and OpenVINO fp32 vs int8 serving.
+
+One run per DDP hook with the same seed, data and steps (2 CPU processes over gloo): bytes handed to the
+all-reduce per step (after PowerSGD's warm-up steps), median step time and final loss, each against
+uncompressed fp32 DDP. Then a compute-bound MLP (random weights; throughput does not depend on their values)
+compiled by OpenVINO for this CPU in fp32 and NNCF int8: batch-1 latency and batch-64 throughput.
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import openvino as ov
+
+from runtime.workloads import launch
+from runtime.workloads.serve import convert
+
+STEPS = 60
+WARMUP = 4
+"""PowerSGD sends plain all-reduces before start_powerSGD_iter (2 here); bytes are averaged after step 4."""
+HOOKS = [
+    ("none (fp32)", ["--hook", "none"]),
+    ("fp16", ["--hook", "fp16"]),
+    ("bf16", ["--hook", "bf16"]),
+    ("powersgd r=1", ["--hook", "powersgd", "--powersgd-rank", "1"]),
+    ("powersgd r=4", ["--hook", "powersgd", "--powersgd-rank", "4"]),
+]
+MODEL = ["--d-model", "128", "--layers", "2", "--seq-len", "64", "--batch-size", "8", "--lr", "2e-3"]
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
+    lines = [" | ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))]
+    lines.append("-|-".join("-" * w for w in widths))
+    lines += [" | ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
+    return "\n".join(lines)
+
+
+def bench_training(tmp: Path) -> str:
+    results = {}
+    failed = []
+    for name, args in HOOKS:
+        try:
+            path = tmp / f"{name.split()[0]}-{len(results) + len(failed)}.jsonl"
+            recs = launch.torchrun(path, "--steps", str(STEPS), *MODEL, *args, timeout=300)
+        except RuntimeError as err:  # a run that fails or hangs is reported, not hidden
+            failed.append(f"{name}: {str(err).splitlines()[0][-200:]}")
+            continue
+        results[name] = (
+            statistics.mean(r["comm_bytes"] for r in recs[WARMUP:]),
+            statistics.median(r["step_time_s"] for r in recs[WARMUP:]),
+            recs[-1]["loss"],
+        )
+    base_bytes, _, base_loss = results["none (fp32)"]
+    rows = [
+        [
+            name,
+            f"{b:,.0f}",
+            f"{base_bytes / b:.1f}x",
+            f"{1000 * t:.1f}",
+            f"{loss:.4f}",
+            f"{100 * (loss - base_loss) / base_loss:+.2f}%",
+        ]
+        for name, (b, t, loss) in results.items()
+    ]
+    head = f"Gradient compression: TinyLM d=128, 2 layers, 2 ranks gloo/CPU, {STEPS} steps, seed 0"
+    table = _table(["hook", "bytes/step/rank", "fewer bytes", "step ms (median)", "final loss", "vs fp32"], rows)
+    return f"{head}\n{table}" + "".join(f"\nFAILED {f}" for f in failed)
+
+
+def _timeit(compiled: ov.CompiledModel, x: np.ndarray, seconds: float) -> list[float]:
+    request = compiled.create_infer_request()
+    request.infer([x])  # first call allocates
+    times = []
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        t0 = time.perf_counter()
+        request.infer([x])
+        times.append(time.perf_counter() - t0)
+    return times
+
+
+def bench_openvino(seconds: float = 3.0) -> str:
+    rng = np.random.default_rng(0)
+    features = 1024
+    torch_model = convert.mlp(features, 4096, 1000, layers=3).eval()
+    fp32 = convert.to_openvino(torch_model, features)
+    int8 = convert.quantize_int8(fp32, rng.standard_normal((300, features), dtype=np.float32))
+    core = ov.Core()
+    cfg = {"INFERENCE_NUM_THREADS": 1, "INFERENCE_PRECISION_HINT": "f32"}
+    rows = []
+    base = 0.0
+    for name, model in (("fp32", fp32), ("int8 (NNCF PTQ)", int8)):
+        compiled = core.compile_model(model, "CPU", cfg)
+        lat = _timeit(compiled, rng.standard_normal((1, features), dtype=np.float32), seconds)
+        thr = _timeit(compiled, rng.standard_normal((64, features), dtype=np.float32), seconds)
+        per_s = 64 / statistics.median(thr)
+        base = base or per_s
+        p50, p99 = np.percentile(lat, [50, 99]) * 1000
+        rows.append([name, f"{p50:.3f}", f"{p99:.3f}", f"{per_s:,.0f}", f"{per_s / base:.2f}x"])
+    head = "OpenVINO on this CPU, 1 inference thread: MLP 1024-4096-4096-4096-1000 (~46 MFLOP/sample)"
+    return f"{head}\n" + _table(["precision", "latency p50 ms (b=1)", "p99 ms", "samples/s (b=64)", "speed-up"], rows)
+
+
+def main() -> int:
+    with tempfile.TemporaryDirectory() as tmp:
+        print(bench_training(Path(tmp)), flush=True)
+    print()
+    print(bench_openvino())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

