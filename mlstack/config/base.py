@@ -7,6 +7,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from mlstack.constructs.common import pascal_id
+
+__all__ = ["StrictModel", "pascal_id"]
+
 
 class StrictModel(BaseModel):
     """A blueprint section. Unknown keys are errors, so a typo never silently falls back to a default."""
@@ -27,12 +31,3 @@ def every_problem(title: str, problems: list[str], value: dict[str, Any]) -> Val
             for p in problems
         ],
     )
-
-
-def pascal_id(name: str) -> str:
-    """A blueprint name as a CDK construct ID: `p5-a` -> `P5A`, `ecr.api` -> `EcrApi`.
-
-    The one spelling every construct ID derived from a user's name uses; changing it renames logical IDs
-    (and so replaces resources), which the snapshot and pinned-ID tests would show.
-    """
-    return "".join(part.capitalize() for part in name.replace(".", "-").split("-"))

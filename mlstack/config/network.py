@@ -9,6 +9,7 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator, model_validator
 
 from mlstack.config.base import StrictModel
+from mlstack.constructs.common import LOG_RETENTION_DAYS
 
 # Interface endpoint keys a blueprint may ask for, mapped to the service name suffix
 # (com.amazonaws.<region>.<suffix>). Kept in the config layer so validation needs no CDK import.
@@ -139,32 +140,6 @@ def default_interface_endpoints(
             keys.append(key)
     return keys
 
-
-# CloudWatch Logs accepts only these retention periods (PutRetentionPolicy API).
-LOG_RETENTION_DAYS = (
-    1,
-    3,
-    5,
-    7,
-    14,
-    30,
-    60,
-    90,
-    120,
-    150,
-    180,
-    365,
-    400,
-    545,
-    731,
-    1096,
-    1827,
-    2192,
-    2557,
-    2922,
-    3288,
-    3653,
-)
 
 _AZ_NAME = re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-\d[a-z]$")
 _AZ_ID = re.compile(r"^[a-z]{2,4}\d-az\d{1,2}$")

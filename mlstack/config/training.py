@@ -16,8 +16,8 @@ from pydantic import Field, field_validator, model_validator
 from mlstack.catalog import InstanceType, get_instance
 from mlstack.catalog.memory import MAX_PARAMS
 from mlstack.config.base import StrictModel, pascal_id
-from mlstack.config.network import LOG_RETENTION_DAYS
 from mlstack.config.training_engines import BatchConfig, Engine, HyperPodConfig, engine_problems, engine_zone_problems
+from mlstack.constructs.common import LOG_RETENTION_DAYS
 from mlstack.errors import CatalogError
 
 if TYPE_CHECKING:

@@ -17,7 +17,7 @@ from pydantic import Field, field_validator
 from mlstack import resources
 from mlstack.catalog import get_instance
 from mlstack.config.base import StrictModel
-from mlstack.config.network import LOG_RETENTION_DAYS
+from mlstack.constructs.common import LOG_RETENTION_DAYS
 from mlstack.errors import CatalogError
 
 if TYPE_CHECKING:

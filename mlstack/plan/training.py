@@ -14,8 +14,8 @@ from mlstack.catalog.prices import MAX_PRICE_AGE_DAYS, DatedPrice, oldest, stale
 from mlstack.catalog.prices import price as ec2_price
 from mlstack.config import BlueprintConfig
 from mlstack.config.training import NodeGroupConfig, TrainingConfig
-from mlstack.constructs.training.job import render_job_yaml
-from mlstack.constructs.training.kube import UPDATE_STRATEGY
+from mlstack.k8s.job import render_job_yaml
+from mlstack.k8s.kube import UPDATE_STRATEGY
 from mlstack.plan.model import HOURS_PER_MONTH, Cost, Plan, Quota, Resource
 
 STACK = "TrainingClusterStack"

@@ -12,8 +12,8 @@ from mlstack.catalog.instances import catalog
 from mlstack.config import BlueprintConfig
 from mlstack.config.training import TrainingConfig
 from mlstack.config.training_engines import HYPERPOD_ENGINES, BatchConfig, HyperPodConfig
-from mlstack.constructs.training.job import render_job_yaml
 from mlstack.constructs.training.versions import HYPERPOD_CHART_INSTALL
+from mlstack.k8s.job import render_job_yaml
 from mlstack.plan.model import HOURS_PER_MONTH, Cost, Plan, Quota, Resource
 from mlstack.plan.training import (
     ADMIN_HOST_TYPE,

@@ -123,16 +123,8 @@ class InferenceStack(MlStack):
                 conditions={"StringEquals": {"aws:SourceAccount": self.account}, "ArnLike": {"aws:SourceArn": alarms}},
             )
         )
-        # CloudWatch encrypts what it publishes to a KMS-encrypted topic with the topic's key (SNS guide,
-        # "Configure AWS KMS permissions for AWS services").
-        network.key.add_to_resource_policy(
-            iam.PolicyStatement(
-                sid="AllowCloudWatchAlarmsToEncryptedTopics",
-                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
-                actions=["kms:Decrypt", "kms:GenerateDataKey*"],
-                resources=["*"],
-            )
-        )
+        # CloudWatch encrypts what it publishes to the topic with the topic's key: NetworkStack, which owns the key,
+        # allows it (`ProjectKey.allow_cloudwatch_alarms_to_sns`).
         for email in emails:
             topic.add_subscription(subscriptions.EmailSubscription(email))
         CfnOutput(self, "AlarmTopicArn", value=topic.topic_arn)

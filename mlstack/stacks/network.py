@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import Duration, Stack
-from aws_cdk import aws_iam as iam
-from aws_cdk import aws_kms as kms
+from aws_cdk import Duration
+from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
 from mlstack.config import BlueprintConfig
-from mlstack.constructs.network.ml_vpc import MlVpc
+from mlstack.config.network import INTERFACE_ENDPOINTS
+from mlstack.constructs.network.ml_vpc import MlVpc, retention
+from mlstack.constructs.security.project_key import ProjectKey
 from mlstack.stacks.base import MlStack
 
 
@@ -33,34 +34,36 @@ class NetworkStack(MlStack):
             termination_protection=blueprint.retain,
             **kwargs,
         )
-        self.key = kms.Key(
+        self.key = ProjectKey(
             self,
             "ProjectKey",
             description=f"mlstack {blueprint.name}: encrypts volumes, logs, file systems and buckets",
-            enable_key_rotation=True,
             alias=f"alias/mlstack/{blueprint.name}",
             removal_policy=self.removal_policy,
             pending_window=Duration.days(30 if blueprint.retain else 7),
         )
-        # CloudWatch Logs encrypts log groups of this account and region with the key (flow logs, EKS, ...).
-        stack = Stack.of(self)
-        logs_arn = f"arn:{stack.partition}:logs:{stack.region}:{stack.account}:*"
-        self.key.add_to_resource_policy(
-            iam.PolicyStatement(
-                sid="AllowCloudWatchLogs",
-                principals=[iam.ServicePrincipal(f"logs.{stack.region}.amazonaws.com")],
-                actions=["kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:Describe*"],
-                resources=["*"],
-                conditions={"ArnLike": {"kms:EncryptionContext:aws:logs:arn": logs_arn}},
-            )
-        )
+        # The key policy grows with the layers the blueprint has; only this stack, the key's owner, edits it.
+        if blueprint.training is not None:
+            # Managed node groups launch through EC2 Auto Scaling with volumes encrypted with this key.
+            self.key.allow_ebs_through_ec2()
+        if blueprint.inference is not None:
+            # The inference stack's alarm topic is encrypted with this key.
+            self.key.allow_cloudwatch_alarms_to_sns()
+        network = blueprint.network
         self.network = MlVpc(
             self,
             "Network",
-            network=blueprint.network,
             zones=blueprint.zones,
-            zones_are_ids=blueprint.network.uses_az_ids,
+            zones_are_ids=network.uses_az_ids,
             key=self.key,
+            cidr=str(network.cidr),
+            nat_gateways=network.nat_gateways,
+            private_subnet_mask=network.private_subnet_mask,
+            # Each allowed blueprint key is the endpoint's service name suffix (com.amazonaws.<region>.<key>).
+            interface_endpoints=[INTERFACE_ENDPOINTS[k] for k in network.interface_endpoints],
+            gateway_endpoints=network.gateway_endpoints,
+            flow_log_retention=retention(network.flow_logs.retention_days),
+            flow_log_traffic=ec2.FlowLogTrafficType[network.flow_logs.traffic],
             removal_policy=self.removal_policy,
         )
         self.vpc = self.network.vpc

@@ -7,21 +7,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import Annotations, Stack
-from aws_cdk import aws_ec2 as ec2
-from aws_cdk import aws_iam as iam
+from aws_cdk import Annotations
 from constructs import Construct
 
 from mlstack.config import BlueprintConfig
-from mlstack.config.training import TrainingConfig
-from mlstack.config.training import construct_id as _construct_id
-from mlstack.constructs.scanners import skip_checkov
-from mlstack.constructs.storage.fsx_lustre import FsxLustre
+from mlstack.config.training import FsxConfig, TrainingConfig
+from mlstack.constructs.network.ml_vpc import retention
+from mlstack.constructs.storage.fsx_lustre import DataRepository, FsxLustre
 from mlstack.constructs.training.admin_host import ClusterAdminHost
-from mlstack.constructs.training.cluster import TrainingCluster
-from mlstack.constructs.training.efa import EfaNetworking
-from mlstack.constructs.training.job import FSX_CLAIM
-from mlstack.constructs.training.node_group import AcceleratedNodeGroup
+from mlstack.constructs.training.cluster import SystemNodes, TrainingCluster
+from mlstack.constructs.training.node_group import Capacity
+from mlstack.k8s.job import FSX_CLAIM
 from mlstack.plan.training import ADMIN_HOST_TYPE, cluster_name, memory_warnings
 from mlstack.stacks.base import MlStack
 from mlstack.stacks.network import NetworkStack
@@ -55,20 +51,13 @@ class TrainingClusterStack(MlStack):
         zones = blueprint.zones
         vpc = network.vpc
         key = network.key
-        _allow_ebs_encryption_by_autoscaling(network)
 
+        cluster_config = training.cluster
         self.cluster = TrainingCluster(
-            self,
-            "Training",
-            vpc=vpc,
-            subnets=network.network.private_subnets,
-            key=key,
-            config=training,
-            cluster_name=cluster_name(blueprint),
-            removal_policy=self.removal_policy,
+            self, "Training", **cluster_props(blueprint, network), removal_policy=self.removal_policy
         )
         self.admin_host: ClusterAdminHost | None = None
-        if training.cluster.admin_host:
+        if cluster_config.admin_host:
             self.admin_host = ClusterAdminHost(
                 self,
                 "AdminHost",
@@ -76,37 +65,28 @@ class TrainingClusterStack(MlStack):
                 subnet=network.network.private_subnets[0],
                 key=key,
                 cluster=self.cluster.cluster,
-                kubernetes_version=training.cluster.kubernetes_version,
+                kubernetes_version=cluster_config.kubernetes_version,
                 instance_type=ADMIN_HOST_TYPE,
             )
-        self.efa: dict[str, EfaNetworking] = {}
-        self.node_groups: dict[str, AcceleratedNodeGroup] = {}
         for group in training.node_groups:
-            subnets = [network.network.subnet_in(z) for z in training.zones_of(group, zones)]
-            efa = None
-            if group.efa:
-                efa = EfaNetworking(
-                    self,
-                    f"{_construct_id(group.name)}Efa",
-                    vpc=vpc,
-                    subnet=subnets[0],
-                    placement_group=group.uses_placement_group,
-                )
-                self.efa[group.name] = efa
-            self.node_groups[group.name] = AcceleratedNodeGroup(
-                self,
-                f"{_construct_id(group.name)}Nodes",
-                cluster=self.cluster.cluster_ref,
-                config=group,
-                subnets=subnets,
-                key=key,
-                cluster_security_group_id=self.cluster.cluster_security_group_id,
-                efa=efa,
+            capacity = group.capacity
+            # In the stack's scope, where earlier releases created them: their logical IDs stay put.
+            self.cluster.add_accelerated_node_group(
+                group.name,
+                scope=self,
+                instance_type=group.instance_type,
+                subnets=[network.network.subnet_in(z) for z in training.zones_of(group, zones)],
+                efa=group.efa,
+                placement_group=group.uses_placement_group,
+                efa_on_every_card=group.efa_on_every_card,
+                capacity=Capacity(capacity.type, capacity.reservation_id, capacity.placement_group_name),
+                desired_size=group.desired_size,
+                min_size=group.min_size,
+                max_size=group.max_size,
+                root_volume_gib=group.root_volume_gib,
             )
-            # Like the system nodes: a node that starts before the CNI, kube-proxy and Pod Identity agent add-ons
-            # exist cannot give its pods IPs.
-            for addon in self.cluster.node_prerequisites:
-                self.node_groups[group.name].nodegroup.node.add_dependency(addon)
+        self.node_groups = self.cluster.node_groups
+        self.efa = {name: group.efa for name, group in self.node_groups.items() if group.efa is not None}
 
         namespace = training.job.namespace
         self.cluster.add_manifest(
@@ -121,8 +101,8 @@ class TrainingClusterStack(MlStack):
                 vpc=vpc,
                 subnet=network.network.subnet_in(fsx_zone),
                 key=key,
-                config=training.fsx,
-                clients=self._fsx_clients(),
+                clients=self.cluster.node_connections,
+                **fsx_props(training.fsx),
                 removal_policy=self.removal_policy,
             )
             volume = self.cluster.add_manifest(
@@ -134,50 +114,49 @@ class TrainingClusterStack(MlStack):
         for warning in memory_warnings(training):
             Annotations.of(self).add_warning_v2("mlstack:model-fit", warning)
 
-    def _fsx_clients(self) -> ec2.Connections:
-        """Every node that may mount the file system: the EFA group of each EFA node group (on every interface of
-        those nodes) and, when some node group has no EFA, the EKS cluster security group (the only group on such
-        nodes). The job can run on any node group (`training.job.node_group`), so one group is not enough."""
-        groups: list[ec2.ISecurityGroup] = [efa.security_group for efa in self.efa.values()]
-        if any(not group.efa for group in self.training.node_groups):
-            groups.append(self.cluster.cluster.cluster_security_group)
-        return ec2.Connections(security_groups=groups)
 
-
-def _allow_ebs_encryption_by_autoscaling(network: NetworkStack) -> None:
-    """Managed node groups launch through EC2 Auto Scaling; volumes encrypted with a customer-managed key need the
-    key to allow EC2 (on behalf of the account's principals, including the Auto Scaling service-linked role).
-
-    Conditioned like the AWS-managed `aws/ebs` key policy (caller account + via EC2), so no principal has to exist
-    when the policy is written. Added to the project key in NetworkStack.
-    """
-    stack = Stack.of(network)
-    conditions = {
-        "StringEquals": {"kms:CallerAccount": stack.account, "kms:ViaService": f"ec2.{stack.region}.amazonaws.com"}
+def cluster_props(blueprint: BlueprintConfig, network: NetworkStack) -> dict[str, Any]:
+    """The `TrainingCluster` keyword props of the blueprint's `training.cluster` and system node group (every
+    engine that runs an EKS control plane builds it the same way)."""
+    if blueprint.training is None:
+        raise ValueError(f"blueprint {blueprint.name!r} has no training section")
+    cluster_config = blueprint.training.cluster
+    system = blueprint.training.system_node_group
+    return {
+        "vpc": network.vpc,
+        "subnets": network.network.private_subnets,
+        "key": network.key,
+        "cluster_name": cluster_name(blueprint),
+        "kubernetes_version": cluster_config.kubernetes_version,
+        "public_endpoint": cluster_config.endpoint_access != "private",
+        "admin_principal_arns": cluster_config.admin_principal_arns,
+        "support_type": cluster_config.support_type,
+        "control_plane_log_retention": retention(cluster_config.log_retention_days),
+        "system_nodes": SystemNodes(
+            instance_type=system.instance_type,
+            desired_size=system.desired_size,
+            min_size=system.min_size,
+            max_size=system.max_size,
+            disk_size_gib=system.disk_size_gib,
+        ),
     }
-    network.key.add_to_resource_policy(
-        iam.PolicyStatement(
-            sid="AllowEbsThroughEc2",
-            principals=[iam.AnyPrincipal()],
-            actions=["kms:Encrypt", "kms:Decrypt", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:DescribeKey"],
-            resources=["*"],
-            conditions=conditions,
-        )
-    )
-    skip_checkov(
-        network.key,
-        {
-            "CKV_AWS_33": "the two statements with principal * (AllowEbsThroughEc2, AllowEbsGrantsThroughEc2) are "
-            "bounded by kms:CallerAccount = this account and kms:ViaService = ec2.<region>, as in the AWS-managed "
-            "aws/ebs key policy: EC2 Auto Scaling's service-linked role encrypts node volumes without being named",
-        },
-    )
-    network.key.add_to_resource_policy(
-        iam.PolicyStatement(
-            sid="AllowEbsGrantsThroughEc2",
-            principals=[iam.AnyPrincipal()],
-            actions=["kms:CreateGrant"],
-            resources=["*"],
-            conditions={**conditions, "Bool": {"kms:GrantIsForAWSResource": "true"}},
-        )
-    )
+
+
+def fsx_props(fsx: FsxConfig) -> dict[str, Any]:
+    """The `FsxLustre` keyword props of the blueprint's `training.fsx` (every training engine mounts the same)."""
+    repo = fsx.data_repository
+    return {
+        "deployment_type": fsx.deployment_type,
+        "storage_capacity_gib": fsx.storage_capacity_gib,
+        "per_unit_storage_throughput": fsx.per_unit_storage_throughput,
+        "data_compression": fsx.data_compression,
+        "automatic_backup_retention_days": fsx.automatic_backup_retention_days,
+        "data_repository": None
+        if repo is None
+        else DataRepository(
+            s3_path=repo.s3_path,
+            file_system_path=repo.file_system_path,
+            import_events=tuple(repo.import_events),
+            export_events=tuple(repo.export_events),
+        ),
+    }

@@ -19,7 +19,7 @@ from mlstack.constructs.training.batch import BatchMultiNodeTraining
 from mlstack.constructs.training.efa import EfaNetworking
 from mlstack.stacks.base import MlStack
 from mlstack.stacks.network import NetworkStack
-from mlstack.stacks.training import _allow_ebs_encryption_by_autoscaling
+from mlstack.stacks.training import fsx_props
 from mlstack.stacks.training_hyperpod import node_security_group
 
 
@@ -46,7 +46,6 @@ class BatchTrainingStack(MlStack):
             raise ValueError(f"blueprint {blueprint.name!r} has no training section")
         training = blueprint.training
         # Encrypted EBS volumes (extra HyperPod volumes, Batch root volumes) are created through EC2 with the key.
-        _allow_ebs_encryption_by_autoscaling(network)
         settings = training.batch or BatchConfig()
         group = training.node_groups[0]
         subnet = network.network.subnet_in(training.zone_of(group, blueprint.zones))
@@ -63,7 +62,7 @@ class BatchTrainingStack(MlStack):
                 vpc=network.vpc,
                 subnet=network.network.subnet_in(training.fsx_zone(blueprint.zones)),
                 key=network.key,
-                config=training.fsx,
+                **fsx_props(training.fsx),
                 clients=ec2.Connections(security_groups=groups),
                 removal_policy=self.removal_policy,
             )

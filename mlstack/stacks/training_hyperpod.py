@@ -19,7 +19,7 @@ from mlstack.constructs.training.efa import EfaNetworking
 from mlstack.constructs.training.hyperpod import DEEP_HEALTH_CHECKS, HyperPodCluster, HyperPodInstanceGroup
 from mlstack.stacks.base import MlStack
 from mlstack.stacks.network import NetworkStack
-from mlstack.stacks.training import _allow_ebs_encryption_by_autoscaling
+from mlstack.stacks.training import fsx_props
 
 FSX_MOUNT_PATH = "/fsx"
 
@@ -81,7 +81,6 @@ class HyperPodTrainingStack(MlStack):
             raise ValueError(f"blueprint {blueprint.name!r} has no training section")
         training = blueprint.training
         # Encrypted EBS volumes (extra HyperPod volumes, Batch root volumes) are created through EC2 with the key.
-        _allow_ebs_encryption_by_autoscaling(network)
         hyperpod = training.hyperpod or HyperPodConfig()
         zone = training.zone_of(training.node_groups[0], blueprint.zones)
         subnet = network.network.subnet_in(zone)
@@ -97,7 +96,7 @@ class HyperPodTrainingStack(MlStack):
                 vpc=network.vpc,
                 subnet=network.network.subnet_in(training.fsx_zone(blueprint.zones)),
                 key=network.key,
-                config=training.fsx,
+                **fsx_props(training.fsx),
                 clients=ec2.Connections(security_groups=groups),
                 removal_policy=self.removal_policy,
             )

@@ -28,13 +28,13 @@ from mlstack.constructs.training.admin_host import ClusterAdminHost
 from mlstack.constructs.training.cluster import TrainingCluster
 from mlstack.constructs.training.efa import EfaNetworking
 from mlstack.constructs.training.hyperpod import HyperPodCluster, HyperPodInstanceGroup
-from mlstack.constructs.training.job import FSX_CLAIM
-from mlstack.constructs.training.kube import LABEL_PREFIX
 from mlstack.constructs.training.versions import HYPERPOD_CHART_INSTALL
-from mlstack.plan.training import ADMIN_HOST_TYPE, cluster_name
+from mlstack.k8s.job import FSX_CLAIM
+from mlstack.k8s.kube import LABEL_PREFIX
+from mlstack.plan.training import ADMIN_HOST_TYPE
 from mlstack.stacks.base import MlStack
 from mlstack.stacks.network import NetworkStack
-from mlstack.stacks.training import _allow_ebs_encryption_by_autoscaling
+from mlstack.stacks.training import cluster_props, fsx_props
 from mlstack.stacks.training_hyperpod import worker_groups
 
 
@@ -44,16 +44,7 @@ def eks_cluster(
     """The training layer's EKS cluster, without the accelerated node pieces: HyperPod brings the nodes and the
     HyperPod chart their NVIDIA, Neuron and EFA device plugins, so `TrainingCluster` sees no node groups and
     installs none of its own (two device plugins on one node would both advertise the devices)."""
-    return TrainingCluster(
-        scope,
-        "Training",
-        vpc=network.vpc,
-        subnets=network.network.private_subnets,
-        key=network.key,
-        config=training.model_copy(update={"node_groups": []}),
-        cluster_name=cluster_name(blueprint),
-        **kwargs,
-    )
+    return TrainingCluster(scope, "Training", **cluster_props(blueprint, network), **kwargs)
 
 
 class HyperPodEksTrainingStack(MlStack):
@@ -79,7 +70,6 @@ class HyperPodEksTrainingStack(MlStack):
             raise ValueError(f"blueprint {blueprint.name!r} has no training section")
         training = blueprint.training
         self.training = training
-        _allow_ebs_encryption_by_autoscaling(network)
         hyperpod = training.hyperpod or HyperPodConfig()
         self.cluster = eks_cluster(self, blueprint, network, training, removal_policy=self.removal_policy)
         eks = self.cluster.cluster
@@ -113,8 +103,8 @@ class HyperPodEksTrainingStack(MlStack):
                 vpc=network.vpc,
                 subnet=network.network.subnet_in(training.fsx_zone(blueprint.zones)),
                 key=network.key,
-                config=training.fsx,
                 clients=ec2.Connections(security_groups=groups),
+                **fsx_props(training.fsx),
                 removal_policy=self.removal_policy,
             )
             volume = self.cluster.add_manifest(

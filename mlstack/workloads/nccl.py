@@ -20,9 +20,9 @@ from typing import Any
 from mlstack.catalog import efa_layout
 from mlstack.config import BlueprintConfig
 from mlstack.config.training import NodeGroupConfig
-from mlstack.constructs.training.job import HUGEPAGES_2MI
-from mlstack.constructs.training.kube import EFA_TAINT, LABEL_PREFIX, accelerator_resource, accelerator_taint_key
 from mlstack.errors import InputError
+from mlstack.k8s.job import HUGEPAGES_2MI
+from mlstack.k8s.kube import EFA_TAINT, LABEL_PREFIX, accelerator_resource, accelerator_taint_key
 
 IMAGE_PLACEHOLDER = "SET-efa-acceptance-image"
 """Built from runtime/containers/nccl-tests.Dockerfile and pushed to the account's ECR."""

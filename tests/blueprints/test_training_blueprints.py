@@ -11,7 +11,7 @@ import yaml
 from mlstack.catalog import Accelerator, efa_layout, get_instance
 from mlstack.config import BLUEPRINTS_DIR, load
 from mlstack.constructs.training import versions
-from mlstack.constructs.training.job import LEGACY_ENV, render_job
+from mlstack.k8s.job import LEGACY_ENV, render_job
 from tests.conftest import selected_blueprints
 from tests.synth import Session
 

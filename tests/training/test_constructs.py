@@ -12,11 +12,10 @@ from aws_cdk import aws_kms as kms
 from aws_cdk.assertions import Match, Template
 
 from mlstack.catalog import get_instance
-from mlstack.config.training import FsxConfig, NodeGroupConfig
-from mlstack.constructs.storage.fsx_lustre import FsxLustre
+from mlstack.constructs.storage.fsx_lustre import DataRepository, FsxLustre
 from mlstack.constructs.training.efa import EfaNetworking
-from mlstack.constructs.training.kube import ami_type
-from mlstack.constructs.training.node_group import local_nvme_user_data, node_labels, node_taints
+from mlstack.constructs.training.node_group import Capacity, local_nvme_user_data, node_labels, node_taints
+from mlstack.k8s.kube import ami_type
 from tests.synth import TEST_CONTEXT
 
 
@@ -35,15 +34,17 @@ def built() -> dict[str, Any]:
     key = kms.Key(stack, "Key", enable_key_rotation=True)
     with_pg = EfaNetworking(stack, "Efa", vpc=vpc, subnet=subnet)
     without_pg = EfaNetworking(stack, "EfaReserved", vpc=vpc, subnet=subnet, placement_group=False)
-    repo = {"bucket": "my-data", "prefix": "datasets/", "file_system_path": "/data"}
+    repo = DataRepository(s3_path="s3://my-data/datasets/", file_system_path="/data")
     fsx = FsxLustre(
         stack,
         "Fsx",
         vpc=vpc,
         subnet=subnet,
         key=key,
-        config=FsxConfig(storage_capacity_gib=2400, per_unit_storage_throughput=500, data_repository=repo),
         clients=with_pg,
+        storage_capacity_gib=2400,
+        per_unit_storage_throughput=500,
+        data_repository=repo,
         removal_policy=cdk.RemovalPolicy.RETAIN,
     )
     scratch = FsxLustre(
@@ -52,8 +53,9 @@ def built() -> dict[str, Any]:
         vpc=vpc,
         subnet=subnet,
         key=key,
-        config=FsxConfig(deployment_type="SCRATCH_2", per_unit_storage_throughput=None),
         clients=without_pg,
+        deployment_type="SCRATCH_2",
+        per_unit_storage_throughput=None,
         removal_policy=cdk.RemovalPolicy.DESTROY,
     )
     return {
@@ -209,18 +211,34 @@ def test_ami_type(instance_type: str, expected: str) -> None:
 
 
 def test_taints_and_labels_carry_instance_facts() -> None:
-    group = NodeGroupConfig(name="p5", instance_type="p5.48xlarge")
-    assert {(t.key, t.value) for t in node_taints(group)} == {
+    p5 = get_instance("p5.48xlarge")
+    assert {(t.key, t.value) for t in node_taints(p5, efa=True)} == {
         ("nvidia.com/gpu", "true"),
         ("vpc.amazonaws.com/efa", "true"),
     }
-    labels = node_labels(group)
+    labels = node_labels(name="p5", instance=p5, capacity=Capacity.capacity_block("cr-0123456789abcdef0"), efa=True)
     assert labels["mlstack.io/accelerator"] == "H100" and labels["mlstack.io/accelerator-count"] == "8"
     assert labels["mlstack.io/efa-interfaces"] == "32" and labels["mlstack.io/network-gbps"] == "3200"
-    trn = NodeGroupConfig(name="trn", instance_type="trn1.32xlarge")
-    assert {t.key for t in node_taints(trn)} == {"aws.amazon.com/neuron", "vpc.amazonaws.com/efa"}
-    cpu = NodeGroupConfig(name="cpu", instance_type="m7i.xlarge", efa=False)
-    assert node_taints(cpu) == []
+    assert labels["mlstack.io/capacity"] == "capacity-block" and labels["mlstack.io/node-group"] == "p5"
+    trn = get_instance("trn1.32xlarge")
+    assert {t.key for t in node_taints(trn, efa=True)} == {"aws.amazon.com/neuron", "vpc.amazonaws.com/efa"}
+    assert node_taints(get_instance("m7i.xlarge"), efa=False) == []
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"kind": "capacity_block"}, "a reservation_id goes with capacity_reservation and capacity_block only"),
+        ({"reservation_id": "cr-0123456789abcdef0"}, "a reservation_id goes with"),
+        (
+            {"kind": "spot", "placement_group_name": "pg"},
+            "placement_group_name is for capacity_reservation only",
+        ),
+    ],
+)
+def test_capacity_rejects_inconsistent_settings(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        Capacity(**kwargs)
 
 
 def test_local_nvme_user_data_is_a_nodeadm_mime_part() -> None:

@@ -18,9 +18,9 @@ from mlstack.config.training import KUBECTL_MINOR, KubernetesVersion
 from mlstack.constructs.training import cluster as cluster_module
 from mlstack.constructs.training import versions
 from mlstack.constructs.training.chart_check import index_has, oci_parts, token_url
-from mlstack.constructs.training.job import render_job
 from mlstack.constructs.training.node_group import NODE_ROLE_POLICIES, taint_keys
 from mlstack.errors import BlueprintError
+from mlstack.k8s.job import render_job
 from mlstack.plan import build_plan
 from tests.conftest import selected_blueprints
 from tests.synth import Session
@@ -79,7 +79,7 @@ def test_node_monitoring_dcgm_server_tolerates_every_node_group_taint(bp: tuple[
     _, config, template = bp
     _, addon = _addon(template, "eks-node-monitoring-agent")
     values = json.loads(addon["Properties"]["ConfigurationValues"])
-    taints = {key for group in config.training.node_groups for key in taint_keys(group)}
+    taints = {key for g in config.training.node_groups for key in taint_keys(g.instance, efa=g.efa)}
     assert taints  # every shipped training blueprint has tainted accelerated nodes
     dcgm = values["dcgmAgent"]["tolerations"]
     assert {t["key"] for t in dcgm} == taints

@@ -27,9 +27,9 @@ from mlstack.config.network import (
 )
 from mlstack.config.training_engines import EKS_LIFECYCLE_SCRIPTS_DIR
 from mlstack.constructs.training.hyperpod import HyperPodCluster, HyperPodInstanceGroup
-from mlstack.constructs.training.job import render_job
-from mlstack.constructs.training.kube import LABEL_PREFIX
 from mlstack.constructs.training.versions import HYPERPOD_CHART_INSTALL, HYPERPOD_CLI_COMMIT
+from mlstack.k8s.job import render_job
+from mlstack.k8s.kube import LABEL_PREFIX
 from mlstack.plan import build_plan
 from tests.synth import Session, synthesize
 

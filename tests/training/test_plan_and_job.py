@@ -9,7 +9,7 @@ from typing import Any
 import yaml
 
 from mlstack.config import load
-from mlstack.constructs.training.job import IMAGE_PLACEHOLDER, LEGACY_ENV, render_job, render_job_yaml
+from mlstack.k8s.job import IMAGE_PLACEHOLDER, LEGACY_ENV, render_job, render_job_yaml
 from mlstack.plan import build_plan, render
 from tests.training.test_config import BASE
 

@@ -8,8 +8,8 @@ import pytest
 
 from mlstack.cli import main
 from mlstack.config import load
-from mlstack.constructs.training.job import SHIPPED_SCRIPT, render_job
 from mlstack.errors import InputError
+from mlstack.k8s.job import SHIPPED_SCRIPT, render_job
 from mlstack.workloads.deepspeed_config import deepspeed_config
 
 

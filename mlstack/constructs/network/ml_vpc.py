@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Literal
 
 from aws_cdk import CfnResource, Fn, RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
@@ -10,9 +11,10 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from mlstack.config.base import pascal_id
-from mlstack.config.network import INTERFACE_ENDPOINTS, LOG_RETENTION_DAYS, NetworkConfig
+from mlstack.constructs.common import LOG_RETENTION_DAYS, pascal_id
 from mlstack.constructs.scanners import skip_checkov
+
+GatewayEndpoint = Literal["s3", "dynamodb"]
 
 
 class MlVpc(Construct):
@@ -23,6 +25,12 @@ class MlVpc(Construct):
     - AZs are fixed by the caller (no lookups). When `zones_are_ids` is set, the subnets are pinned by
       AZ ID (`AvailabilityZoneId`), which names the same physical AZ in every account.
     - Flow logs go to a log group encrypted with `key` and kept per `removal_policy`.
+
+    Props (keyword; defaults in parentheses): `zones` (required: AZ names, or AZ IDs with `zones_are_ids`), `key`
+    (required), `zones_are_ids` (False), `cidr` (10.0.0.0/16), `nat_gateways` (1; 0 makes the private subnets
+    isolated), `private_subnet_mask` (18), `interface_endpoints` (none: service name suffixes such as `ecr.api`),
+    `gateway_endpoints` (`s3`), `flow_log_retention` (one year), `flow_log_traffic` (ALL), `removal_policy`
+    (RETAIN).
     """
 
     def __init__(
@@ -30,19 +38,23 @@ class MlVpc(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        network: NetworkConfig,
         zones: Sequence[str],
-        zones_are_ids: bool,
         key: kms.IKey,
-        removal_policy: RemovalPolicy,
+        zones_are_ids: bool = False,
+        cidr: str = "10.0.0.0/16",
+        nat_gateways: int = 1,
+        private_subnet_mask: int = 18,
+        interface_endpoints: Sequence[str] = (),
+        gateway_endpoints: Sequence[GatewayEndpoint] = ("s3",),
+        flow_log_retention: logs.RetentionDays = logs.RetentionDays.ONE_YEAR,
+        flow_log_traffic: ec2.FlowLogTrafficType = ec2.FlowLogTrafficType.ALL,
+        removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
     ) -> None:
         super().__init__(scope, construct_id)
         self.zones = list(zones)
-        self.isolated = network.nat_gateways == 0
+        self.isolated = nat_gateways == 0
         private_type = ec2.SubnetType.PRIVATE_ISOLATED if self.isolated else ec2.SubnetType.PRIVATE_WITH_EGRESS
-        subnets = [
-            ec2.SubnetConfiguration(name="Private", subnet_type=private_type, cidr_mask=network.private_subnet_mask)
-        ]
+        subnets = [ec2.SubnetConfiguration(name="Private", subnet_type=private_type, cidr_mask=private_subnet_mask)]
         if not self.isolated:
             subnets.insert(
                 0,
@@ -53,9 +65,9 @@ class MlVpc(Construct):
         self.vpc = ec2.Vpc(
             self,
             "Vpc",
-            ip_addresses=ec2.IpAddresses.cidr(str(network.cidr)),
+            ip_addresses=ec2.IpAddresses.cidr(cidr),
             availability_zones=self.zones,
-            nat_gateways=network.nat_gateways,
+            nat_gateways=nat_gateways,
             subnet_configuration=subnets,
             create_internet_gateway=not self.isolated,
             restrict_default_security_group=True,
@@ -64,13 +76,13 @@ class MlVpc(Construct):
         if zones_are_ids:
             self._pin_subnets_by_az_id()
 
-        for service in network.gateway_endpoints:
+        for service in gateway_endpoints:
             gateway = (
                 ec2.GatewayVpcEndpointAwsService.S3 if service == "s3" else ec2.GatewayVpcEndpointAwsService.DYNAMODB
             )
             self.vpc.add_gateway_endpoint(f"{service.capitalize()}Gateway", service=gateway)
         self.endpoint_security_group: ec2.SecurityGroup | None = None
-        if network.interface_endpoints:
+        if interface_endpoints:
             # One group for all interface endpoints: HTTPS from the VPC's (literal) CIDR, nothing out.
             self.endpoint_security_group = ec2.SecurityGroup(
                 self,
@@ -79,13 +91,11 @@ class MlVpc(Construct):
                 description="Interface VPC endpoints: HTTPS from inside the VPC",
                 allow_all_outbound=False,
             )
-            self.endpoint_security_group.add_ingress_rule(
-                ec2.Peer.ipv4(str(network.cidr)), ec2.Port.tcp(443), "HTTPS from the VPC"
-            )
-        for key_name in network.interface_endpoints:
+            self.endpoint_security_group.add_ingress_rule(ec2.Peer.ipv4(cidr), ec2.Port.tcp(443), "HTTPS from the VPC")
+        for service_name in interface_endpoints:
             self.vpc.add_interface_endpoint(
-                pascal_id(key_name) + "Endpoint",
-                service=ec2.InterfaceVpcEndpointAwsService(INTERFACE_ENDPOINTS[key_name]),
+                pascal_id(service_name) + "Endpoint",
+                service=ec2.InterfaceVpcEndpointAwsService(service_name),
                 private_dns_enabled=True,
                 subnets=ec2.SubnetSelection(subnets=self.private_subnets),
                 security_groups=[self.endpoint_security_group] if self.endpoint_security_group else None,
@@ -97,14 +107,14 @@ class MlVpc(Construct):
         self.flow_log_group = logs.LogGroup(
             self,
             "FlowLogGroup",
-            retention=retention(network.flow_logs.retention_days),
+            retention=flow_log_retention,
             encryption_key=key,
             removal_policy=removal_policy,
         )
         self.flow_log = self.vpc.add_flow_log(
             "FlowLog",
             destination=ec2.FlowLogDestination.to_cloud_watch_logs(self.flow_log_group),
-            traffic_type=ec2.FlowLogTrafficType[network.flow_logs.traffic],
+            traffic_type=flow_log_traffic,
         )
 
     def _secure_default_sg_handler(self, key: kms.IKey, removal_policy: RemovalPolicy) -> None:

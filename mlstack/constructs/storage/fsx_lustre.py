@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import jsii
 from aws_cdk import CfnResource, RemovalPolicy
@@ -11,19 +13,46 @@ from aws_cdk import aws_fsx as fsx
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
-from mlstack.config.training import FsxConfig
-
 LUSTRE_PORTS = (ec2.Port.tcp(988), ec2.Port.tcp_range(1018, 1023))
 """LNET traffic between clients and servers and among servers (FSx for Lustre User Guide, "File system access
 control with Amazon VPC")."""
 
 LUSTRE_VERSION = "2.15"
-"""Required for PERSISTENT_2 with a metadata configuration ([BOTO]); recommended for all new file systems."""
+"""Required for PERSISTENT_2 with a metadata configuration (FSx API Reference, CreateFileSystemLustreConfiguration
+MetadataConfiguration); the version FSx recommends for new file systems."""
+
+LustreDeployment = Literal["PERSISTENT_2", "SCRATCH_2"]
+"""PERSISTENT_2: replicated storage that survives a file-server failure, with backups. SCRATCH_2: unreplicated,
+cheaper, for data that can be rebuilt (FSx for Lustre User Guide, "Deployment options")."""
+
+RepositoryEvent = Literal["NEW", "CHANGED", "DELETED"]
+ALL_EVENTS: tuple[RepositoryEvent, ...] = ("NEW", "CHANGED", "DELETED")
+
+
+@dataclass(frozen=True)
+class DataRepository:
+    """An S3 prefix linked to the file system (a data repository association: lazy import, export of changes).
+
+    - `s3_path`: `s3://bucket/prefix/` (the bucket exists; it is not created here).
+    - `file_system_path`: where the prefix appears in the file system; default `/data`.
+    - `import_events` / `export_events`: the changes imported from S3 / exported to S3; default all three.
+    """
+
+    s3_path: str
+    file_system_path: str = "/data"
+    import_events: Sequence[RepositoryEvent] = ALL_EVENTS
+    export_events: Sequence[RepositoryEvent] = ALL_EVENTS
 
 
 @jsii.implements(ec2.IConnectable)
 class FsxLustre(Construct):
     """A Lustre file system (PERSISTENT_2 by default) and its security group.
+
+    Props (keyword; defaults in parentheses): `vpc`, `subnet`, `key`, `clients` (required);
+    `deployment_type` (PERSISTENT_2), `storage_capacity_gib` (1200, the smallest SSD size),
+    `per_unit_storage_throughput` (250 MB/s per TiB; PERSISTENT_2 only, None for SCRATCH_2), `data_compression`
+    (LZ4), `automatic_backup_retention_days` (0: none; FSx does not back up a file system linked to S3),
+    `data_repository` (None), `removal_policy` (RETAIN).
 
     - One subnet (Lustre is single-AZ): the training AZ's, so clients reach it without crossing AZs.
     - The security group admits Lustre ports from itself and from `clients`; clients accept them back.
@@ -41,12 +70,19 @@ class FsxLustre(Construct):
         vpc: ec2.IVpc,
         subnet: ec2.ISubnet,
         key: kms.IKey,
-        config: FsxConfig,
         clients: ec2.IConnectable,
-        removal_policy: RemovalPolicy,
+        deployment_type: LustreDeployment = "PERSISTENT_2",
+        storage_capacity_gib: int = 1200,
+        per_unit_storage_throughput: int | None = 250,
+        data_compression: Literal["LZ4", "NONE"] = "LZ4",
+        automatic_backup_retention_days: int = 0,
+        data_repository: DataRepository | None = None,
+        removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
     ) -> None:
         super().__init__(scope, construct_id)
-        self.config = config
+        if deployment_type == "SCRATCH_2" and per_unit_storage_throughput is not None:
+            raise ValueError("per_unit_storage_throughput is a PERSISTENT_2 setting; pass None for SCRATCH_2")
+        self.storage_capacity_gib = storage_capacity_gib
         self.subnet = subnet
         self.security_group = ec2.SecurityGroup(
             self,
@@ -61,21 +97,21 @@ class FsxLustre(Construct):
             self.security_group.connections.allow_to(clients, port, "Lustre to training nodes")
 
         lustre: dict[str, Any] = {
-            "deployment_type": config.deployment_type,
-            "data_compression_type": config.data_compression,
+            "deployment_type": deployment_type,
+            "data_compression_type": data_compression,
         }
-        if config.deployment_type == "PERSISTENT_2":
-            lustre["per_unit_storage_throughput"] = config.per_unit_storage_throughput
+        if deployment_type == "PERSISTENT_2":
+            lustre["per_unit_storage_throughput"] = per_unit_storage_throughput
             lustre["metadata_configuration"] = fsx.CfnFileSystem.MetadataConfigurationProperty(mode="AUTOMATIC")
-            lustre["automatic_backup_retention_days"] = config.automatic_backup_retention_days
-            if config.automatic_backup_retention_days:
+            lustre["automatic_backup_retention_days"] = automatic_backup_retention_days
+            if automatic_backup_retention_days:
                 lustre["copy_tags_to_backups"] = True
         self.file_system = fsx.CfnFileSystem(
             self,
             "FileSystem",
             file_system_type="LUSTRE",
             file_system_type_version=LUSTRE_VERSION,
-            storage_capacity=config.storage_capacity_gib,
+            storage_capacity=storage_capacity_gib,
             storage_type="SSD",
             subnet_ids=[subnet.subnet_id],
             security_group_ids=[self.security_group.security_group_id],
@@ -105,7 +141,7 @@ class FsxLustre(Construct):
                 child.apply_removal_policy(removal_policy)
 
         self.data_repository: fsx.CfnDataRepositoryAssociation | None = None
-        repo = config.data_repository
+        repo = data_repository
         if repo is not None:
             self.data_repository = fsx.CfnDataRepositoryAssociation(
                 self,
@@ -144,7 +180,7 @@ class FsxLustre(Construct):
         """StorageClass, PersistentVolume and PersistentVolumeClaim that mount this file system through the FSx CSI
         driver (static provisioning: the file system exists, nothing is created or deleted by Kubernetes)."""
         storage_class = "fsx-lustre-static"
-        capacity = f"{self.config.storage_capacity_gib}Gi"
+        capacity = f"{self.storage_capacity_gib}Gi"
         return [
             {
                 "apiVersion": "storage.k8s.io/v1",

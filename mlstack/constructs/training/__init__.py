@@ -1,1 +1,1 @@
-"""Training-layer constructs: EFA networking, accelerated EKS node groups, the EKS training cluster, job manifests."""
+"""Training-layer constructs: EFA networking, accelerated EKS node groups, the EKS training cluster."""

@@ -3,30 +3,42 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, cast
+from dataclasses import dataclass
+from typing import Any, Literal, cast
 
-from aws_cdk import Acknowledgment, RemovalPolicy, Stack, Validations
+from aws_cdk import Acknowledgment, Lazy, RemovalPolicy, Validations
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
-from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
-from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk.lambda_layer_kubectl_v36 import KubectlV36Layer
 from constructs import Construct
 
-from mlstack.config.base import pascal_id
-from mlstack.config.training import TrainingConfig
-from mlstack.constructs.network.ml_vpc import retention
-from mlstack.constructs.scanners import skip_checkov
+from mlstack.catalog import get_instance
+from mlstack.constructs.common import pascal_id
 from mlstack.constructs.training import versions
-from mlstack.constructs.training.kube import EFA_TAINT, GPU_TAINT, LABEL_PREFIX, NEURON_TAINT
-from mlstack.constructs.training.node_group import acknowledge_node_role, taint_keys
+from mlstack.constructs.training.cluster_parts import (
+    Produce,
+    acknowledge_generated,
+    addon_id,
+    cloudwatch_observability,
+    on_label,
+    secure_kubectl_provider,
+    tolerate,
+    vpc_cni_pod_identity,
+)
+from mlstack.constructs.training.efa import EfaNetworking
+from mlstack.constructs.training.node_group import AcceleratedNodeGroup, Capacity, acknowledge_node_role, taint_keys
+from mlstack.k8s.kube import EFA_TAINT, GPU_TAINT, LABEL_PREFIX, NEURON_TAINT
 
 ADMIN_POLICY = "AmazonEKSClusterAdminPolicy"
 BEFORE_NODES = ("vpc-cni", "kube-proxy", "eks-pod-identity-agent")
 """Add-ons every node group (system and accelerated) waits for: a node that starts first gets no pod IPs."""
 AFTER_NODES = ("coredns", "aws-fsx-csi-driver", "eks-node-monitoring-agent")
+ACCELERATOR_TAINTS = (GPU_TAINT, NEURON_TAINT, EFA_TAINT)
+"""Every taint an accelerated node group may carry: the device plugins tolerate all of them."""
+
+DEFAULT_KUBERNETES_VERSION = "1.35"
 
 _ALL_LOGS = [
     eks.ClusterLoggingTypes.API,
@@ -37,35 +49,44 @@ _ALL_LOGS = [
 ]
 
 
-def _tolerate(*keys: str) -> list[dict[str, str]]:
-    return [{"key": k, "operator": "Exists", "effect": "NoSchedule"} for k in keys]
+@dataclass(frozen=True)
+class SystemNodes:
+    """The CPU node group for cluster services (CoreDNS, device-plugin controllers, the trainer operator).
 
+    Defaults: two m7i.xlarge On-Demand nodes (CoreDNS keeps a replica on each), up to four, 50 GiB root volumes.
+    """
 
-def _on_label(key: str, values: Sequence[str]) -> dict[str, Any]:
-    return {
-        "nodeAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": {
-                "nodeSelectorTerms": [{"matchExpressions": [{"key": key, "operator": "In", "values": list(values)}]}]
-            }
-        }
-    }
+    instance_type: str = "m7i.xlarge"
+    desired_size: int = 2
+    min_size: int = 2
+    max_size: int = 4
+    disk_size_gib: int = 50
 
 
 class TrainingCluster(Construct):
     """An EKS cluster (aws_eks_v2) for training.
 
-    - Private API endpoint by default, access entries for the blueprint's admins, all five control-plane log
-      types, Kubernetes secrets encrypted with the project key.
-    - A small system node group (AL2023, on-demand) for cluster services; accelerated groups are added by the
-      caller with `AcceleratedNodeGroup`.
+    - Private API endpoint by default, access entries for the given admins, all five control-plane log types,
+      Kubernetes secrets encrypted with `key`.
+    - A small system node group (AL2023, On-Demand) for cluster services; accelerated groups are added with
+      `add_accelerated_node_group`, which also keeps the device plugins in step with them.
     - Managed add-ons: VPC CNI (EFA-only capable), kube-proxy, Pod Identity agent, CoreDNS, FSx CSI driver, the
       node monitoring agent (node conditions such as AcceleratedHardwareReady, used by node auto repair) and
       amazon-cloudwatch-observability: Container Insights, whose own DCGM exporter (NVIDIA) and Neuron monitor
       (Trainium/Inferentia) publish GPU/Neuron metrics to CloudWatch; its agent gets CloudWatchAgentServerPolicy
       through EKS Pod Identity.
-    - Helm charts (versions in `versions.py`): NVIDIA or Neuron device plugin, the EFA device plugin tolerating
-      the accelerator taints (its chart default tolerates none) and the Kubeflow Trainer operator. No
-      standalone dcgm-exporter chart: a second DCGM exporter on the same GPUs would duplicate the add-on's.
+    - Helm charts (versions in `versions.py`): the NVIDIA or Neuron device plugin once a group of that kind is
+      added, the EFA device plugin (tolerating the accelerator taints, which its chart default does not) once an
+      EFA group is, and the Kubeflow Trainer operator. No standalone dcgm-exporter chart: a second DCGM exporter
+      on the same GPUs would duplicate the add-on's.
+
+    Props (keyword; defaults in parentheses): `vpc`, `subnets` (the control plane's, in two AZs or more), `key`,
+    `cluster_name` (required: the control-plane log group is named after it before the cluster exists);
+    `kubernetes_version` (1.35), `public_endpoint` (False: the API is reachable only from the VPC),
+    `admin_principal_arns` (none: IAM roles or users given cluster-admin through access entries),
+    `support_type` (STANDARD: EKS upgrades the control plane at the end of standard support instead of billing
+    extended support), `control_plane_log_retention` (one year), `system_nodes` (`SystemNodes()`),
+    `removal_policy` (RETAIN, for the control-plane log group).
     """
 
     def __init__(
@@ -76,13 +97,20 @@ class TrainingCluster(Construct):
         vpc: ec2.IVpc,
         subnets: Sequence[ec2.ISubnet],
         key: kms.IKey,
-        config: TrainingConfig,
         cluster_name: str,
+        kubernetes_version: str = DEFAULT_KUBERNETES_VERSION,
+        public_endpoint: bool = False,
+        admin_principal_arns: Sequence[str] = (),
+        support_type: Literal["STANDARD", "EXTENDED"] = "STANDARD",
+        control_plane_log_retention: logs.RetentionDays = logs.RetentionDays.ONE_YEAR,
+        system_nodes: SystemNodes | None = None,
         removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
     ) -> None:
         super().__init__(scope, construct_id)
-        self.config = config
-        cluster_config = config.cluster
+        self.vpc = vpc
+        self.key = key
+        self.kubernetes_version = kubernetes_version
+        self.node_groups: dict[str, AcceleratedNodeGroup] = {}
         # EKS writes control-plane logs to /aws/eks/<name>/cluster and creates that group itself (no retention, no
         # key) unless it exists: create it first, so the stack owns its retention and encryption. That needs a
         # cluster name known before the cluster exists, hence the explicit name.
@@ -90,7 +118,7 @@ class TrainingCluster(Construct):
             self,
             "ControlPlaneLogGroup",
             log_group_name=f"/aws/eks/{cluster_name}/cluster",
-            retention=retention(cluster_config.log_retention_days),
+            retention=control_plane_log_retention,
             encryption_key=key,
             removal_policy=removal_policy,
         )
@@ -98,14 +126,10 @@ class TrainingCluster(Construct):
             self,
             "Cluster",
             cluster_name=cluster_name,
-            version=eks.KubernetesVersion.of(cluster_config.kubernetes_version),
+            version=eks.KubernetesVersion.of(kubernetes_version),
             vpc=vpc,
             vpc_subnets=[ec2.SubnetSelection(subnets=list(subnets))],
-            endpoint_access=(
-                eks.EndpointAccess.PRIVATE
-                if cluster_config.endpoint_access == "private"
-                else eks.EndpointAccess.PUBLIC_AND_PRIVATE
-            ),
+            endpoint_access=eks.EndpointAccess.PUBLIC_AND_PRIVATE if public_endpoint else eks.EndpointAccess.PRIVATE,
             default_capacity_type=eks.DefaultCapacityType.NODEGROUP,
             default_capacity=0,
             bootstrap_self_managed_addons=False,
@@ -113,12 +137,12 @@ class TrainingCluster(Construct):
             secrets_encryption_key=key,
             kubectl_provider_options=eks.KubectlProviderOptions(kubectl_layer=KubectlV36Layer(self, "KubectlLayer")),
         )
-        if cluster_config.endpoint_access != "private":
+        if public_endpoint:
             Validations.of(self.cluster).acknowledge(
                 Acknowledgment(
                     id="AwsSolutions-EKS1",
-                    reason="the blueprint sets training.cluster.endpoint_access: public_and_private (labs only); "
-                    "requests still need IAM authentication and an access entry",
+                    reason="public_endpoint is set (labs only); requests still need IAM authentication and an "
+                    "access entry",
                 )
             )
         cfn_cluster = self.cluster.node.default_child
@@ -126,12 +150,12 @@ class TrainingCluster(Construct):
         cfn_cluster.node.add_dependency(self.log_group)
         # STANDARD: at the end of standard support EKS upgrades the control plane instead of billing extended
         # support (EKS User Guide, "Cluster upgrade policy").
-        cfn_cluster.add_property_override("UpgradePolicy", {"SupportType": cluster_config.support_type})
+        cfn_cluster.add_property_override("UpgradePolicy", {"SupportType": support_type})
         # jsii stubs: Cluster lacks a member of the ICluster protocol in Python typing only.
         self.cluster_ref = cast(eks.ICluster, self.cluster)
-        self._acknowledge_generated()
-        self._secure_kubectl_provider(key)
-        for i, arn in enumerate(cluster_config.admin_principal_arns):
+        acknowledge_generated(self.cluster)
+        secure_kubectl_provider(self.cluster, key)
+        for i, arn in enumerate(admin_principal_arns):
             eks.AccessEntry(
                 self,
                 f"Admin{i}",
@@ -147,11 +171,11 @@ class TrainingCluster(Construct):
         self.addons: dict[str, eks.Addon] = {}
         for name in BEFORE_NODES:
             self.addons[name] = eks.Addon(
-                self, _addon_id(name), cluster=self.cluster_ref, addon_name=name, addon_version=versions.ADDONS[name]
+                self, addon_id(name), cluster=self.cluster_ref, addon_name=name, addon_version=versions.ADDONS[name]
             )
-        self.vpc_cni_role = self._vpc_cni_pod_identity(self.addons["vpc-cni"])
+        self.vpc_cni_role = vpc_cni_pod_identity(self, self.addons["vpc-cni"])
 
-        system = config.system_node_group
+        system = system_nodes or SystemNodes()
         self.system_nodes = eks.Nodegroup(
             self,
             "SystemNodes",
@@ -159,7 +183,7 @@ class TrainingCluster(Construct):
             instance_types=[ec2.InstanceType(system.instance_type)],
             ami_type=(
                 eks.NodegroupAmiType.AL2023_ARM_64_STANDARD
-                if system.instance.arch == "arm64"
+                if get_instance(system.instance_type).arch == "arm64"
                 else eks.NodegroupAmiType.AL2023_X86_64_STANDARD
             ),
             capacity_type=eks.CapacityType.ON_DEMAND,
@@ -177,7 +201,7 @@ class TrainingCluster(Construct):
         for name in AFTER_NODES:
             addon = eks.Addon(
                 self,
-                _addon_id(name),
+                addon_id(name),
                 cluster=self.cluster_ref,
                 addon_name=name,
                 addon_version=versions.ADDONS[name],
@@ -185,39 +209,13 @@ class TrainingCluster(Construct):
             )
             addon.node.add_dependency(self.system_nodes)
             self.addons[name] = addon
-        self.addons[versions.CLOUDWATCH_OBSERVABILITY] = self._cloudwatch_observability()
-
-        kinds = {g.instance.accelerator.kind for g in config.node_groups if g.instance.accelerator is not None}
+        self.addons[versions.CLOUDWATCH_OBSERVABILITY], self.cloudwatch_agent_role = cloudwatch_observability(
+            self,
+            self.cluster,
+            pod_identity_agent=self.addons["eks-pod-identity-agent"],
+            system_nodes=self.system_nodes,
+        )
         self.charts: dict[str, eks.HelmChart] = {}
-        accel_taints = [GPU_TAINT, NEURON_TAINT, EFA_TAINT]
-        if "gpu" in kinds:
-            self._chart(
-                versions.NVIDIA_DEVICE_PLUGIN,
-                {
-                    "tolerations": _tolerate(*accel_taints),
-                    # The chart's default affinity needs node-feature-discovery labels; select on ours instead.
-                    "affinity": _on_label(f"{LABEL_PREFIX}/accelerator-kind", ["gpu"]),
-                },
-            )
-        if kinds & {"trainium", "inferentia"}:
-            # The device plugin only: the chart's scheduler extension stays off (its default; a job would also have to
-            # name that scheduler), and so does its node problem detector (EKS node monitoring covers it). Values keys
-            # per the chart README: check them when bumping the version.
-            self._chart(
-                versions.NEURON_HELM_CHART,
-                {"npd": {"enabled": False}, "devicePlugin": {"tolerations": _tolerate(*accel_taints)}},
-            )
-        efa_types = sorted({g.instance_type for g in config.node_groups if g.efa})
-        if efa_types:
-            self._chart(
-                versions.EFA_DEVICE_PLUGIN,
-                {
-                    "tolerations": _tolerate(*accel_taints),
-                    # The chart's node affinity is an allow-list of instance types; a type missing from the pinned
-                    # chart's list never gets the plugin. List exactly the blueprint's EFA types.
-                    "supportedInstanceLabels": {"keys": ["node.kubernetes.io/instance-type"], "values": efa_types},
-                },
-            )
         self._chart(versions.KUBEFLOW_TRAINER, {})
 
     @property
@@ -231,96 +229,139 @@ class TrainingCluster(Construct):
         The add-on's `dcgm-server` DaemonSet (the DCGM host engine the agent reads GPU health from) tolerates no
         taint by default (chart values `dcgmAgent.tolerations: []`): on a tainted GPU node it never runs, the agent
         reports AcceleratedHardwareReady=False and node auto repair replaces a healthy node (aws/containers-roadmap
-        #2567, #2555). Tolerate exactly the taints the node groups set (`taint_keys`, the same source as the taints).
-        The node agent's own default (`nodeAgent.tolerations`) already tolerates every taint; it is set here so
-        that stays true should the default change.
+        #2567, #2555). Tolerate exactly the taints the node groups set (`taint_keys`, the same source as the taints),
+        computed at synth time so groups added later count. The node agent's own default (`nodeAgent.tolerations`)
+        already tolerates every taint; it is set here so that stays true should the default change.
         """
-        keys = sorted({key for group in self.config.node_groups for key in taint_keys(group)})
-        return {"dcgmAgent": {"tolerations": _tolerate(*keys)}, "nodeAgent": {"tolerations": [{"operator": "Exists"}]}}
+        return {
+            "dcgmAgent": {"tolerations": Lazy.any(Produce(lambda: tolerate(*self.taint_keys())))},
+            "nodeAgent": {"tolerations": [{"operator": "Exists"}]},
+        }
 
-    def _vpc_cni_pod_identity(self, addon: eks.Addon) -> iam.Role:
-        """The VPC CNI (aws-node) gets AmazonEKS_CNI_Policy through its own EKS Pod Identity role, not the node role:
-        what a pod reads from instance metadata then carries no ENI or IP permissions (EKS User Guide, "Configure
-        Amazon VPC CNI plugin to use IRSA": remove the policy from the node role)."""
-        role = iam.Role(
-            self,
-            "VpcCniRole",
-            description="EKS Pod Identity role of the vpc-cni add-on (aws-node service account)",
-            assumed_by=iam.ServicePrincipal("pods.eks.amazonaws.com").with_session_tags(),
-            managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name("AmazonEKS_CNI_Policy")],
+    def taint_keys(self) -> list[str]:
+        """Every taint key the accelerated node groups set so far, sorted."""
+        return sorted(
+            {
+                key
+                for group in self.node_groups.values()
+                for key in taint_keys(group.instance, efa=group.efa is not None)
+            }
         )
-        Validations.of(role).acknowledge(
-            Acknowledgment(
-                id="AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonEKS_CNI_Policy]",
-                reason="the policy the VPC CNI needs to manage ENIs and pod IPs (EKS User Guide); only the aws-node "
-                "service account can assume this role (Pod Identity association on the add-on)",
-            )
-        )
-        cfn = addon.node.default_child
-        assert isinstance(cfn, eks.CfnAddon)
-        cfn.add_property_override(
-            "PodIdentityAssociations", [{"ServiceAccount": versions.VPC_CNI_SERVICE_ACCOUNT, "RoleArn": role.role_arn}]
-        )
-        return role
 
-    def _cloudwatch_observability(self) -> eks.Addon:
-        """The amazon-cloudwatch-observability add-on, its agent's Pod Identity role and association.
+    def efa_instance_types(self) -> list[str]:
+        """The instance types of the EFA node groups added so far, sorted (the EFA device plugin's allow-list)."""
+        return sorted({group.instance.name for group in self.node_groups.values() if group.efa is not None})
 
-        The add-on's Fluent Bit and agent create their CloudWatch log groups themselves (/aws/containerinsights/
-        <cluster>/application, dataplane, host, performance): they are not CloudFormation resources, so CDK sets
-        neither their retention nor their encryption, and they remain after the stack is deleted.
+    def add_accelerated_node_group(
+        self,
+        name: str,
+        *,
+        instance_type: str,
+        subnets: Sequence[ec2.ISubnet],
+        efa: bool | None = None,
+        placement_group: bool | None = None,
+        efa_on_every_card: bool = False,
+        capacity: Capacity | None = None,
+        desired_size: int = 0,
+        min_size: int = 0,
+        max_size: int = 2,
+        root_volume_gib: int = 200,
+        key: kms.IKey | None = None,
+        scope: Construct | None = None,
+    ) -> AcceleratedNodeGroup:
+        """Add a managed node group of `instance_type` and keep the cluster in step with it.
 
-        The add-on schedules its DCGM exporter and Neuron monitor by its own instance-type allow-list (chart values
-        `dcgmExporter.affinity`; p4d, p5 and g6e are on it in the chart read for this change): a type missing from
-        the EKS default version's list gets no GPU metrics. Check it when adding an instance type.
+        - `efa` (default: on where the instance supports EFA) creates the group's `EfaNetworking` (its own
+          self-referencing security group, and a cluster placement group unless `placement_group` is False or a
+          reservation fixes placement) and puts every EFA of the instance in the launch template.
+        - The device plugin of the instance's accelerator (NVIDIA or Neuron) is installed with the first group of
+          that kind; the EFA device plugin's instance-type allow-list and the node monitoring agent's tolerations
+          follow every group added (computed at synth).
+        - The group waits for the add-ons a node needs before it can give pods IPs (`node_prerequisites`).
+
+        Construct IDs are `<Name>Efa` and `<Name>Nodes` (`pascal_id(name)`) under `scope` (default: this cluster).
+        The other props are `AcceleratedNodeGroup`'s; `key` defaults to the cluster's key.
         """
-        role = iam.Role(
-            self,
-            "CloudWatchAgentRole",
-            description="EKS Pod Identity role of the amazon-cloudwatch-observability add-on's CloudWatch agent",
-            # EKS Pod Identity trust: the service principal needs sts:AssumeRole and sts:TagSession (EKS User Guide,
-            # "Create a Pod Identity association").
-            assumed_by=iam.ServicePrincipal("pods.eks.amazonaws.com").with_session_tags(),
-            managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name("CloudWatchAgentServerPolicy")],
-        )
-        Validations.of(role).acknowledge(
-            Acknowledgment(
-                id="AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/CloudWatchAgentServerPolicy]",
-                reason="the policy the CloudWatch User Guide prescribes for the amazon-cloudwatch-observability "
-                "add-on's agent (Container Insights quick start); only the add-on's cloudwatch-agent service account "
-                "can assume this role (Pod Identity association)",
+        if name == "system":
+            raise ValueError("'system' names the system node group (its node-group label); pick another name")
+        if name in self.node_groups:
+            raise ValueError(f"node group {name!r} exists already; give each node group its own name")
+        scope = scope or self
+        capacity = capacity or Capacity()
+        instance = get_instance(instance_type)
+        efa = instance.efa_supported if efa is None else efa
+        if placement_group is None:
+            placement_group = efa and not capacity.is_reservation
+        efa_networking = None
+        if efa:
+            efa_networking = EfaNetworking(
+                scope, f"{pascal_id(name)}Efa", vpc=self.vpc, subnet=subnets[0], placement_group=placement_group
             )
-        )
-        # Fluent Bit runs under the same service account as the agent (chart fluent-bit-daemonset.yaml), so this one
-        # association covers metrics and logs.
-        association = eks.CfnPodIdentityAssociation(
-            self,
-            "CloudWatchAgentPodIdentity",
-            cluster_name=self.cluster.cluster_name,
-            namespace=versions.CLOUDWATCH_NAMESPACE,
-            service_account=versions.CLOUDWATCH_AGENT_SERVICE_ACCOUNT,
-            role_arn=role.role_arn,
-        )
-        # The Pod Identity agent injects credentials when a pod starts: the association must exist before the
-        # agent's pods do.
-        association.node.add_dependency(self.addons["eks-pod-identity-agent"])
-        self.cloudwatch_agent_role = role
-        addon = eks.Addon(
-            self,
-            _addon_id(versions.CLOUDWATCH_OBSERVABILITY),
+        group = AcceleratedNodeGroup(
+            scope,
+            f"{pascal_id(name)}Nodes",
             cluster=self.cluster_ref,
-            addon_name=versions.CLOUDWATCH_OBSERVABILITY,
-            addon_version=versions.ADDONS[versions.CLOUDWATCH_OBSERVABILITY],
-            # Root-level `tolerations` apply to every workload of the add-on (agent, Fluent Bit, DCGM exporter, Neuron
-            # monitor) unless a component sets its own (chart values.yaml, `common.tolerations` helper). The chart's
-            # default is this catch-all; it is set here so the agents keep tolerating the accelerator taints
-            # (nvidia.com/gpu, aws.amazon.com/neuron, vpc.amazonaws.com/efa) should the default change. A list of
-            # just those three would replace the default and drop every other taint the agents tolerate today.
-            configuration_values={"tolerations": [{"operator": "Exists"}]},
+            name=name,
+            instance_type=instance.name,
+            subnets=subnets,
+            key=key or self.key,
+            cluster_security_group=self.cluster.cluster_security_group,
+            efa=efa_networking,
+            efa_on_every_card=efa_on_every_card,
+            capacity=capacity,
+            desired_size=desired_size,
+            min_size=min_size,
+            max_size=max_size,
+            root_volume_gib=root_volume_gib,
         )
-        addon.node.add_dependency(self.system_nodes)
-        addon.node.add_dependency(association)
-        return addon
+        # Like the system nodes: a node that starts before the CNI, kube-proxy and Pod Identity agent add-ons exist
+        # cannot give its pods IPs.
+        for addon in self.node_prerequisites:
+            group.nodegroup.node.add_dependency(addon)
+        self.node_groups[name] = group
+        kind = instance.accelerator.kind if instance.accelerator is not None else None
+        if kind == "gpu" and versions.NVIDIA_DEVICE_PLUGIN.release not in self.charts:
+            self._chart(
+                versions.NVIDIA_DEVICE_PLUGIN,
+                {
+                    "tolerations": tolerate(*ACCELERATOR_TAINTS),
+                    # The chart's default affinity needs node-feature-discovery labels; select on ours instead.
+                    "affinity": on_label(f"{LABEL_PREFIX}/accelerator-kind", ["gpu"]),
+                },
+            )
+        if kind in ("trainium", "inferentia") and versions.NEURON_HELM_CHART.release not in self.charts:
+            # The device plugin only: the chart's scheduler extension stays off (its default; a job would also have to
+            # name that scheduler), and so does its node problem detector (EKS node monitoring covers it). Values keys
+            # per the chart README: check them when bumping the version.
+            self._chart(
+                versions.NEURON_HELM_CHART,
+                {"npd": {"enabled": False}, "devicePlugin": {"tolerations": tolerate(*ACCELERATOR_TAINTS)}},
+            )
+        if efa and versions.EFA_DEVICE_PLUGIN.release not in self.charts:
+            self._chart(
+                versions.EFA_DEVICE_PLUGIN,
+                {
+                    "tolerations": tolerate(*ACCELERATOR_TAINTS),
+                    # The chart's node affinity is an allow-list of instance types; a type missing from the pinned
+                    # chart's list never gets the plugin. List exactly the EFA groups' types (at synth, so every
+                    # group added counts).
+                    "supportedInstanceLabels": {
+                        "keys": ["node.kubernetes.io/instance-type"],
+                        "values": Lazy.any(Produce(self.efa_instance_types)),
+                    },
+                },
+            )
+        return group
+
+    @property
+    def node_connections(self) -> ec2.Connections:
+        """Every accelerated node, for a peer such as a file system to admit: the EFA group of each EFA node group
+        (on every interface of those nodes) and, when some node group has no EFA, the EKS cluster security group
+        (the only group on such nodes). Read it after the node groups are added."""
+        groups: list[ec2.ISecurityGroup] = [g.efa.security_group for g in self.node_groups.values() if g.efa]
+        if any(g.efa is None for g in self.node_groups.values()):
+            groups.append(self.cluster.cluster_security_group)
+        return ec2.Connections(security_groups=groups)
 
     def _chart(self, chart: versions.Chart, values: dict[str, Any]) -> eks.HelmChart:
         helm = self.cluster.add_helm_chart(
@@ -338,70 +379,6 @@ class TrainingCluster(Construct):
         self.charts[chart.release] = helm
         return helm
 
-    def _acknowledge_generated(self) -> None:
-        """cdk-nag findings on roles and functions that aws_eks_v2 generates (not configurable from here)."""
-        managed = "Policy::arn:<AWS::Partition>:iam::aws:policy"
-        Validations.of(self.cluster.role).acknowledge(
-            Acknowledgment(
-                id=f"AwsSolutions-IAM4[{managed}/AmazonEKSClusterPolicy]",
-                reason="the EKS service role must carry AmazonEKSClusterPolicy (EKS User Guide, cluster IAM role)",
-            )
-        )
-        provider = self.cluster.node.find_child("KubectlProvider")
-        handler = provider.node.find_child("Handler")
-        stack = Stack.of(self)
-        handler_fn = handler.node.default_child
-        assert handler_fn is not None
-        ecr_public = (
-            '{"Fn::If":["'
-            + stack.get_logical_id(handler.node.find_child("HasEcrPublic"))  # type: ignore[arg-type]
-            + '",{"Fn::Join":["",["arn:",{"Ref":"AWS::Partition"},":iam::aws:policy/'
-            'AmazonElasticContainerRegistryPublicReadOnly"]]},{"Ref":"AWS::NoValue"}]}'
-        )
-        reasons = {
-            f"AwsSolutions-IAM4[{managed}/service-role/AWSLambdaBasicExecutionRole]": (
-                "CDK's kubectl provider functions: CloudWatch Logs for their own log streams only"
-            ),
-            f"AwsSolutions-IAM4[{managed}/service-role/AWSLambdaVPCAccessExecutionRole]": (
-                "CDK's kubectl provider runs in the VPC to reach the private API endpoint; ENI management only"
-            ),
-            f"AwsSolutions-IAM4[{managed}/AmazonEC2ContainerRegistryReadOnly]": (
-                "the kubectl handler pulls Helm charts from ECR OCI registries (read-only)"
-            ),
-            f"AwsSolutions-IAM4[Policy::{ecr_public}]": (
-                "the kubectl handler pulls Helm charts from ECR Public (public.ecr.aws/neuron), read-only"
-            ),
-            "AwsSolutions-L1": "runtime of CDK's generated kubectl-provider function is fixed by aws-cdk-lib 2.275.0",
-            f"AwsSolutions-IAM5[Resource::<{stack.get_logical_id(handler_fn)}.Arn>:*]": (  # type: ignore[arg-type]
-                "the provider framework invokes versions/aliases of the kubectl handler function only"
-            ),
-        }
-        for rule_id, reason in reasons.items():
-            Validations.of(provider).acknowledge(Acknowledgment(id=rule_id, reason=reason))
-
-    def _secure_kubectl_provider(self, key: kms.IKey) -> None:
-        """CDK's kubectl-provider functions (the handler that runs kubectl/helm, and the provider framework's
-        onEvent): their log groups get the project key; the checkov findings CDK's code leaves open are skipped on
-        each function with the reason."""
-        provider = self.cluster.node.find_child("KubectlProvider")
-        for child in provider.node.find_all():
-            if isinstance(child, logs.CfnLogGroup):
-                # The key policy lets CloudWatch Logs use the key for this account's log groups (NetworkStack).
-                child.kms_key_id = key.key_arn
-            elif isinstance(child, lambda_.CfnFunction):
-                skip_checkov(
-                    child,
-                    {
-                        "CKV_AWS_115": "CDK's kubectl-provider function runs only when CloudFormation changes a "
-                        "manifest, chart or patch of this stack; reserved concurrency would only take capacity from "
-                        "the account pool",
-                        "CKV_AWS_116": "invoked synchronously through the CloudFormation custom-resource provider, "
-                        "which fails the stack operation on an error; a DLQ only receives failed asynchronous events",
-                        "CKV_AWS_173": "its environment holds no secret (kubectl/helm paths and the regional STS "
-                        "setting, written by aws-cdk-lib); Lambda encrypts it at rest with an AWS-owned key",
-                    },
-                )
-
     @property
     def cluster_security_group_id(self) -> str:
         """The EKS-created cluster security group (it allows all traffic within itself, EFA included)."""
@@ -409,7 +386,3 @@ class TrainingCluster(Construct):
 
     def add_manifest(self, construct_id: str, *manifest: dict[str, Any]) -> eks.KubernetesManifest:
         return self.cluster.add_manifest(construct_id, *manifest)
-
-
-def _addon_id(name: str) -> str:
-    return pascal_id(name) + "Addon"

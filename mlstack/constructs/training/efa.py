@@ -65,7 +65,8 @@ class EfaNetworking(Construct):
         """Launch-template interfaces: every EFA the instance has, laid out by the catalog (`efa_layout`).
 
         Each interface carries this group plus `extra_security_group_ids` (e.g. the EKS cluster group, which
-        also self-references all traffic). No subnet (the node group picks it), never a public IP (P2).
+        also self-references all traffic). No subnet (the node group picks it), never a public IP: a training node
+        has no reason to be reachable from the internet.
         """
         groups = [self.security_group.security_group_id, *extra_security_group_ids]
         return [

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from aws_cdk import Acknowledgment, Fn, Validations
 from aws_cdk import aws_ec2 as ec2
@@ -11,10 +13,9 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
-from mlstack.catalog import efa_layout
-from mlstack.config.training import NodeGroupConfig
+from mlstack.catalog import InstanceType, efa_layout, get_instance
 from mlstack.constructs.training.efa import EfaNetworking
-from mlstack.constructs.training.kube import (
+from mlstack.k8s.kube import (
     EFA_TAINT,
     LABEL_PREFIX,
     UPDATE_STRATEGY,
@@ -25,13 +26,52 @@ from mlstack.constructs.training.kube import (
 _USER_DATA_BOUNDARY = "MLSTACK"
 
 
-def node_labels(config: NodeGroupConfig) -> dict[str, str]:
+CapacityKind = Literal["on_demand", "spot", "capacity_reservation", "capacity_block"]
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """Where a node group's instances come from: On-Demand (the default), Spot, a targeted On-Demand Capacity
+    Reservation (ODCR, optionally created in a cluster placement group) or an EC2 Capacity Block for ML."""
+
+    kind: CapacityKind = "on_demand"
+    reservation_id: str | None = None
+    """`cr-...`: the ODCR or Capacity Block (both kinds, and only those)."""
+    placement_group_name: str | None = None
+    """ODCR only: the cluster placement group the reservation was created in (instances must launch there)."""
+
+    def __post_init__(self) -> None:
+        if self.is_reservation != (self.reservation_id is not None):
+            raise ValueError(
+                f"capacity {self.kind}: a reservation_id goes with capacity_reservation and capacity_block only"
+            )
+        if self.placement_group_name is not None and self.kind != "capacity_reservation":
+            raise ValueError(f"capacity {self.kind}: placement_group_name is for capacity_reservation only")
+
+    @property
+    def is_reservation(self) -> bool:
+        return self.kind in ("capacity_reservation", "capacity_block")
+
+    @classmethod
+    def spot(cls) -> Capacity:
+        return cls("spot")
+
+    @classmethod
+    def reservation(cls, reservation_id: str, *, placement_group_name: str | None = None) -> Capacity:
+        return cls("capacity_reservation", reservation_id, placement_group_name)
+
+    @classmethod
+    def capacity_block(cls, reservation_id: str) -> Capacity:
+        return cls("capacity_block", reservation_id)
+
+
+def node_labels(*, name: str, instance: InstanceType, capacity: Capacity, efa: bool) -> dict[str, str]:
     """Kubernetes labels with the instance facts jobs select on."""
-    it = config.instance
+    it = instance
     labels = {
-        f"{LABEL_PREFIX}/node-group": config.name,
-        f"{LABEL_PREFIX}/capacity": config.capacity.type.replace("_", "-"),
-        f"{LABEL_PREFIX}/efa-interfaces": str(sum(n.is_efa for n in efa_layout(it.name)) if config.efa else 0),
+        f"{LABEL_PREFIX}/node-group": name,
+        f"{LABEL_PREFIX}/capacity": capacity.kind.replace("_", "-"),
+        f"{LABEL_PREFIX}/efa-interfaces": str(sum(n.is_efa for n in efa_layout(it.name)) if efa else 0),
         f"{LABEL_PREFIX}/network-gbps": f"{it.network_gbps:g}",
     }
     if it.accelerator is not None:
@@ -44,15 +84,18 @@ def node_labels(config: NodeGroupConfig) -> dict[str, str]:
     return labels
 
 
-def taint_keys(config: NodeGroupConfig) -> list[str]:
+def taint_keys(instance: InstanceType, *, efa: bool) -> list[str]:
     """The NoSchedule taint keys of a node group: its accelerator's, and EFA's when it has EFA. Every per-node agent
     that must run on these nodes tolerates exactly these (the single source for taints and tolerations)."""
-    return [k for k in (accelerator_taint_key(config.instance), EFA_TAINT if config.efa else None) if k]
+    return [k for k in (accelerator_taint_key(instance), EFA_TAINT if efa else None) if k]
 
 
-def node_taints(config: NodeGroupConfig) -> list[eks.TaintSpec]:
+def node_taints(instance: InstanceType, *, efa: bool) -> list[eks.TaintSpec]:
     """Accelerator nodes only take pods that tolerate their accelerator (and EFA) taints."""
-    return [eks.TaintSpec(effect=eks.TaintEffect.NO_SCHEDULE, key=key, value="true") for key in taint_keys(config)]
+    return [
+        eks.TaintSpec(effect=eks.TaintEffect.NO_SCHEDULE, key=key, value="true")
+        for key in taint_keys(instance, efa=efa)
+    ]
 
 
 def local_nvme_user_data() -> str:
@@ -115,7 +158,14 @@ class AcceleratedNodeGroup(Construct):
       local NVMe as a RAID0 for containers where the instance has it, the placement group unless a reservation
       fixes placement, and the capacity reservation / Capacity Block market options.
     - Node group: one subnet for EFA groups, AL2023 accelerated AMI type, taints and labels with instance facts,
-      On-Demand / Spot / reserved capacity type, the blueprint's sizes (desired 0 by default).
+      On-Demand / Spot / reserved capacity type, sizes (desired 0 by default).
+
+    Props (keyword; defaults in parentheses): `cluster`, `name` (the `mlstack.io/node-group` label), `instance_type`
+    (a catalog type), `subnets`, `key`, `cluster_security_group` (required); `efa` (None: no EFA; an
+    `EfaNetworking` puts every EFA of the instance on the nodes, and then `subnets` must be exactly one),
+    `efa_on_every_card` (False: `efa-only` interfaces on cards 1..N-1, per the catalog), `capacity` (On-Demand),
+    `desired_size` (0: no instance runs until asked for), `min_size` (0), `max_size` (2), `root_volume_gib` (200).
+    `TrainingCluster.add_accelerated_node_group` builds one and keeps the cluster's device plugins in step.
     """
 
     def __init__(
@@ -124,21 +174,38 @@ class AcceleratedNodeGroup(Construct):
         construct_id: str,
         *,
         cluster: eks.ICluster,
-        config: NodeGroupConfig,
-        subnets: list[ec2.ISubnet],
+        name: str,
+        instance_type: str,
+        subnets: Sequence[ec2.ISubnet],
         key: kms.IKey,
-        cluster_security_group_id: str,
+        cluster_security_group: ec2.ISecurityGroup,
         efa: EfaNetworking | None = None,
+        efa_on_every_card: bool = False,
+        capacity: Capacity | None = None,
+        desired_size: int = 0,
+        min_size: int = 0,
+        max_size: int = 2,
+        root_volume_gib: int = 200,
     ) -> None:
         super().__init__(scope, construct_id)
-        it = config.instance
-        self.config = config
+        it = get_instance(instance_type)
+        capacity = capacity or Capacity()
+        self.name = name
         self.instance = it
+        self.capacity = capacity
         self.efa = efa
-        if config.efa and efa is None:
-            raise ValueError(f"node group {config.name!r} asks for EFA: pass an EfaNetworking")
-        if config.efa and len(subnets) != 1:
-            raise ValueError(f"node group {config.name!r}: an EFA group takes exactly one subnet, got {len(subnets)}")
+        if efa is not None and not it.efa_supported:
+            raise ValueError(f"node group {name!r}: {it.name} does not support EFA; pass no EfaNetworking")
+        if efa is not None and len(subnets) != 1:
+            raise ValueError(f"node group {name!r}: an EFA group takes exactly one subnet, got {len(subnets)}")
+        if efa_on_every_card and efa is None:
+            raise ValueError(f"node group {name!r}: efa_on_every_card needs an EfaNetworking")
+        if not min_size <= desired_size <= max_size:
+            raise ValueError(
+                f"node group {name!r}: sizes must satisfy min_size <= desired_size <= max_size, got "
+                f"{min_size} <= {desired_size} <= {max_size}"
+            )
+        cluster_security_group_id = cluster_security_group.security_group_id
 
         data: dict[str, Any] = {
             "instance_type": it.name,
@@ -157,7 +224,7 @@ class AcceleratedNodeGroup(Construct):
                 ec2.CfnLaunchTemplate.BlockDeviceMappingProperty(
                     device_name="/dev/xvda",
                     ebs=ec2.CfnLaunchTemplate.EbsProperty(
-                        volume_size=config.root_volume_gib,
+                        volume_size=root_volume_gib,
                         volume_type="gp3",
                         encrypted=True,
                         kms_key_id=key.key_arn,
@@ -167,32 +234,30 @@ class AcceleratedNodeGroup(Construct):
             ],
             "monitoring": ec2.CfnLaunchTemplate.MonitoringProperty(enabled=True),
         }
-        if efa is not None and config.efa:
+        if efa is not None:
             data["network_interfaces"] = efa.network_interfaces(
                 it.name,
-                efa_on_every_card=config.efa_on_every_card,
+                efa_on_every_card=efa_on_every_card,
                 extra_security_group_ids=[cluster_security_group_id],
             )
             if efa.placement_group is not None:
                 data["placement"] = ec2.CfnLaunchTemplate.PlacementProperty(
                     group_name=efa.placement_group.placement_group_name
                 )
-            elif config.capacity.placement_group_name is not None:
+            elif capacity.placement_group_name is not None:
                 # The cluster placement group the ODCR was created in: instances launched there match it.
-                data["placement"] = ec2.CfnLaunchTemplate.PlacementProperty(
-                    group_name=config.capacity.placement_group_name
-                )
+                data["placement"] = ec2.CfnLaunchTemplate.PlacementProperty(group_name=capacity.placement_group_name)
         else:
             data["security_group_ids"] = [cluster_security_group_id]
         if it.has_local_nvme:
             data["user_data"] = Fn.base64(local_nvme_user_data())
-        if config.capacity.is_reservation:
+        if capacity.is_reservation:
             data["capacity_reservation_specification"] = ec2.CfnLaunchTemplate.CapacityReservationSpecificationProperty(
                 capacity_reservation_target=ec2.CfnLaunchTemplate.CapacityReservationTargetProperty(
-                    capacity_reservation_id=config.capacity.reservation_id
+                    capacity_reservation_id=capacity.reservation_id
                 )
             )
-        if config.capacity.type == "capacity_block":
+        if capacity.kind == "capacity_block":
             data["instance_market_options"] = ec2.CfnLaunchTemplate.InstanceMarketOptionsProperty(
                 market_type="capacity-block"
             )
@@ -207,7 +272,7 @@ class AcceleratedNodeGroup(Construct):
             "spot": eks.CapacityType.SPOT,
             "capacity_reservation": eks.CapacityType.ON_DEMAND,
             "capacity_block": eks.CapacityType.CAPACITY_BLOCK,
-        }[config.capacity.type]
+        }[capacity.kind]
         self.nodegroup = eks.Nodegroup(
             self,
             "Nodegroup",
@@ -217,13 +282,13 @@ class AcceleratedNodeGroup(Construct):
             launch_template_spec=eks.LaunchTemplateSpec(
                 id=self.launch_template.ref, version=self.launch_template.attr_latest_version_number
             ),
-            subnets=ec2.SubnetSelection(subnets=subnets),
+            subnets=ec2.SubnetSelection(subnets=list(subnets)),
             capacity_type=capacity_type,
-            desired_size=config.desired_size,
-            min_size=config.min_size,
-            max_size=config.max_size,
-            labels=node_labels(config),
-            taints=node_taints(config),
+            desired_size=desired_size,
+            min_size=min_size,
+            max_size=max_size,
+            labels=node_labels(name=name, instance=it, capacity=capacity, efa=efa is not None),
+            taints=node_taints(it, efa=efa is not None),
             # Replace or reboot nodes whose GPUs/Neuron devices or runtime go unhealthy (node monitoring agent
             # conditions; EKS User Guide, "Enable node auto repair").
             enable_node_auto_repair=True,

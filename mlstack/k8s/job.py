@@ -18,7 +18,7 @@ from mlstack import resources
 from mlstack.catalog import efa_layout
 from mlstack.config import BlueprintConfig
 from mlstack.config.training import TrainingConfig
-from mlstack.constructs.training.kube import (
+from mlstack.k8s.kube import (
     EFA_TAINT,
     LABEL_PREFIX,
     accelerator_resource,
@@ -85,7 +85,8 @@ def job_environment(training: TrainingConfig) -> list[dict[str, str]]:
         env.append({"name": "NCCL_DEBUG", "value": "WARN"})
     if it.accelerator is not None and it.accelerator.kind != "gpu" and group.efa:
         env += [{"name": name, "value": value} for name, value in NEURON_EFA_ENV]
-    # If os.fork() in dataloader workers fails with "Cannot allocate memory", add FI_EFA_USE_HUGE_PAGE=0 (§2.3).
+    # If os.fork() in dataloader workers fails with "Cannot allocate memory", add FI_EFA_USE_HUGE_PAGE=0:
+    # libfabric then allocates its EFA buffers without huge pages (FI_EFA_USE_HUGE_PAGE, libfabric fi_efa(7) man page).
     return env
 
 

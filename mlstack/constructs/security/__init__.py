@@ -1,0 +1,1 @@
+"""Security-layer constructs: the project key every stack encrypts with."""
