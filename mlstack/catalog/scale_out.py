@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from mlstack.catalog.advice import MAX_NODES
 
-__all__ = ["ScaleOut", "node_step", "scale_out"]
+__all__ = ["ScaleOut", "days_text", "node_step", "scale_out"]
 
 
 def node_step(model_parallel: int, devices_per_node: int) -> int:
@@ -37,6 +37,11 @@ class ScaleOut:
     met: bool
     note: str | None
     """One line when the target is not met: the limit that stopped the scale-out and what would meet it."""
+
+
+def days_text(hours: float) -> str:
+    days = hours / 24
+    return f"{days:.1f} d" if days < 10 else f"{days:,.0f} d"
 
 
 def _smallest_meeting(first: int, last: int, step: int, ok: Callable[[int], bool]) -> int | None:
@@ -79,7 +84,7 @@ def scale_out(
     if base <= target_hours:
         return ScaleOut(min_nodes, base, True, None)
     if not multi_node:
-        return ScaleOut(min_nodes, base, False, f"target {days:g} d not met: no EFA, one node takes {base / 24:,.0f} d")
+        return ScaleOut(min_nodes, base, False, f"target {days:g} d not met: no EFA, one node takes {days_text(base)}")
     limits = [(max_nodes, f"--max-nodes {max_nodes}"), (batch_nodes, "the global batch (one micro-batch per replica)")]
     if budget_nodes is not None:
         limits.append((budget_nodes, "--budget-per-hour"))
@@ -94,10 +99,10 @@ def scale_out(
         more = f"about {reach:,} nodes would meet it"
     elif limit > top:
         most = "the most the global batch allows" if batch_nodes <= MAX_NODES else f"the limit of {MAX_NODES:,}"
-        more = f"even {limit:,} nodes ({most}) take {hours_at(limit) / 24:,.0f} d"
+        more = f"even {limit:,} nodes ({most}) take {days_text(hours_at(limit))}"
     else:
         more = "a larger --global-batch-tokens allows more replicas"
     hours = hours_at(top)
     return ScaleOut(
-        top, hours, False, f"target {days:g} d not met within {why}: {top:,} nodes take {hours / 24:,.0f} d; {more}"
+        top, hours, False, f"target {days:g} d not met within {why}: {top:,} nodes take {days_text(hours)}; {more}"
     )
