@@ -100,8 +100,10 @@ def scale_out(
     elif limit > top:
         most = "the most the global batch allows" if batch_nodes <= MAX_NODES else f"the limit of {MAX_NODES:,}"
         more = f"even {limit:,} nodes ({most}) take {days_text(hours_at(limit))}"
-    else:
+    elif batch_nodes <= top:
         more = "a larger --global-batch-tokens allows more replicas"
+    else:
+        more = f"{MAX_NODES:,} nodes is the advisor's limit"
     hours = hours_at(top)
     return ScaleOut(
         top, hours, False, f"target {days:g} d not met within {why}: {top:,} nodes take {days_text(hours)}; {more}"

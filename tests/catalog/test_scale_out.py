@@ -83,6 +83,11 @@ def test_scale_out_smallest_count_that_meets() -> None:
             "batch allows) take 0.7 d",
         ),
         ({"multi_node": False}, "target 0.416667 d not met: no EFA, one node takes 2.6 d"),
+        (
+            {"max_nodes": 10_000, "target_hours": 0.01},
+            "target 0.000416667 d not met within --max-nodes 10000: 10,000 nodes take 0.0 d; 10,000 nodes is the "
+            "advisor's limit",
+        ),
     ],
 )
 def test_scale_out_says_which_limit_stopped_it(kwargs: dict[str, object], note: str) -> None:
