@@ -41,6 +41,13 @@ class Option:
     dated_price: DatedPrice | None = None
     layout: LayoutEstimate | None = None
     utilisation: UtilisationPick | None = None
+    min_nodes: int | None = None
+    """Training: the smallest node count that fits (`nodes` is larger when scaled out to meet a target)."""
+    target_days: float | None = None
+    target_met: bool | None = None
+    """None when no target was given or the time is unknown."""
+    target_note: str | None = None
+    """One line when the target is not met: the limit that stopped the scale-out."""
 
     @property
     def devices(self) -> int:
@@ -81,7 +88,12 @@ class Option:
             "price_date": p.date if p is not None else None,
             "price_read": p.read if p is not None else None,
             "est_hours": self.est_hours,
+            "est_days": None if self.est_hours is None else self.est_hours / 24,
             "est_cost": self.est_cost,
+            "min_nodes": self.min_nodes,
+            "target_days": self.target_days,
+            "target_met": self.target_met,
+            "target_note": self.target_note,
             "layout": None if self.layout is None else self.layout.to_json(),
             "utilisation": None if self.utilisation is None else self.utilisation.to_json(),
         }
@@ -157,10 +169,12 @@ def fmt_gib(b: float) -> str:
 
 
 def rank(options: list[Option], *, by_cost: bool) -> tuple[Option, ...]:
-    def key(o: Option) -> tuple[int, int, float, int, float]:
+    def key(o: Option) -> tuple[int, int, int, float, int, float]:
         money = o.est_cost if by_cost else o.price_per_hour
         fill = (o.used_bytes_per_device or 0.0) / (o.usable_bytes_per_device or 1.0)
-        return (int(o.demoted), 0 if money is not None else 1, money if money is not None else 0.0, o.nodes, fill)
+        # with a target: options that meet it, then those whose time is unknown, then those that miss it
+        missed = 0 if o.target_days is None or o.target_met else (1 if o.target_met is None else 2)
+        return (int(o.demoted), missed, 0 if money is not None else 1, money or 0.0, o.nodes, fill)
 
     chosen = sorted((o for o in options if o.chosen), key=key)
     cut = sorted((o for o in options if not o.chosen), key=lambda o: o.instance.name)

@@ -15,6 +15,7 @@ from mlstack.catalog.cli_common import integer, money, number, print_json, shape
 from mlstack.catalog.instances import catalog
 from mlstack.catalog.memory import BYTES_PER_PARAM, GIB
 from mlstack.catalog.prices import MAX_PRICE_AGE_DAYS, SERVICES, stale
+from mlstack.catalog.train_advisor import DEFAULT_TRAIN_MAX_NODES
 from mlstack.console import render_table
 from mlstack.errors import InputError
 
@@ -29,7 +30,11 @@ def _hours(value: float | None) -> str:
     return f"{value:.1f} h"
 
 
-def _option_row(rank: str, o: Option, *, train: bool) -> list[str]:
+def _target(o: Option) -> str:
+    return {True: "met", False: "missed", None: "-"}[o.target_met]
+
+
+def _option_row(rank: str, o: Option, *, train: bool, target: bool = False) -> list[str]:
     used = "-" if o.used_bytes_per_device is None else f"{o.used_bytes_per_device / GIB:.1f}"
     usable = "-" if o.usable_bytes_per_device is None else f"{o.usable_bytes_per_device / GIB:.1f}"
     row = [rank, o.instance.name, str(o.nodes), o.describe_accelerators()]
@@ -44,19 +49,20 @@ def _option_row(rank: str, o: Option, *, train: bool) -> list[str]:
     if train:
         row += [
             _hours(o.est_hours),
+            *([_target(o)] if target else []),
             "-" if o.est_cost is None else f"{o.est_cost:,.0f}",
             "-" if o.utilisation is None else o.utilisation.label,
         ]
     return row
 
 
-def _headers(train: bool) -> tuple[list[str], list[int]]:
+def _headers(train: bool, target: bool = False) -> tuple[list[str], list[int]]:
     headers = ["#", "instance", "nodes", "accelerators"]
     if train:
         headers.append("layout")
     headers += ["GiB/device used/usable", "EFA Gbps/node", "$/h (all nodes)", "price date"]
     if train:
-        headers += ["est. time", "est. $", "time assumption"]
+        headers += ["est. time", *(["target"] if target else []), "est. $", "time assumption"]
     right = [0, 2] + [i for i, h in enumerate(headers) if h in ("GiB/device used/usable", "EFA Gbps/node")]
     right += [i for i, h in enumerate(headers) if h in ("$/h (all nodes)", "est. time", "est. $")]
     return headers, right
@@ -94,20 +100,29 @@ def _utilisation_lines(chosen: tuple[Option, ...]) -> list[str]:
 
 def render_advice(advice: Advice, *, top: int, show_cut: bool, today: dt.date | None = None) -> str:
     train = advice.task == "train"
-    headers, right = _headers(train)
+    days = advice.inputs.get("days") if train else None
+    target = days is not None
+    headers, right = _headers(train, target)
     lines = [f"mlstack advise --task {advice.task}  (catalog v{catalog().version}, reviewed {catalog().reviewed})"]
     lines += [f"  assumption: {a}" for a in advice.assumptions]
     lines.append("")
     chosen = advice.chosen[:top]
     if chosen:
         lines.append(
-            render_table(headers, [_option_row(str(i), o, train=train) for i, o in enumerate(chosen, 1)], right=right)
+            render_table(
+                headers,
+                [_option_row(str(i), o, train=train, target=target) for i, o in enumerate(chosen, 1)],
+                right=right,
+            )
         )
         if len(advice.chosen) > top:
             lines.append(f"... {len(advice.chosen) - top} more options fit (--top N to show them)")
         lines.append("")
         lines.append("why:")
-        lines += [f"  {i}. {o.instance.name} x{o.nodes}: {o.reason}" for i, o in enumerate(chosen, 1)]
+        for i, o in enumerate(chosen, 1):
+            lines.append(f"  {i}. {o.instance.name} x{o.nodes}: {o.reason}")
+            if o.target_note:
+                lines.append(f"     {o.target_note}")
         lines.append("")
         lines += _utilisation_lines(chosen)
         lines += _price_lines(advice, today or dt.date.today())
@@ -137,7 +152,8 @@ def _cmd_advise(args: argparse.Namespace) -> int:
             args.params,
             precision=args.precision,
             tokens=args.tokens,
-            max_nodes=64 if args.max_nodes is None else args.max_nodes,
+            max_nodes=DEFAULT_TRAIN_MAX_NODES if args.max_nodes is None else args.max_nodes,
+            target_days=args.days,
             budget_per_hour=args.budget_per_hour,
             zero_stage=args.zero,
             headroom=args.headroom,
@@ -149,8 +165,9 @@ def _cmd_advise(args: argparse.Namespace) -> int:
             pricing=args.pricing,
         )
     else:
-        if args.tokens is not None:
-            raise InputError("--tokens applies to --task train, not infer")
+        for flag, value in (("--tokens", args.tokens), ("--days", args.days)):
+            if value is not None:
+                raise InputError(f"{flag} applies to --task train, not infer")
         advice = advise_infer(
             args.params,
             precision=args.precision,
@@ -183,7 +200,20 @@ def register_advise(
     adv.add_argument("--params", type=number, required=True, help="parameter count, e.g. 70e9")
     adv.add_argument("--precision", default="bf16", choices=sorted(BYTES_PER_PARAM), help="default bf16")
     adv.add_argument("--tokens", type=number, help="train: token budget for a time/cost estimate")
-    adv.add_argument("--max-nodes", type=integer, help="default 64 (train) / 4 (infer)")
+    adv.add_argument(
+        "--days",
+        type=number,
+        help="train: wall-clock target in days (needs --tokens). Each option adds data-parallel replicas (same "
+        "TP x PP) until its estimated time meets it, or says in one line which limit stopped it. No default: a "
+        "deadline is yours to set, and without one each option is the smallest node count that fits (what the model "
+        "needs; the cost is nearly the same at any node count, only the time changes)",
+    )
+    adv.add_argument(
+        "--max-nodes",
+        type=integer,
+        help=f"most nodes per option: train default {DEFAULT_TRAIN_MAX_NODES} (16,384 GPUs, the largest published "
+        "single training job; set it to the capacity you can reserve), infer default 4",
+    )
     adv.add_argument("--budget-per-hour", type=number, help="USD per hour for all nodes together")
     adv.add_argument("--zero", type=integer, default=1, help="train: ZeRO stage over DP, 0-3 (default 1)")
     adv.add_argument("--headroom", type=number, default=0.15, help="memory kept free, fraction (default 0.15)")

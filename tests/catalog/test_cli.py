@@ -208,6 +208,12 @@ ERRORS = [
     (["advise", "--task", "infer", "--params", "7e9", "--context", "0"], "--context must be an integer"),
     (["advise", "--task", "infer", "--params", "7e9", "--concurrency", "-3"], "--concurrency must be an integer"),
     (["advise", "--task", "infer", "--params", "7e9", "--tokens", "1e9"], "--tokens applies to --task train"),
+    (["advise", "--task", "infer", "--params", "7e9", "--days", "90"], "--days applies to --task train"),
+    (["advise", "--task", "train", "--params", "7e9", "--days", "90"], "--days needs --tokens"),
+    (
+        ["advise", "--task", "train", "--params", "7e9", "--tokens", "1e12", "--days", "0"],
+        "--days must be in (0, 3650]",
+    ),
     (["memory", "--params", "7.5e9", "--gpus", "64", "--zero", "4"], "--zero must be 0, 1, 2 or 3"),
     (["memory", "--params=-1", "--gpus", "64"], "parameter count must be positive"),
     (["memory", "--params", "1e15"], "absurd"),
