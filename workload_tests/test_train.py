@@ -42,8 +42,8 @@ def test_half_precision_hooks_train_and_halve_the_bytes(tmp_path: Path, hook: st
 # deadlocked gloo's two worker threads at the first compressed step (comm.powersgd_hook_one_bucket_at_a_time).
 @pytest.mark.parametrize("d_model", [64, 128])
 def test_powersgd_trains_and_sends_far_fewer_bytes_after_its_warm_up(tmp_path: Path, d_model: int) -> None:
-    args = [*STEPS, "--d-model", str(d_model), "--hook", "powersgd", "--powersgd-rank", "1", "--powersgd-start-iter", "2"]
-    records = torchrun(tmp_path, *args)
+    psgd = ["--hook", "powersgd", "--powersgd-rank", "1", "--powersgd-start-iter", "2"]
+    records = torchrun(tmp_path, *STEPS, "--d-model", str(d_model), *psgd)
     assert records[-1]["loss"] < records[0]["loss"] - 0.5
     full = 4 * _param_count(d_model)
     assert [r["comm_bytes"] for r in records[:2]] == [full, full]  # plain all-reduce before start_powerSGD_iter
