@@ -234,8 +234,25 @@ def main(argv: list[str] | None = None) -> int:
     # destroy_process_group (seen here intermittently on CPU).
     dist.barrier()
     dist.destroy_process_group()
+    _KEEP.append(model)  # freed by no one: see _exit_without_teardown
     return 0
 
 
+_KEEP: list[Any] = []
+
+
+def _exit_without_teardown(code: int) -> None:
+    """Exit without freeing the DDP reducer and gloo process group (all output is written and flushed by now).
+
+    Freeing them deadlocked a rank after its last step (py-spy, CPU): the reducer is deallocated holding the GIL,
+    drops the last reference to ProcessGroupGloo, whose destructor joins its worker threads, while a worker is
+    destroying a finished barrier's work item, which frees tensors with Python objects and waits for the GIL.
+    main() leaves the model (which holds the reducer) in _KEEP so that it is not freed when main() returns.
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    _exit_without_teardown(main())
