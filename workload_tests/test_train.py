@@ -18,8 +18,8 @@ def torchrun(tmp: Path, *args: str, name: str = "run") -> list[dict[str, Any]]:
     return launch.torchrun(tmp / f"{name}.jsonl", *args, nproc=2, timeout=300)
 
 
-def _param_count() -> int:
-    return sum(p.numel() for p in lm.TinyLM(lm.LMConfig(seq_len=32)).parameters())
+def _param_count(d_model: int = 64) -> int:
+    return sum(p.numel() for p in lm.TinyLM(lm.LMConfig(d_model=d_model, seq_len=32)).parameters())
 
 
 def test_ddp_loss_decreases_and_each_step_logs_time_throughput_and_the_exact_all_reduced_bytes(tmp_path: Path) -> None:
@@ -38,25 +38,38 @@ def test_half_precision_hooks_train_and_halve_the_bytes(tmp_path: Path, hook: st
     assert {r["comm_bytes"] for r in records} == {bytes_per_param * _param_count()}
 
 
-def test_powersgd_trains_and_sends_far_fewer_bytes_after_its_warm_up(tmp_path: Path) -> None:
-    records = torchrun(tmp_path, *STEPS, "--hook", "powersgd", "--powersgd-rank", "1", "--powersgd-start-iter", "2")
+# d=64 fits DDP's 1 MiB first bucket; d=128 (the bench's size) needs two buckets, where torch's PowerSGD hook
+# deadlocked gloo's two worker threads at the first compressed step (comm.powersgd_hook_one_bucket_at_a_time).
+@pytest.mark.parametrize("d_model", [64, 128])
+def test_powersgd_trains_and_sends_far_fewer_bytes_after_its_warm_up(tmp_path: Path, d_model: int) -> None:
+    psgd = ["--hook", "powersgd", "--powersgd-rank", "1", "--powersgd-start-iter", "2"]
+    records = torchrun(tmp_path, *STEPS, "--d-model", str(d_model), *psgd)
     assert records[-1]["loss"] < records[0]["loss"] - 0.5
-    full = 4 * _param_count()
+    full = 4 * _param_count(d_model)
     assert [r["comm_bytes"] for r in records[:2]] == [full, full]  # plain all-reduce before start_powerSGD_iter
     assert all(r["comm_bytes"] * 5 < full for r in records[2:])
 
 
-def test_resume_from_a_checkpoint_continues_bit_identically(tmp_path: Path) -> None:
-    args = ["--steps", "12", "--batch-size", "4", "--seq-len", "32", "--hook", "none"]
+# PowerSGD at d=128: two DDP buckets, each with its own error feedback and warm-start P/Q.
+@pytest.mark.parametrize(
+    "hook",
+    [
+        pytest.param(["--hook", "none"], id="none"),
+        pytest.param(["--hook", "powersgd", "--powersgd-rank", "2", "--d-model", "128"], id="powersgd"),
+    ],
+)
+def test_resume_from_a_checkpoint_continues_bit_identically(tmp_path: Path, hook: list[str]) -> None:
+    args = ["--steps", "12", "--batch-size", "4", "--seq-len", "32", *hook]
     straight = torchrun(tmp_path, *args, "--checkpoint-dir", str(tmp_path / "a"), name="straight")
     first = torchrun(tmp_path, *args[2:], "--steps", "6", "--checkpoint-dir", str(tmp_path / "b"), name="first")
     assert (tmp_path / "b" / "step-6" / "done").exists()
     resumed = torchrun(tmp_path, *args, "--checkpoint-dir", str(tmp_path / "b"), "--resume", name="resumed")
     assert [r["step"] for r in resumed] == list(range(7, 13))
     assert [r["loss"] for r in first] == [r["loss"] for r in straight[:6]]
-    # Model, AdamW moments, step and RNG come back exactly. (PowerSGD's error feedback is saved too, but its
-    # resume was measured not bit-identical: DDP rebuilds its gradient buckets after a process's first step.)
+    # Model, AdamW moments, step, RNG and PowerSGD's per-bucket state come back exactly, and the resumed process
+    # has DDP's rebuilt bucket layout before its first step (train.settle_ddp_buckets).
     assert [r["loss"] for r in resumed] == [r["loss"] for r in straight[6:]]
+    assert [r["comm_bytes"] for r in resumed] == [r["comm_bytes"] for r in straight[6:]]
 
 
 @pytest.mark.parametrize("sharding", ["full", "hybrid"])

@@ -83,6 +83,34 @@ def bf16_hook(state: object, bucket: dist.GradBucket) -> torch.futures.Future[to
 bf16_hook.__annotations__ = {"state": object, "bucket": dist.GradBucket, "return": torch.futures.Future[torch.Tensor]}
 
 
+def powersgd_hook_one_bucket_at_a_time(
+    state: powerSGD_hook.PowerSGDState, bucket: dist.GradBucket
+) -> torch.futures.Future[torch.Tensor]:
+    """torch's PowerSGD hook, finished before the hook returns: the variant for gloo (CPU) process groups.
+
+    The PowerSGD hook issues its P and Q all-reduces from callbacks of the previous all-reduce's future and blocks
+    in them (`dist.all_reduce(...).get_future().wait()`). With gloo a future completes on one of the process
+    group's worker threads (2 by default) and its callbacks run there, so once two buckets are in flight both
+    workers sit in `wait()` on all-reduces that only a worker could run: a deadlock (seen with 2 buckets, i.e. a
+    model over DDP's 1 MiB first bucket; one bucket trains). Callbacks also run on whichever worker is free, so
+    the ranks could issue the buckets' collectives in different orders, which gloo matches by sequence number.
+    Waiting here keeps one bucket's chain in flight (one worker blocked, one running it) and the collective order
+    the same on every rank, at the cost of overlapping the all-reduce with the rest of the backward pass. NCCL
+    completes a future on the issuing thread, which is why torch's hook works there and is used unchanged.
+    """
+    tensor = powerSGD_hook.powerSGD_hook(state, bucket).wait()
+    done: torch.futures.Future[torch.Tensor] = torch.futures.Future()
+    done.set_result(tensor)
+    return done
+
+
+powersgd_hook_one_bucket_at_a_time.__annotations__ = {
+    "state": powerSGD_hook.PowerSGDState,
+    "bucket": dist.GradBucket,
+    "return": torch.futures.Future[torch.Tensor],
+}
+
+
 def register_hook(
     model: DistributedDataParallel, hook: str, *, powersgd_rank: int = 1, warm_start: bool = True, start_iter: int = 2
 ) -> powerSGD_hook.PowerSGDState | None:
@@ -109,6 +137,7 @@ def register_hook(
             use_error_feedback=True,
             random_seed=0,
         )
-        model.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
+        nccl = dist.get_backend() == "nccl"
+        model.register_comm_hook(state, powerSGD_hook.powerSGD_hook if nccl else powersgd_hook_one_bucket_at_a_time)
         return state
     raise ValueError(f"unknown hook {hook!r}; use one of {', '.join(HOOKS)}")

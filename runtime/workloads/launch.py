@@ -27,8 +27,14 @@ def torchrun(metrics: Path, *args: str, nproc: int = 2, timeout: float = 600) ->
     try:
         stdout, stderr = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        stdout, stderr = proc.communicate()
+        # SIGTERM first: torchrun starts the ranks in sessions of their own and only it can stop them (a SIGKILL'd
+        # torchrun left a hung rank running); SIGKILL if it has not exited in 30 s.
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            stdout, stderr = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            stdout, stderr = proc.communicate()
         raise RuntimeError(f"{' '.join(cmd)} timed out after {timeout}s:\n{stdout[-3000:]}\n{stderr[-3000:]}") from None
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}:\n{stdout[-3000:]}\n{stderr[-3000:]}")
