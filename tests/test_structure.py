@@ -20,10 +20,7 @@ MAX_LINES = 450
 _KNOWN_CYCLES: set[frozenset[str]] = set()
 """Groups of modules that reach each other through imports today (issue 10 removes them; then empty this)."""
 
-_KNOWN_LONG_MODULES: set[str] = {
-    "mlstack.config.inference",
-    "mlstack.config.training",
-}
+_KNOWN_LONG_MODULES: set[str] = set()
 """Modules over MAX_LINES today (issue 10 splits them; then empty this)."""
 
 

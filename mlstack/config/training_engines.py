@@ -1,9 +1,9 @@
 """The training engines other than EKS: SageMaker HyperPod with Slurm, and AWS Batch multi-node parallel.
 
 `training.engine` picks one; every engine reads the same `training.node_groups` (instance type from the catalog,
-counts, capacity, EFA, AZ) and `training.fsx`, so the node-group rules of `mlstack/config/training.py` apply to all
-of them. The rules here are the ones an engine adds: which types it offers, which capacity it accepts, which keys of
-another engine it ignores. `TrainingConfig` calls `engine_problems` and `engine_zone_problems`.
+counts, capacity, EFA, AZ) and `training.fsx`, so the node-group rules of `mlstack/config/training_cluster.py`
+apply to all of them. The rules here are the ones an engine adds: which types it offers, which capacity it
+accepts, which keys of another engine it ignores. `TrainingConfig` calls `engine_problems` and `engine_zone_problems`.
 """
 
 from __future__ import annotations
