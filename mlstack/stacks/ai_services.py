@@ -14,7 +14,7 @@ from mlstack.config import BlueprintConfig
 from mlstack.constructs.ai_services import AiServiceApi, DocumentPipeline, Guardrail
 from mlstack.constructs.ai_services.api import MEDIA_PREFIX
 from mlstack.constructs.ai_services.document_pipeline import INPUT_PREFIX
-from mlstack.constructs.nag import acknowledge, checkov_skip
+from mlstack.constructs.scanners import acknowledge_nag, skip_checkov
 from mlstack.plan.ai_services import plan_ai_services
 from mlstack.stacks.base import MlStack
 from mlstack.stacks.network import NetworkStack
@@ -68,11 +68,11 @@ class AiServicesStack(MlStack):
             removal_policy=self.removal_policy,
             lifecycle_rules=[_NONCURRENT],
         )
-        acknowledge(
+        acknowledge_nag(
             self.access_logs, {"AwsSolutions-S1": "this is the access-log target bucket; logging it would recurse"}
         )
-        checkov_skip(
-            self.access_logs.node.default_child,  # type: ignore[arg-type]
+        skip_checkov(
+            self.access_logs,
             {"CKV_AWS_18": "this is the access-log target bucket; logging it would recurse"},
         )
         self.pipeline: DocumentPipeline | None = None

@@ -12,7 +12,7 @@ from constructs import Construct
 from mlstack.config import BlueprintConfig
 from mlstack.config.mlops import SCHEDULES, MlopsConfig
 from mlstack.constructs.sagemaker import ApprovalDeploy, MlopsPipeline, StudioDomain, TrainingSettings
-from mlstack.constructs.sagemaker.grants import skip_checkov
+from mlstack.constructs.scanners import skip_checkov
 from mlstack.stacks.base import MlStack
 from mlstack.stacks.images import serving_image as image_of
 from mlstack.stacks.network import NetworkStack
