@@ -19,7 +19,7 @@ from pydantic import Field, field_validator, model_validator
 from mlstack.catalog import get_instance
 from mlstack.catalog.dlc_registries import dlc_account
 from mlstack.catalog.endpoint_modes import MODES, endpoint_mode
-from mlstack.config.base import StrictModel, pascal_id
+from mlstack.config.base import StrictModel, email_addresses, pascal_id
 from mlstack.config.inference_fit import host_memory_problem, neuron_options_problem, weights_gib
 from mlstack.config.inference_image import (
     dlc_account_problem,
@@ -592,10 +592,7 @@ class InferenceConfig(StrictModel):
     @field_validator("alarm_emails")
     @classmethod
     def _emails(cls, value: list[str]) -> list[str]:
-        bad = [v for v in value if not re.fullmatch(r"[^@\s]+@[^@\s]+\.[^@\s]+", v)]
-        if bad:
-            raise ValueError(f"alarm_emails {', '.join(map(repr, bad))} are not e-mail addresses")
-        return value
+        return email_addresses("alarm_emails", value)
 
     @model_validator(mode="after")
     def _references(self) -> InferenceConfig:

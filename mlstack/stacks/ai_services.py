@@ -8,6 +8,7 @@ from aws_cdk import CfnOutput, Duration
 from aws_cdk import aws_cognito as cognito
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from mlstack.config import BlueprintConfig
@@ -76,8 +77,10 @@ class AiServicesStack(MlStack):
             {"CKV_AWS_18": "this is the access-log target bucket; logging it would recurse"},
         )
         self.pipeline: DocumentPipeline | None = None
+        self.alarm_topic: sns.Topic | None = None
         if config.document_pipeline is not None:
             spec = config.document_pipeline
+            self.alarm_topic = self.add_alarm_topic(key, config.alarm_emails)
             self.pipeline = DocumentPipeline(
                 self,
                 "DocumentPipeline",
@@ -90,6 +93,7 @@ class AiServicesStack(MlStack):
                 poll_interval=Duration.seconds(spec.poll_seconds),
                 max_polls=spec.max_polls,
                 log_retention=logs.RetentionDays.ONE_YEAR,
+                alarm_topic=self.alarm_topic,
             )
             CfnOutput(
                 self, "UploadTo", value=f"s3://{self.pipeline.bucket.bucket_name}/{INPUT_PREFIX}", description="upload"
