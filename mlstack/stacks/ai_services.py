@@ -15,18 +15,12 @@ from mlstack.config import BlueprintConfig
 from mlstack.constructs.ai_services import AiServiceApi, DocumentPipeline, Guardrail
 from mlstack.constructs.ai_services.api import MEDIA_PREFIX
 from mlstack.constructs.ai_services.document_pipeline import INPUT_PREFIX
-from mlstack.constructs.scanners import acknowledge_nag, skip_checkov
 from mlstack.plan.ai_services import plan_ai_services
 from mlstack.stacks.base import MlStack
+from mlstack.stacks.data import NONCURRENT, access_log_bucket
 from mlstack.stacks.network import NetworkStack
 
 __all__ = ["AiServicesStack", "plan_ai_services"]
-
-_NONCURRENT = s3.LifecycleRule(
-    id="ExpireOldVersions",
-    noncurrent_version_expiration=Duration.days(90),
-    abort_incomplete_multipart_upload_after=Duration.days(7),
-)
 
 
 class AiServicesStack(MlStack):
@@ -58,24 +52,7 @@ class AiServicesStack(MlStack):
         )
         self.add_stack_dependency(network)
         key = network.key
-        self.access_logs = s3.Bucket(
-            self,
-            "AccessLogs",
-            # S3 server access logging delivers only to SSE-S3 buckets.
-            encryption=s3.BucketEncryption.S3_MANAGED,
-            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-            enforce_ssl=True,
-            versioned=True,
-            removal_policy=self.removal_policy,
-            lifecycle_rules=[_NONCURRENT],
-        )
-        acknowledge_nag(
-            self.access_logs, {"AwsSolutions-S1": "this is the access-log target bucket; logging it would recurse"}
-        )
-        skip_checkov(
-            self.access_logs,
-            {"CKV_AWS_18": "this is the access-log target bucket; logging it would recurse"},
-        )
+        self.access_logs = access_log_bucket(self)
         self.pipeline: DocumentPipeline | None = None
         self.alarm_topic: sns.Topic | None = None
         if config.document_pipeline is not None:
@@ -116,7 +93,7 @@ class AiServicesStack(MlStack):
                     server_access_logs_bucket=self.access_logs,
                     server_access_logs_prefix="media/",
                     removal_policy=self.removal_policy,
-                    lifecycle_rules=[_NONCURRENT],
+                    lifecycle_rules=[NONCURRENT],
                 )
                 CfnOutput(self, "MediaUploadTo", value=f"s3://{self.media_bucket.bucket_name}/{MEDIA_PREFIX}")
             user_pool = clients = None
