@@ -15,7 +15,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from mlstack.catalog.ai_services import ai_catalog
-from mlstack.config.base import StrictModel
+from mlstack.config.base import StrictModel, email_addresses
 
 ApiOperation = Literal[
     "comprehend.sentiment",
@@ -187,6 +187,15 @@ class DocumentPipelineConfig(StrictModel):
 class AiServicesConfig(StrictModel):
     api: ApiConfig | None = None
     document_pipeline: DocumentPipelineConfig | None = None
+    alarm_emails: list[str] = Field(default_factory=list, max_length=20)
+    """Addresses subscribed to the stack's alarm topic (each confirms by e-mail); the topic exists with a
+    `document_pipeline`, whose alarms (a failed document, a message in the dead-letter queue) notify it. Subscribe
+    other targets (chat, paging) to the topic's ARN, output `AlarmTopicArn`."""
+
+    @field_validator("alarm_emails")
+    @classmethod
+    def _emails(cls, value: list[str]) -> list[str]:
+        return email_addresses("alarm_emails", value)
 
     @model_validator(mode="after")
     def _something(self) -> AiServicesConfig:

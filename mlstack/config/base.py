@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -9,7 +10,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from mlstack.constructs.common import pascal_id
 
-__all__ = ["StrictModel", "pascal_id"]
+__all__ = ["StrictModel", "email_addresses", "pascal_id"]
 
 
 class StrictModel(BaseModel):
@@ -31,3 +32,11 @@ def every_problem(title: str, problems: list[str], value: dict[str, Any]) -> Val
             for p in problems
         ],
     )
+
+
+def email_addresses(field: str, value: list[str]) -> list[str]:
+    """`value` unchanged if every entry looks like an e-mail address; else one error naming the bad ones."""
+    bad = [v for v in value if not re.fullmatch(r"[^@\s]+@[^@\s]+\.[^@\s]+", v)]
+    if bad:
+        raise ValueError(f"{field} {', '.join(map(repr, bad))} are not e-mail addresses")
+    return value

@@ -14,7 +14,7 @@ import re
 from pydantic import Field, field_validator, model_validator
 
 from mlstack.catalog.endpoint_modes import MODES, endpoint_mode
-from mlstack.config.base import StrictModel
+from mlstack.config.base import StrictModel, email_addresses
 from mlstack.config.inference_endpoints import (
     SERVERLESS_MEMORY_MB,
     AlarmConfig,
@@ -141,10 +141,7 @@ class InferenceConfig(StrictModel):
     @field_validator("alarm_emails")
     @classmethod
     def _emails(cls, value: list[str]) -> list[str]:
-        bad = [v for v in value if not re.fullmatch(r"[^@\s]+@[^@\s]+\.[^@\s]+", v)]
-        if bad:
-            raise ValueError(f"alarm_emails {', '.join(map(repr, bad))} are not e-mail addresses")
-        return value
+        return email_addresses("alarm_emails", value)
 
     @model_validator(mode="after")
     def _references(self) -> InferenceConfig:

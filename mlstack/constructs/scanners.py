@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from aws_cdk import Acknowledgment, CfnResource, Validations
+from aws_cdk import Acknowledgment, CfnResource, Stack, Validations
 from constructs import IConstruct
 
 
@@ -19,11 +19,20 @@ def acknowledge_nag(scope: IConstruct, reasons: Mapping[str, str]) -> None:
         Validations.of(scope).acknowledge(Acknowledgment(id=rule_id, reason=reason))
 
 
+def nag_id(stack: Stack, value: object) -> str:
+    """How cdk-nag writes a resource in a granular finding id (`<Logical.Arn>/x/*`, `arn:<AWS::Partition>:...`).
+
+    `value` is a token-bearing string or an already resolved CloudFormation value (`{"Ref": ...}`, `Fn::Join`).
+    """
+    return _render(stack.resolve(value))
+
+
 def skip_checkov(resource: IConstruct, reasons: Mapping[str, str]) -> None:
     """checkov: skip each check (`CKV_AWS_117`) on this one CloudFormation resource, with its reason.
 
     `resource` is an L1 (`CfnResource`) or a construct whose default child is one. The skips land in the resource's
-    `Metadata.checkov.skip` (checkov's CloudFormation suppression format), merged with any already there.
+    `Metadata.checkov.skip` (checkov's CloudFormation suppression format) in the caller's order, after any already
+    there; a check already skipped keeps its first reason. The order is the template's, so a caller keeps it stable.
     """
     cfn = resource if isinstance(resource, CfnResource) else resource.node.default_child
     if not isinstance(cfn, CfnResource):
@@ -36,3 +45,17 @@ def skip_checkov(resource: IConstruct, reasons: Mapping[str, str]) -> None:
     known = {entry["id"] for entry in skips}
     skips += [{"id": check_id, "comment": reason} for check_id, reason in reasons.items() if check_id not in known]
     cfn.add_metadata("checkov", {"skip": skips})
+
+
+def _render(value: object) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and len(value) == 1:
+        ((fn, arg),) = value.items()
+        if fn == "Ref":
+            return f"<{arg}>"
+        if fn == "Fn::GetAtt":
+            return f"<{arg[0]}.{arg[1]}>"
+        if fn == "Fn::Join":
+            return str(arg[0]).join(_render(part) for part in arg[1])
+    raise ValueError(f"cannot render {value!r} as a cdk-nag finding id")

@@ -8,24 +8,19 @@ from aws_cdk import CfnOutput, Duration
 from aws_cdk import aws_cognito as cognito
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from mlstack.config import BlueprintConfig
 from mlstack.constructs.ai_services import AiServiceApi, DocumentPipeline, Guardrail
 from mlstack.constructs.ai_services.api import MEDIA_PREFIX
 from mlstack.constructs.ai_services.document_pipeline import INPUT_PREFIX
-from mlstack.constructs.nag import acknowledge, checkov_skip
 from mlstack.plan.ai_services import plan_ai_services
 from mlstack.stacks.base import MlStack
+from mlstack.stacks.data import NONCURRENT, access_log_bucket
 from mlstack.stacks.network import NetworkStack
 
 __all__ = ["AiServicesStack", "plan_ai_services"]
-
-_NONCURRENT = s3.LifecycleRule(
-    id="ExpireOldVersions",
-    noncurrent_version_expiration=Duration.days(90),
-    abort_incomplete_multipart_upload_after=Duration.days(7),
-)
 
 
 class AiServicesStack(MlStack):
@@ -57,27 +52,12 @@ class AiServicesStack(MlStack):
         )
         self.add_stack_dependency(network)
         key = network.key
-        self.access_logs = s3.Bucket(
-            self,
-            "AccessLogs",
-            # S3 server access logging delivers only to SSE-S3 buckets.
-            encryption=s3.BucketEncryption.S3_MANAGED,
-            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-            enforce_ssl=True,
-            versioned=True,
-            removal_policy=self.removal_policy,
-            lifecycle_rules=[_NONCURRENT],
-        )
-        acknowledge(
-            self.access_logs, {"AwsSolutions-S1": "this is the access-log target bucket; logging it would recurse"}
-        )
-        checkov_skip(
-            self.access_logs.node.default_child,  # type: ignore[arg-type]
-            {"CKV_AWS_18": "this is the access-log target bucket; logging it would recurse"},
-        )
+        self.access_logs = access_log_bucket(self)
         self.pipeline: DocumentPipeline | None = None
+        self.alarm_topic: sns.Topic | None = None
         if config.document_pipeline is not None:
             spec = config.document_pipeline
+            self.alarm_topic = self.add_alarm_topic(key, config.alarm_emails)
             self.pipeline = DocumentPipeline(
                 self,
                 "DocumentPipeline",
@@ -90,6 +70,7 @@ class AiServicesStack(MlStack):
                 poll_interval=Duration.seconds(spec.poll_seconds),
                 max_polls=spec.max_polls,
                 log_retention=logs.RetentionDays.ONE_YEAR,
+                alarm_topic=self.alarm_topic,
             )
             CfnOutput(
                 self, "UploadTo", value=f"s3://{self.pipeline.bucket.bucket_name}/{INPUT_PREFIX}", description="upload"
@@ -112,7 +93,7 @@ class AiServicesStack(MlStack):
                     server_access_logs_bucket=self.access_logs,
                     server_access_logs_prefix="media/",
                     removal_policy=self.removal_policy,
-                    lifecycle_rules=[_NONCURRENT],
+                    lifecycle_rules=[NONCURRENT],
                 )
                 CfnOutput(self, "MediaUploadTo", value=f"s3://{self.media_bucket.bucket_name}/{MEDIA_PREFIX}")
             user_pool = clients = None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import Acknowledgment, CfnOutput, Duration, Validations
+from aws_cdk import CfnOutput, Duration
 from aws_cdk import aws_ecr as ecr
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
@@ -17,7 +17,7 @@ from constructs import Construct
 
 from mlstack.config import BlueprintConfig
 from mlstack.config.inference import EcrImage
-from mlstack.constructs.scanners import skip_checkov
+from mlstack.constructs.scanners import acknowledge_nag, skip_checkov
 from mlstack.precheck import MODEL_BUCKET_OUTPUT
 from mlstack.stacks.base import MlStack
 from mlstack.stacks.network import NetworkStack
@@ -33,7 +33,10 @@ REPOSITORY_OUTPUT = "ImageRepositoryUri"
 
 
 def access_log_bucket(scope: MlStack) -> s3.Bucket:
-    """An SSE-S3 bucket for S3 server access logs (the only encryption S3 delivers logs to), retained per policy."""
+    """An SSE-S3 bucket for S3 server access logs (the only encryption S3 delivers logs to), retained per policy.
+
+    Construct ID `AccessLogs` in `scope`: every layer stack that logs bucket access has one.
+    """
     bucket = s3.Bucket(
         scope,
         "AccessLogs",
@@ -44,10 +47,9 @@ def access_log_bucket(scope: MlStack) -> s3.Bucket:
         removal_policy=scope.removal_policy,
         lifecycle_rules=[NONCURRENT],
     )
-    Validations.of(bucket).acknowledge(
-        Acknowledgment(id="AwsSolutions-S1", reason="this is the access-log target bucket; logging it would recurse")
-    )
-    skip_checkov(bucket, {"CKV_AWS_18": "this is the access-log target bucket; logging it would recurse"})
+    recurse = "this is the access-log target bucket; logging it would recurse"
+    acknowledge_nag(bucket, {"AwsSolutions-S1": recurse})
+    skip_checkov(bucket, {"CKV_AWS_18": recurse})
     return bucket
 
 

@@ -7,8 +7,6 @@ from typing import Any
 from aws_cdk import CfnOutput, Duration
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
-from aws_cdk import aws_sns as sns
-from aws_cdk import aws_sns_subscriptions as subscriptions
 from constructs import Construct
 
 from mlstack.config import BlueprintConfig
@@ -64,7 +62,7 @@ class InferenceStack(MlStack):
         self.model_bucket = data.model_bucket
         self.data_bucket = kms_bucket(self, "DataBucket", key, self.access_logs) if config.needs_data_bucket else None
 
-        self.alarm_topic = self._alarm_topic(network, config.alarm_emails)
+        self.alarm_topic = self.add_alarm_topic(key, config.alarm_emails)
         image = serving_image(config.model.image, blueprint.env.region, data.repository)
         weights = weights_gib(config.model.parameters_billion, config.model.precision)
         self.endpoints: dict[str, ModelEndpoint] = {}
@@ -107,28 +105,6 @@ class InferenceStack(MlStack):
                 self.invoke_api.grant_invoke_url(iam.ArnPrincipal(caller))
             CfnOutput(self, "InvokeUrl", value=self.invoke_api.url_string)
         CfnOutput(self, "ModelArtifact", value=self.model_bucket.s3_url_for_object(artifact.key))
-
-    def _alarm_topic(self, network: NetworkStack, emails: list[str]) -> sns.Topic:
-        """One encrypted topic every alarm of the stack notifies (TLS-only publish, CloudWatch of this account)."""
-        topic = sns.Topic(self, "AlarmTopic", master_key=network.key, enforce_ssl=True)
-        alarms = f"arn:{self.partition}:cloudwatch:{self.region}:{self.account}:alarm:*"
-        # The topic policy replaces SNS's default one: CloudWatch alarm actions need their own grant, scoped to
-        # this account's alarms (CloudWatch guide, "Preventing confused deputy security issues").
-        topic.add_to_resource_policy(
-            iam.PolicyStatement(
-                sid="AllowCloudWatchAlarms",
-                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
-                actions=["sns:Publish"],
-                resources=[topic.topic_arn],
-                conditions={"StringEquals": {"aws:SourceAccount": self.account}, "ArnLike": {"aws:SourceArn": alarms}},
-            )
-        )
-        # CloudWatch encrypts what it publishes to the topic with the topic's key: NetworkStack, which owns the key,
-        # allows it (`ProjectKey.allow_cloudwatch_alarms_to_sns`).
-        for email in emails:
-            topic.add_subscription(subscriptions.EmailSubscription(email))
-        CfnOutput(self, "AlarmTopicArn", value=topic.topic_arn)
-        return topic
 
 
 def _modes(config: InferenceConfig) -> list[str]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import Acknowledgment, CfnOutput, CfnResource, Duration, Validations
+from aws_cdk import CfnOutput
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
@@ -12,18 +12,12 @@ from constructs import Construct
 from mlstack.config import BlueprintConfig
 from mlstack.config.mlops import SCHEDULES, MlopsConfig
 from mlstack.constructs.sagemaker import ApprovalDeploy, MlopsPipeline, StudioDomain, TrainingSettings
-from mlstack.constructs.sagemaker.grants import skip_checkov
 from mlstack.stacks.base import MlStack
+from mlstack.stacks.data import NONCURRENT, access_log_bucket
 from mlstack.stacks.images import serving_image as image_of
 from mlstack.stacks.network import NetworkStack
 
 __all__ = ["MlopsStack"]
-
-_NONCURRENT = s3.LifecycleRule(
-    id="ExpireOldVersions",
-    noncurrent_version_expiration=Duration.days(90),
-    abort_incomplete_multipart_upload_after=Duration.days(7),
-)
 
 
 class MlopsStack(MlStack):
@@ -50,25 +44,7 @@ class MlopsStack(MlStack):
         self.add_stack_dependency(network)
         key = network.key
         subnets = network.network.private_subnets
-        self.access_logs = s3.Bucket(
-            self,
-            "AccessLogs",
-            # S3 server access logging delivers only to SSE-S3 buckets.
-            encryption=s3.BucketEncryption.S3_MANAGED,
-            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-            enforce_ssl=True,
-            versioned=True,
-            removal_policy=self.removal_policy,
-            lifecycle_rules=[_NONCURRENT],
-        )
-        Validations.of(self.access_logs).acknowledge(
-            Acknowledgment(
-                id="AwsSolutions-S1", reason="this is the access-log target bucket; logging it would recurse"
-            )
-        )
-        access_logs = self.access_logs.node.default_child
-        assert isinstance(access_logs, CfnResource)
-        skip_checkov(access_logs, {"CKV_AWS_18": "this is the access-log target bucket; logging it would recurse"})
+        self.access_logs = access_log_bucket(self)
         self.artifacts = s3.Bucket(
             self,
             "ArtifactsBucket",
@@ -81,7 +57,7 @@ class MlopsStack(MlStack):
             server_access_logs_bucket=self.access_logs,
             server_access_logs_prefix="ArtifactsBucket/",
             removal_policy=self.removal_policy,
-            lifecycle_rules=[_NONCURRENT],
+            lifecycle_rules=[NONCURRENT],
         )
         group_name = f"{blueprint.name}-models"
         self.model_package_group = sagemaker.CfnModelPackageGroup(

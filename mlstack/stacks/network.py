@@ -46,8 +46,9 @@ class NetworkStack(MlStack):
         if blueprint.training is not None:
             # Managed node groups launch through EC2 Auto Scaling with volumes encrypted with this key.
             self.key.allow_ebs_through_ec2()
-        if blueprint.inference is not None:
-            # The inference stack's alarm topic is encrypted with this key.
+        ai_services = blueprint.ai_services
+        if blueprint.inference is not None or (ai_services is not None and ai_services.document_pipeline is not None):
+            # The inference stack's and the document pipeline's alarm topics are encrypted with this key.
             self.key.allow_cloudwatch_alarms_to_sns()
         network = blueprint.network
         self.network = MlVpc(

@@ -52,22 +52,10 @@ class TrainingClusterStack(MlStack):
         vpc = network.vpc
         key = network.key
 
-        cluster_config = training.cluster
         self.cluster = TrainingCluster(
             self, "Training", **cluster_props(blueprint, network), removal_policy=self.removal_policy
         )
-        self.admin_host: ClusterAdminHost | None = None
-        if cluster_config.admin_host:
-            self.admin_host = ClusterAdminHost(
-                self,
-                "AdminHost",
-                vpc=vpc,
-                subnet=network.network.private_subnets[0],
-                key=key,
-                cluster=self.cluster.cluster,
-                kubernetes_version=cluster_config.kubernetes_version,
-                instance_type=ADMIN_HOST_TYPE,
-            )
+        self.admin_host = admin_host(self, network, self.cluster, training)
         for group in training.node_groups:
             capacity = group.capacity
             # In the stack's scope, where earlier releases created them: their logical IDs stay put.
@@ -113,6 +101,24 @@ class TrainingClusterStack(MlStack):
 
         for warning in memory_warnings(training):
             Annotations.of(self).add_warning_v2("mlstack:model-fit", warning)
+
+
+def admin_host(
+    stack: MlStack, network: NetworkStack, cluster: TrainingCluster, training: TrainingConfig
+) -> ClusterAdminHost | None:
+    """The cluster's SSM-only admin host (construct `AdminHost` in `stack`) when `training.cluster.admin_host`."""
+    if not training.cluster.admin_host:
+        return None
+    return ClusterAdminHost(
+        stack,
+        "AdminHost",
+        vpc=network.vpc,
+        subnet=network.network.private_subnets[0],
+        key=network.key,
+        cluster=cluster.cluster,
+        kubernetes_version=training.cluster.kubernetes_version,
+        instance_type=ADMIN_HOST_TYPE,
+    )
 
 
 def cluster_props(blueprint: BlueprintConfig, network: NetworkStack) -> dict[str, Any]:

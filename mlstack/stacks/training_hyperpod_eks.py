@@ -24,17 +24,15 @@ from mlstack.config import BlueprintConfig
 from mlstack.config.training import TrainingConfig
 from mlstack.config.training_engines import HyperPodConfig
 from mlstack.constructs.storage.fsx_lustre import FsxLustre
-from mlstack.constructs.training.admin_host import ClusterAdminHost
 from mlstack.constructs.training.cluster import TrainingCluster
 from mlstack.constructs.training.efa import EfaNetworking
 from mlstack.constructs.training.hyperpod import HyperPodCluster, HyperPodInstanceGroup
 from mlstack.constructs.training.versions import HYPERPOD_CHART_INSTALL
 from mlstack.k8s.job import FSX_CLAIM
 from mlstack.k8s.kube import LABEL_PREFIX
-from mlstack.plan.training import ADMIN_HOST_TYPE
 from mlstack.stacks.base import MlStack
 from mlstack.stacks.network import NetworkStack
-from mlstack.stacks.training import cluster_props, fsx_props
+from mlstack.stacks.training import admin_host, cluster_props, fsx_props
 from mlstack.stacks.training_hyperpod import worker_groups
 
 
@@ -73,18 +71,7 @@ class HyperPodEksTrainingStack(MlStack):
         hyperpod = training.hyperpod or HyperPodConfig()
         self.cluster = eks_cluster(self, blueprint, network, training, removal_policy=self.removal_policy)
         eks = self.cluster.cluster
-        self.admin_host: ClusterAdminHost | None = None
-        if training.cluster.admin_host:
-            self.admin_host = ClusterAdminHost(
-                self,
-                "AdminHost",
-                vpc=network.vpc,
-                subnet=network.network.private_subnets[0],
-                key=network.key,
-                cluster=eks,
-                kubernetes_version=training.cluster.kubernetes_version,
-                instance_type=ADMIN_HOST_TYPE,
-            )
+        self.admin_host = admin_host(self, network, self.cluster, training)
         subnet = network.network.subnet_in(training.zone_of(training.node_groups[0], blueprint.zones))
         self.efa = EfaNetworking(self, "Efa", vpc=network.vpc, subnet=subnet, placement_group=False)
         # The EKS cluster security group lets nodes and control plane talk (and admits itself); the EFA group

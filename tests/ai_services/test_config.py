@@ -90,6 +90,7 @@ def test_shipped_blueprint_loads_with_its_stack() -> None:
         ("ai_services.api.timeout_seconds", 30, "ai_services.api.timeout_seconds:"),
         ("ai_services.document_pipeline.textract_features", [], "textract_features:"),
         ("ai_services", {}, "ai_services: give api, document_pipeline or both"),
+        ("ai_services.alarm_emails", ["oncall"], "alarm_emails 'oncall' are not e-mail addresses"),
     ],
 )
 def test_bad_input_is_one_line_naming_field_and_fix(tmp_path: Path, path: str, value: Any, expected: str) -> None:

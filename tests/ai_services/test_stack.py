@@ -125,6 +125,19 @@ def test_upload_rule_starts_the_machine_with_a_dead_letter_queue(template: dict[
     assert table["Properties"]["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
 
 
+def test_pipeline_alarms_notify_the_encrypted_alarm_topic(template: dict[str, Any]) -> None:
+    ((topic_id, topic),) = _of(template, "AWS::SNS::Topic").items()
+    assert "KmsMasterKeyId" in topic["Properties"]
+    alarms = _of(template, "AWS::CloudWatch::Alarm")
+    assert len(alarms) == 2
+    for alarm in alarms.values():
+        assert alarm["Properties"]["AlarmActions"] == [{"Ref": topic_id}]
+    (policy,) = _of(template, "AWS::SNS::TopicPolicy").values()
+    sids = [s["Sid"] for s in policy["Properties"]["PolicyDocument"]["Statement"]]
+    assert sids == ["AllowPublishThroughSSLOnly", "AllowCloudWatchAlarms"]
+    assert template["Outputs"]["AlarmTopicArn"] == {"Value": {"Ref": topic_id}}
+
+
 def test_iam_has_no_wildcard_actions_and_star_resources_only_for_unscoped_apis(template: dict[str, Any]) -> None:
     unscoped = {
         "comprehend:DetectSentiment",

@@ -86,3 +86,15 @@ def test_templates_match_snapshots(session: Session, json_snapshot: SnapshotAsse
     for name, stack_id in _stack_ids(session):
         template = session.blueprints[name].templates[stack_id]
         assert _scrub(template) == json_snapshot(name=f"{name}.{stack_id}")
+
+
+def test_every_alarm_notifies_someone(session: Session) -> None:
+    # An alarm without an action changes colour on a console nobody watches: each one notifies a topic.
+    silent = [
+        f"{name}/{stack_id}: {logical_id}"
+        for name, bp in session.blueprints.items()
+        for stack_id, template in bp.templates.items()
+        for logical_id, resource in template.get("Resources", {}).items()
+        if resource["Type"] == "AWS::CloudWatch::Alarm" and not resource["Properties"].get("AlarmActions")
+    ]
+    assert silent == []

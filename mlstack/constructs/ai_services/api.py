@@ -21,7 +21,7 @@ from constructs import Construct
 
 from mlstack import resources
 from mlstack.constructs.ai_services.document_pipeline import LAMBDA_CHECKOV_SKIPS
-from mlstack.constructs.nag import acknowledge, checkov_skip, nag_id
+from mlstack.constructs.scanners import acknowledge_nag, nag_id, skip_checkov
 
 HANDLER_DIR = resources.runtime_path("ai_services")
 """`runtime/ai_services/`: `api_handler.py`, tested with a stubbed botocore in tests/ai_services."""
@@ -167,7 +167,7 @@ class AiServiceApi(Construct):
         unscoped = sorted({a for op in operations for a in UNSCOPED_ACTIONS.get(op, ())})
         if unscoped:
             self.role.add_to_principal_policy(iam.PolicyStatement(actions=unscoped, resources=["*"]))
-            acknowledge(
+            acknowledge_nag(
                 self.role,
                 {
                     "AwsSolutions-IAM5[Resource::*]": f"{', '.join(unscoped)} support no resource-level permissions "
@@ -189,7 +189,7 @@ class AiServiceApi(Construct):
             self.role.add_to_principal_policy(iam.PolicyStatement(actions=["s3:GetObject"], resources=[media]))
             self.role.add_to_principal_policy(iam.PolicyStatement(actions=["s3:PutObject"], resources=[transcripts]))
             key.grant_encrypt_decrypt(self.role)
-            acknowledge(
+            acknowledge_nag(
                 self.role,
                 {
                     f"AwsSolutions-IAM5[Resource::{nag_id(stack, media)}]": "media objects under media/ only",
@@ -212,7 +212,7 @@ class AiServiceApi(Construct):
             environment=environment,
             description="AI service API: validate, call the service, map its errors",
         )
-        checkov_skip(self.function.node.default_child, LAMBDA_CHECKOV_SKIPS)  # type: ignore[arg-type]
+        skip_checkov(self.function, LAMBDA_CHECKOV_SKIPS)
 
         authorizer: apigwv2.IHttpRouteAuthorizer = (
             authorizers.HttpIamAuthorizer()

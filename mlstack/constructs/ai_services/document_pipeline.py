@@ -22,7 +22,7 @@ from constructs import Construct
 
 from mlstack import resources
 from mlstack.constructs.ai_services.pipeline_definition import pipeline_definition
-from mlstack.constructs.nag import acknowledge, checkov_skip, nag_id
+from mlstack.constructs.scanners import acknowledge_nag, nag_id, skip_checkov
 
 HANDLER_DIR = resources.runtime_path("ai_services", "doc_pipeline")
 """`runtime/ai_services/doc_pipeline/`: the task handlers, run in order on a sample document in tests/ai_services."""
@@ -34,10 +34,10 @@ WORK_PREFIX = "work/"
 """Extracted text between two steps; deleted by the last step and expired after a day if a run dies."""
 
 LAMBDA_CHECKOV_SKIPS = {
-    "CKV_AWS_116": "invoked synchronously by Step Functions, which retries and catches; a DLQ applies to async invokes",
-    "CKV_AWS_117": "calls only AWS APIs (Textract, Comprehend, S3); nothing in a VPC",
     "CKV_AWS_115": "no reserved concurrency: reserving takes from the account's unreserved pool, which new "
     "accounts cannot spare (CreateFunction fails); Step Functions bounds concurrency by executions",
+    "CKV_AWS_116": "invoked synchronously by Step Functions, which retries and catches; a DLQ applies to async invokes",
+    "CKV_AWS_117": "calls only AWS APIs (Textract, Comprehend, S3); nothing in a VPC",
     "CKV_AWS_173": "environment holds names and prefixes only, no secrets",
 }
 
@@ -109,7 +109,7 @@ class DocumentPipeline(Construct):
             event_bridge_configuration=s3.CfnBucket.EventBridgeConfigurationProperty(event_bridge_enabled=True)
         )
         if access_logs_bucket is None:
-            acknowledge(self.bucket, {"AwsSolutions-S1": "the caller chose no access-log bucket"})
+            acknowledge_nag(self.bucket, {"AwsSolutions-S1": "the caller chose no access-log bucket"})
         self.table = dynamodb.Table(
             self,
             "Index",
@@ -131,9 +131,9 @@ class DocumentPipeline(Construct):
             retention_period=Duration.days(14),
             removal_policy=removal_policy,
         )
-        acknowledge(self.dead_letter_queue, {"AwsSolutions-SQS3": "this queue is the dead-letter queue"})
-        checkov_skip(
-            self.dead_letter_queue.node.default_child,  # type: ignore[arg-type]
+        acknowledge_nag(self.dead_letter_queue, {"AwsSolutions-SQS3": "this queue is the dead-letter queue"})
+        skip_checkov(
+            self.dead_letter_queue,
             {"CKV_AWS_27": "SSE-SQS (SqsManagedSseEnabled): EventBridge cannot use the project key without a grant"},
         )
 
@@ -277,7 +277,7 @@ class DocumentPipeline(Construct):
             environment=environment,
             description=f"Document pipeline: {handler}",
         )
-        checkov_skip(function.node.default_child, LAMBDA_CHECKOV_SKIPS)  # type: ignore[arg-type]
+        skip_checkov(function, LAMBDA_CHECKOV_SKIPS)
         return function
 
     def _grant(self, pii_redaction: bool) -> None:
@@ -321,7 +321,7 @@ class DocumentPipeline(Construct):
             findings["AwsSolutions-IAM5[Action::kms:ReEncrypt*]"] = "KMS grant on the project key only"
             if fn in reasons:
                 findings["AwsSolutions-IAM5[Resource::*]"] = reasons[fn] + " (AWS service authorization reference)"
-            acknowledge(role, findings)
+            acknowledge_nag(role, findings)
 
     def _acknowledge_generated(self) -> None:
         role = self.state_machine.role
@@ -337,7 +337,7 @@ class DocumentPipeline(Construct):
             findings[f"AwsSolutions-IAM5[Resource::{nag_id(stack, fn.function_arn)}:*]"] = (
                 "invoke any version of this pipeline's own function"
             )
-        acknowledge(role, findings)
+        acknowledge_nag(role, findings)
 
 
 def _allow(function: lambda_.Function, actions: list[str], resources: list[str]) -> None:

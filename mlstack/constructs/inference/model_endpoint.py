@@ -22,9 +22,7 @@ from mlstack.constructs.inference.image import ServingImage
 from mlstack.constructs.inference.permissions import grant_model_access, grant_vpc_access
 from mlstack.constructs.inference.props import AlarmThresholds, CaptureMode
 from mlstack.constructs.inference.serving import SERVERLESS_VARIANT, AsyncServing, RealtimeServing, ServerlessServing
-from mlstack.constructs.nag import acknowledge as _acknowledge
-from mlstack.constructs.nag import nag_id as _nag
-from mlstack.constructs.scanners import skip_checkov
+from mlstack.constructs.scanners import acknowledge_nag, nag_id, skip_checkov
 
 _ONE_MINUTE = Duration.minutes(1)
 
@@ -307,7 +305,7 @@ class ModelEndpoint(Construct):
 
     def acknowledge_prefix(self, prefix: str, why: str) -> None:
         arn = self.require_data_bucket().arn_for_objects(f"{prefix}/*")
-        _acknowledge(self.role, {f"AwsSolutions-IAM5[Resource::{_nag(Stack.of(self), arn)}]": f"SageMaker {why}"})
+        acknowledge_nag(self.role, {f"AwsSolutions-IAM5[Resource::{nag_id(Stack.of(self), arn)}]": f"SageMaker {why}"})
 
     def scalable_target(
         self, construct_id: str, variant: str, role: iam.IRole, min_capacity: int, max_capacity: int

@@ -24,7 +24,8 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from mlstack import resources
-from mlstack.constructs.sagemaker.grants import acknowledge_wildcards, grant_vpc_and_logs, skip_checkov
+from mlstack.constructs.sagemaker.grants import acknowledge_wildcards, grant_vpc_and_logs
+from mlstack.constructs.scanners import skip_checkov
 
 HANDLER_DIR = resources.runtime_path("approval_deploy")
 CAPTURE_PREFIX = "capture"

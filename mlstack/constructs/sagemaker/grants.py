@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from aws_cdk import Acknowledgment, CfnResource, Stack, Validations
+from aws_cdk import Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
+
+from mlstack.constructs.scanners import acknowledge_nag, nag_id
 
 
 def grant_vpc_and_logs(role: iam.Role, vpc: ec2.IVpc, *, log_groups: Sequence[str]) -> None:
@@ -82,34 +84,13 @@ def acknowledge_wildcards(role: iam.Role, reason: str) -> None:
         for resource in _as_list(statement.get("Resource")):
             if "*" not in json.dumps(resource):
                 continue  # no finding; and cdk-nag's spelling of Fn::Sub (asset buckets) is not needed
-            rendered = _render(resource)
+            rendered = nag_id(stack, resource)
             if "*" in rendered:
                 findings.add(f"Resource::{rendered}")
-    for finding in sorted(findings):
-        Validations.of(role).acknowledge(Acknowledgment(id=f"AwsSolutions-IAM5[{finding}]", reason=reason))
+    acknowledge_nag(role, {f"AwsSolutions-IAM5[{finding}]": reason for finding in sorted(findings)})
 
 
 def _as_list(value: object) -> list[object]:
     if value is None:
         return []
     return value if isinstance(value, list) else [value]
-
-
-def _render(value: object) -> str:
-    """How cdk-nag writes a resource in a finding id (`<Logical.Arn>/x/*`, `arn:<AWS::Partition>:...`)."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, dict) and len(value) == 1:
-        ((fn, arg),) = value.items()
-        if fn == "Ref":
-            return f"<{arg}>"
-        if fn == "Fn::GetAtt":
-            return f"<{arg[0]}.{arg[1]}>"
-        if fn == "Fn::Join":
-            return str(arg[0]).join(_render(part) for part in arg[1])
-    raise ValueError(f"cannot render {value!r} as a cdk-nag finding id")
-
-
-def skip_checkov(resource: CfnResource, reasons: dict[str, str]) -> None:
-    """Record checkov suppressions on the resource itself (Metadata `checkov.skip`), each with its reason."""
-    resource.add_metadata("checkov", {"skip": [{"id": rule, "comment": why} for rule, why in sorted(reasons.items())]})

@@ -11,6 +11,7 @@ from constructs import Construct
 
 KUBECONFIG = "/etc/mlstack/kubeconfig"
 ADMIN_POLICY = "AmazonEKSClusterAdminPolicy"
+"""EKS access policy of the cluster's admin principals (the creator role and the admin host)."""
 
 
 def admin_host_commands(*, cluster_name: str, region: str, kubernetes_version: str) -> list[str]:

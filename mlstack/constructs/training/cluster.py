@@ -17,6 +17,7 @@ from constructs import Construct
 from mlstack.catalog import get_instance
 from mlstack.constructs.common import pascal_id
 from mlstack.constructs.training import versions
+from mlstack.constructs.training.admin_host import ADMIN_POLICY
 from mlstack.constructs.training.cluster_parts import (
     Produce,
     acknowledge_generated,
@@ -31,7 +32,6 @@ from mlstack.constructs.training.efa import EfaNetworking
 from mlstack.constructs.training.node_group import AcceleratedNodeGroup, Capacity, acknowledge_node_role, taint_keys
 from mlstack.k8s.kube import EFA_TAINT, GPU_TAINT, LABEL_PREFIX, NEURON_TAINT
 
-ADMIN_POLICY = "AmazonEKSClusterAdminPolicy"
 BEFORE_NODES = ("vpc-cni", "kube-proxy", "eks-pod-identity-agent")
 """Add-ons every node group (system and accelerated) waits for: a node that starts first gets no pod IPs."""
 AFTER_NODES = ("coredns", "aws-fsx-csi-driver", "eks-node-monitoring-agent")
