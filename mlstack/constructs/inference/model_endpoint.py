@@ -23,6 +23,7 @@ from mlstack.constructs.inference.permissions import grant_model_access, grant_v
 from mlstack.constructs.inference.props import AlarmThresholds, CaptureMode
 from mlstack.constructs.inference.serving import SERVERLESS_VARIANT, AsyncServing, RealtimeServing, ServerlessServing
 from mlstack.constructs.scanners import acknowledge_nag, nag_id, skip_checkov
+from mlstack.constructs.security.groups import closed_security_group
 
 _ONE_MINUTE = Duration.minutes(1)
 
@@ -130,12 +131,11 @@ class ModelEndpoint(Construct):
         vpc_config = None
         if mode.in_vpc and vpc is not None:
             chosen = list(subnets) if subnets is not None else vpc.private_subnets
-            security_group = ec2.SecurityGroup(
+            security_group = closed_security_group(
                 self,
                 "SecurityGroup",
                 vpc=vpc,
                 description=f"SageMaker endpoint {self.name}: HTTPS out to S3/ECR/CloudWatch, nothing in",
-                allow_all_outbound=False,
             )
             security_group.add_egress_rule(
                 ec2.Peer.any_ipv4(), ec2.Port.tcp(443), "HTTPS to S3, ECR and CloudWatch via endpoints or NAT"

@@ -13,6 +13,7 @@ from constructs import Construct
 
 from mlstack.constructs.common import LOG_RETENTION_DAYS, pascal_id
 from mlstack.constructs.scanners import skip_checkov
+from mlstack.constructs.security.groups import closed_security_group
 
 GatewayEndpoint = Literal["s3", "dynamodb"]
 
@@ -84,12 +85,11 @@ class MlVpc(Construct):
         self.endpoint_security_group: ec2.SecurityGroup | None = None
         if interface_endpoints:
             # One group for all interface endpoints: HTTPS from the VPC's (literal) CIDR, nothing out.
-            self.endpoint_security_group = ec2.SecurityGroup(
+            self.endpoint_security_group = closed_security_group(
                 self,
                 "EndpointSecurityGroup",
                 vpc=self.vpc,
                 description="Interface VPC endpoints: HTTPS from inside the VPC",
-                allow_all_outbound=False,
             )
             self.endpoint_security_group.add_ingress_rule(ec2.Peer.ipv4(cidr), ec2.Port.tcp(443), "HTTPS from the VPC")
         for service_name in interface_endpoints:

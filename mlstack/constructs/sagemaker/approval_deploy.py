@@ -26,6 +26,7 @@ from constructs import Construct
 from mlstack import resources
 from mlstack.constructs.sagemaker.grants import acknowledge_wildcards, grant_vpc_and_logs
 from mlstack.constructs.scanners import skip_checkov
+from mlstack.constructs.security.groups import closed_security_group
 
 HANDLER_DIR = resources.runtime_path("approval_deploy")
 CAPTURE_PREFIX = "capture"
@@ -67,12 +68,8 @@ class ApprovalDeploy(Construct):
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
         self.endpoint_name = endpoint_name
-        self.security_group = ec2.SecurityGroup(
-            self,
-            "EndpointSecurityGroup",
-            vpc=vpc,
-            description=f"{endpoint_name} model containers and monitoring jobs",
-            allow_all_outbound=False,
+        self.security_group = closed_security_group(
+            self, "EndpointSecurityGroup", vpc=vpc, description=f"{endpoint_name} model containers and monitoring jobs"
         )
         self.security_group.add_egress_rule(ec2.Peer.any_ipv4(), ec2.Port.tcp(443), "S3 over HTTPS")
         self.model_role = iam.Role(

@@ -33,6 +33,7 @@ from mlstack.constructs.sagemaker.pipeline_definition import (
     PropertyFile,
     Step,
 )
+from mlstack.constructs.security.groups import closed_security_group
 
 EXAMPLE_SCRIPTS = resources.runtime_path("mlops")
 """`runtime/mlops/`: the example preprocess/train/evaluate scripts (standard library only, tested on CPU)."""
@@ -96,12 +97,11 @@ class MlopsPipeline(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
-        self.security_group = ec2.SecurityGroup(
+        self.security_group = closed_security_group(
             self,
             "JobSecurityGroup",
             vpc=vpc,
             description=f"{pipeline_name} jobs: instances of one training job talk to each other (EFA, NCCL)",
-            allow_all_outbound=False,
         )
         # EFA and NCCL traffic must be allowed to and from the group itself (all protocols), and S3 over HTTPS.
         self.security_group.add_ingress_rule(self.security_group, ec2.Port.all_traffic(), "instances of one job")

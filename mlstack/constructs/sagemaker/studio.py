@@ -13,6 +13,7 @@ from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
 from mlstack.constructs.sagemaker.grants import acknowledge_wildcards
+from mlstack.constructs.security.groups import closed_security_group
 
 
 class StudioDomain(Construct):
@@ -40,12 +41,8 @@ class StudioDomain(Construct):
         removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
     ) -> None:
         super().__init__(scope, construct_id)
-        self.security_group = ec2.SecurityGroup(
-            self,
-            "SecurityGroup",
-            vpc=vpc,
-            description=f"{domain_name} Studio apps: HTTPS to VPC endpoints only",
-            allow_all_outbound=False,
+        self.security_group = closed_security_group(
+            self, "SecurityGroup", vpc=vpc, description=f"{domain_name} Studio apps: HTTPS to VPC endpoints only"
         )
         self.security_group.add_egress_rule(ec2.Peer.ipv4(vpc.vpc_cidr_block), ec2.Port.tcp(443), "VPC endpoints")
         # Studio apps of one domain talk to each other (Jupyter kernel gateway, NFS to the home EFS).

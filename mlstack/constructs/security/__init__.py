@@ -1,1 +1,1 @@
-"""Security-layer constructs: the project key every stack encrypts with."""
+"""Security pieces every layer shares: the project key every stack encrypts with, and the closed security group."""

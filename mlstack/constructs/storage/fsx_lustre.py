@@ -13,6 +13,8 @@ from aws_cdk import aws_fsx as fsx
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
+from mlstack.constructs.security.groups import closed_security_group
+
 LUSTRE_PORTS = (ec2.Port.tcp(988), ec2.Port.tcp_range(1018, 1023))
 """LNET traffic between clients and servers and among servers (FSx for Lustre User Guide, "File system access
 control with Amazon VPC")."""
@@ -84,12 +86,11 @@ class FsxLustre(Construct):
             raise ValueError("per_unit_storage_throughput is a PERSISTENT_2 setting; pass None for SCRATCH_2")
         self.storage_capacity_gib = storage_capacity_gib
         self.subnet = subnet
-        self.security_group = ec2.SecurityGroup(
+        self.security_group = closed_security_group(
             self,
             "SecurityGroup",
             vpc=vpc,
             description="FSx for Lustre: LNET ports from the file system itself and its clients",
-            allow_all_outbound=False,
         )
         for port in LUSTRE_PORTS:
             self.security_group.connections.allow_internally(port, "Lustre between file servers")

@@ -9,6 +9,8 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
+from mlstack.constructs.security.groups import closed_security_group
+
 KUBECONFIG = "/etc/mlstack/kubeconfig"
 ADMIN_POLICY = "AmazonEKSClusterAdminPolicy"
 """EKS access policy of the cluster's admin principals (the creator role and the admin host)."""
@@ -56,12 +58,11 @@ class ClusterAdminHost(Construct):
         instance_type: str = "m7i.large",
     ) -> None:
         super().__init__(scope, construct_id)
-        self.security_group = ec2.SecurityGroup(
+        self.security_group = closed_security_group(
             self,
             "SecurityGroup",
             vpc=vpc,
             description="EKS admin host: no inbound; HTTPS out to the API endpoint, SSM and kubectl downloads",
-            allow_all_outbound=False,
         )
         self.security_group.add_egress_rule(ec2.Peer.any_ipv4(), ec2.Port.tcp(443), "HTTPS: EKS, SSM, STS, dl.k8s.io")
         cluster.connections.allow_from(self.security_group, ec2.Port.tcp(443), "kubectl from the admin host")

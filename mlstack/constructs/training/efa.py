@@ -10,6 +10,7 @@ from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
 from mlstack.catalog import efa_layout
+from mlstack.constructs.security.groups import closed_security_group
 
 
 @jsii.implements(ec2.IConnectable)
@@ -36,12 +37,8 @@ class EfaNetworking(Construct):
         super().__init__(scope, construct_id)
         self.subnet = subnet
         self.availability_zone = subnet.availability_zone
-        self.security_group = ec2.SecurityGroup(
-            self,
-            "SecurityGroup",
-            vpc=vpc,
-            description="EFA peers: all traffic to and from this group only",
-            allow_all_outbound=False,
+        self.security_group = closed_security_group(
+            self, "SecurityGroup", vpc=vpc, description="EFA peers: all traffic to and from this group only"
         )
         # allow_internally emits both the self-referencing ingress and the self-referencing egress rule.
         self.security_group.connections.allow_internally(ec2.Port.all_traffic(), "EFA: all traffic within the group")
