@@ -28,9 +28,13 @@ def test_create_update_and_no_change_deploy(tmp_path: Path) -> None:
     assert "bootstrapped" in out["bootstrap"]
     create = out["report-create"]
     assert f"{BLUEPRINT}-NetworkStack: CREATE_COMPLETE" in create
+    assert f"{BLUEPRINT}-DataStack: CREATE_COMPLETE" in create
     assert f"{BLUEPRINT}-InferenceStack: CREATE_COMPLETE" in create
-    # A real output value, resolved across stacks: moto's S3 bucket holding the model artifact.
-    assert f"output ModelArtifact = s3://{BLUEPRINT}-inference-modelbucket" in create
+    # A real output value: moto's S3 bucket holding the model artifact, which the DataStack owns (it deploys first);
+    # the InferenceStack's own ModelArtifact output resolves to the same bucket across stacks.
+    artifacts = {line.split(" = ", 1)[1] for line in create.splitlines() if "output ModelArtifact = " in line}
+    assert len(artifacts) == 1, create
+    assert artifacts.pop().startswith(f"s3://{BLUEPRINT}-datastack-modelbucket"), create
     assert "output SentimentEndpointName = " in create
     assert "not modelled by moto (placeholders, nothing behind them): " in create
     assert "AWS::Lambda::Url" in create and "Custom::VpcRestrictDefaultSG" in create
@@ -39,4 +43,5 @@ def test_create_update_and_no_change_deploy(tmp_path: Path) -> None:
     assert f"{BLUEPRINT}-NetworkStack: UPDATE_COMPLETE" in update
     assert f"{BLUEPRINT}-InferenceStack: UPDATE_COMPLETE" in update
 
-    assert out["no-change"].count("(no changes)") == 2
+    # Network, Data and Inference stacks: none changes.
+    assert out["no-change"].count("(no changes)") == 3
