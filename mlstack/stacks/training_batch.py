@@ -45,7 +45,6 @@ class BatchTrainingStack(MlStack):
         if blueprint.training is None:
             raise ValueError(f"blueprint {blueprint.name!r} has no training section")
         training = blueprint.training
-        # Encrypted EBS volumes (extra HyperPod volumes, Batch root volumes) are created through EC2 with the key.
         settings = training.batch or BatchConfig()
         group = training.node_groups[0]
         subnet = network.network.subnet_in(training.zone_of(group, blueprint.zones))

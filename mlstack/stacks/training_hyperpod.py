@@ -80,7 +80,6 @@ class HyperPodTrainingStack(MlStack):
         if blueprint.training is None:
             raise ValueError(f"blueprint {blueprint.name!r} has no training section")
         training = blueprint.training
-        # Encrypted EBS volumes (extra HyperPod volumes, Batch root volumes) are created through EC2 with the key.
         hyperpod = training.hyperpod or HyperPodConfig()
         zone = training.zone_of(training.node_groups[0], blueprint.zones)
         subnet = network.network.subnet_in(zone)
