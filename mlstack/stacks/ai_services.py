@@ -17,7 +17,7 @@ from mlstack.constructs.ai_services.api import MEDIA_PREFIX
 from mlstack.constructs.ai_services.document_pipeline import INPUT_PREFIX
 from mlstack.plan.ai_services import plan_ai_services
 from mlstack.stacks.base import MlStack
-from mlstack.stacks.data import NONCURRENT, access_log_bucket
+from mlstack.stacks.data import access_log_bucket, kms_bucket
 from mlstack.stacks.network import NetworkStack
 
 __all__ = ["AiServicesStack", "plan_ai_services"]
@@ -81,20 +81,7 @@ class AiServicesStack(MlStack):
         if config.api is not None:
             api = config.api
             if "transcribe.start" in api.operations:
-                self.media_bucket = s3.Bucket(
-                    self,
-                    "MediaBucket",
-                    encryption=s3.BucketEncryption.KMS,
-                    encryption_key=key,
-                    bucket_key_enabled=True,
-                    block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-                    enforce_ssl=True,
-                    versioned=True,
-                    server_access_logs_bucket=self.access_logs,
-                    server_access_logs_prefix="media/",
-                    removal_policy=self.removal_policy,
-                    lifecycle_rules=[NONCURRENT],
-                )
+                self.media_bucket = kms_bucket(self, "MediaBucket", key, self.access_logs, log_prefix="media/")
                 CfnOutput(self, "MediaUploadTo", value=f"s3://{self.media_bucket.bucket_name}/{MEDIA_PREFIX}")
             user_pool = clients = None
             if api.cognito_user_pool_id is not None:

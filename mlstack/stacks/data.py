@@ -53,8 +53,11 @@ def access_log_bucket(scope: MlStack) -> s3.Bucket:
     return bucket
 
 
-def kms_bucket(scope: MlStack, construct_id: str, key: kms.IKey, access_logs: s3.IBucket) -> s3.Bucket:
-    """A versioned, TLS-only bucket encrypted with `key`, logging to `access_logs`, retained per policy."""
+def kms_bucket(
+    scope: MlStack, construct_id: str, key: kms.IKey, access_logs: s3.IBucket, *, log_prefix: str | None = None
+) -> s3.Bucket:
+    """A versioned, TLS-only bucket encrypted with `key`, logging to `access_logs` under `log_prefix` (default
+    `<construct_id>/`), retained per policy. Every stack's data bucket is made here."""
     return s3.Bucket(
         scope,
         construct_id,
@@ -65,7 +68,7 @@ def kms_bucket(scope: MlStack, construct_id: str, key: kms.IKey, access_logs: s3
         enforce_ssl=True,
         versioned=True,
         server_access_logs_bucket=access_logs,
-        server_access_logs_prefix=f"{construct_id}/",
+        server_access_logs_prefix=log_prefix if log_prefix is not None else f"{construct_id}/",
         removal_policy=scope.removal_policy,
         lifecycle_rules=[NONCURRENT],
     )

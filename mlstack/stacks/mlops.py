@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from aws_cdk import CfnOutput
-from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
@@ -13,7 +12,7 @@ from mlstack.config import BlueprintConfig
 from mlstack.config.mlops import SCHEDULES, MlopsConfig
 from mlstack.constructs.sagemaker import ApprovalDeploy, MlopsPipeline, StudioDomain, TrainingSettings
 from mlstack.stacks.base import MlStack
-from mlstack.stacks.data import NONCURRENT, access_log_bucket
+from mlstack.stacks.data import access_log_bucket, kms_bucket
 from mlstack.stacks.images import serving_image as image_of
 from mlstack.stacks.network import NetworkStack
 
@@ -45,20 +44,7 @@ class MlopsStack(MlStack):
         key = network.key
         subnets = network.network.private_subnets
         self.access_logs = access_log_bucket(self)
-        self.artifacts = s3.Bucket(
-            self,
-            "ArtifactsBucket",
-            encryption=s3.BucketEncryption.KMS,
-            encryption_key=key,
-            bucket_key_enabled=True,
-            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-            enforce_ssl=True,
-            versioned=True,
-            server_access_logs_bucket=self.access_logs,
-            server_access_logs_prefix="ArtifactsBucket/",
-            removal_policy=self.removal_policy,
-            lifecycle_rules=[NONCURRENT],
-        )
+        self.artifacts = kms_bucket(self, "ArtifactsBucket", key, self.access_logs)
         group_name = f"{blueprint.name}-models"
         self.model_package_group = sagemaker.CfnModelPackageGroup(
             self,
