@@ -50,6 +50,17 @@ class Option:
     """One line when the target is not met: the limit that stopped the scale-out."""
 
     @property
+    def est_hours_range(self) -> tuple[float, float] | None:
+        """(low, high) hours: the point estimate x/÷ the utilisation's uncertainty (None without an estimate).
+
+        With `--mfu` given by the user the range is the same factor around their figure."""
+        if self.est_hours is None:
+            return None
+        if self.utilisation is None:
+            return self.est_hours, self.est_hours
+        return self.utilisation.hours_range(self.est_hours)
+
+    @property
     def devices(self) -> int:
         acc = self.instance.accelerator
         return self.nodes * (acc.count if acc else 1)
@@ -88,6 +99,8 @@ class Option:
             "price_date": p.date if p is not None else None,
             "price_read": p.read if p is not None else None,
             "est_hours": self.est_hours,
+            "est_hours_low": None if self.est_hours_range is None else self.est_hours_range[0],
+            "est_hours_high": None if self.est_hours_range is None else self.est_hours_range[1],
             "est_days": None if self.est_hours is None else self.est_hours / 24,
             "est_cost": self.est_cost,
             "min_nodes": self.min_nodes,

@@ -30,6 +30,17 @@ def _hours(value: float | None) -> str:
     return f"{value:.1f} h"
 
 
+def _time(o: Option) -> str:
+    """The point estimate and its range, in the unit of the point: '30 d (23-39)'."""
+    rng = o.est_hours_range
+    if o.est_hours is None or rng is None:
+        return "-"
+    div, unit = (24, "d") if o.est_hours >= 48 else (1, "h")
+    if unit == "d":
+        return f"{o.est_hours / div:,.0f} d ({rng[0] / div:,.0f}-{rng[1] / div:,.0f})"
+    return f"{o.est_hours:.1f} h ({rng[0]:.1f}-{rng[1]:.1f})"
+
+
 def _target(o: Option) -> str:
     return {True: "met", False: "missed", None: "-"}[o.target_met]
 
@@ -48,7 +59,7 @@ def _option_row(rank: str, o: Option, *, train: bool, target: bool = False) -> l
     ]
     if train:
         row += [
-            _hours(o.est_hours),
+            _time(o),
             *([_target(o)] if target else []),
             "-" if o.est_cost is None else f"{o.est_cost:,.0f}",
             "-" if o.utilisation is None else o.utilisation.label,
@@ -62,9 +73,9 @@ def _headers(train: bool, target: bool = False) -> tuple[list[str], list[int]]:
         headers.append("layout")
     headers += ["GiB/device used/usable", "EFA Gbps/node", "$/h (all nodes)", "price date"]
     if train:
-        headers += ["est. time", *(["target"] if target else []), "est. $", "time assumption"]
+        headers += ["est. time (range)", *(["target"] if target else []), "est. $", "time assumption"]
     right = [0, 2] + [i for i, h in enumerate(headers) if h in ("GiB/device used/usable", "EFA Gbps/node")]
-    right += [i for i, h in enumerate(headers) if h in ("$/h (all nodes)", "est. time", "est. $")]
+    right += [i for i, h in enumerate(headers) if h in ("$/h (all nodes)", "est. time (range)", "est. $")]
     return headers, right
 
 

@@ -146,7 +146,7 @@ def advise_train(
             continue
         usable = usable_bytes(acc.memory_gib, headroom)
         peak = catalog().peak_tflops(it)
-        util: UtilisationPick = pick(acc.model, params, key)
+        util: UtilisationPick = pick(acc.model, params, key, seq_len=seq_len, layers=shape.layers, hidden=shape.hidden)
         eff_mfu = mfu if mfu is not None else util.mfu
 
         def _estimates(

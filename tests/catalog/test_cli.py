@@ -118,10 +118,11 @@ def test_advise_train_table_shows_layout_time_source_and_prices(capsys: pytest.C
     )
     assert code == 0
     header = next(line for line in out.splitlines() if line.lstrip().startswith("#"))
-    for column in ("layout", "est. time", "est. $", "time assumption", "price date"):
+    for column in ("layout", "est. time (range)", "est. $", "time assumption", "price date"):
         assert column in header
     row = next(line for line in out.splitlines() if " p5.48xlarge " in line)
-    assert "TP4 x PP16 x DP2" in row and "MFU 40% (range 38%-43%) from llama3-405b-h100-16k" in row
+    assert "TP4 x PP16 x DP2" in row and "MFU 39% (range 30%-50%) near llama3-405b-h100-16k" in row
+    assert "9,953 d (7,656-12,939)" in row  # the point and its range: x/÷ 1.3
     assert "arXiv:2407.21783" in out  # the published run behind the time
     assert "prices: oldest price date used 2024-12-31 (p5.48xlarge, capacity_block)" in out
     assert "no price known (not estimated):" in out

@@ -155,7 +155,7 @@ def test_target_missed_under_max_nodes_is_one_line(capsys: pytest.CaptureFixture
     why = next(i for i, line in enumerate(lines) if ". p5.48xlarge x64: fits" in line)
     note = lines[why + 1].strip()  # the option's one line, under its reason
     assert note.startswith("target 90 d not met within --max-nodes 64: 64 nodes take 2,")
-    assert note.endswith("about 1,704 nodes would meet it")
+    assert note.endswith("about 1,776 nodes would meet it")
     row = next(line for line in out.splitlines() if " p5.48xlarge " in line)
     assert " 64 " in row and " missed " in row and "TP4 x PP16 x DP8" in row
     header = next(line for line in out.splitlines() if line.lstrip().startswith("#"))
@@ -163,14 +163,17 @@ def test_target_missed_under_max_nodes_is_one_line(capsys: pytest.CaptureFixture
     advice = advise_train(405e9, tokens=15.6e12, target_days=90, max_nodes=64)
     missed = by_name(advice.chosen, "p5.48xlarge")
     assert missed.target_met is False and missed.nodes == 64
-    assert missed.target_note is not None and "about 1,704 nodes would meet it" in missed.target_note
+    assert missed.target_note is not None and "about 1,776 nodes would meet it" in missed.target_note
     # ranking: every option that meets the target before any that misses it
     met = [o.target_met for o in advice.chosen if not o.demoted and o.target_met is not None]
     assert met == sorted(met, reverse=True)
 
 
 def test_70b_and_7b_keep_sensible_answers() -> None:
-    for params, expect_p5 in ((70e9, 38), (7e9, 4)):
+    # 70B reaches less of the H100 peak than 405B at production batch sizes (Llama 3 70B model card: 32% effective
+    # with attention, vs 36% for 405B), so 90 days take 46 nodes; 7B (Llama 3 8B: 20%) takes 8. A small cluster
+    # with a larger per-GPU batch may do better than these production runs: `--mfu` overrides the table.
+    for params, expect_p5 in ((70e9, 46), (7e9, 8)):
         advice = advise_train(params, tokens=2e12, target_days=90)
         p5 = by_name(advice.chosen, "p5.48xlarge")
         assert p5.nodes == expect_p5 and p5.target_met and p5.est_hours is not None and p5.est_hours <= 90 * 24
@@ -181,11 +184,13 @@ def test_70b_and_7b_keep_sensible_answers() -> None:
         # a longer deadline never needs more nodes
         later = by_name(advise_train(params, tokens=2e12, target_days=365).chosen, "p5.48xlarge")
         assert p5.min_nodes <= later.nodes <= p5.nodes  # type: ignore[operator]
-    # 7B on 2T tokens fits one trn1.32xlarge (671 days); 90 days takes 8 of them at about the same cost
+    # 7B on 2T tokens fits one trn1.32xlarge (1,865 days at the MFU borrowed from Llama 3 8B on H100: no Trainium
+    # run is in the table); 90 days takes 21 of them at about the same cost
     one = by_name(advise_train(7e9, tokens=2e12).chosen, "trn1.32xlarge")
-    eight = by_name(advise_train(7e9, tokens=2e12, target_days=90).chosen, "trn1.32xlarge")
-    assert (one.nodes, eight.nodes) == (1, 8)
-    assert one.est_cost is not None and eight.est_cost == pytest.approx(one.est_cost, rel=0.02)
+    many = by_name(advise_train(7e9, tokens=2e12, target_days=90).chosen, "trn1.32xlarge")
+    assert (one.nodes, many.nodes) == (1, 21)
+    assert one.utilisation is not None and one.utilisation.borrowed
+    assert one.est_cost is not None and many.est_cost == pytest.approx(one.est_cost, rel=0.02)
 
 
 def test_dp_traffic_over_efa_makes_scaling_sublinear() -> None:
@@ -236,9 +241,11 @@ def test_target_json_keys(capsys: pytest.CaptureFixture[str]) -> None:
     assert {"nodes", "layout", "est_days", "est_hours", "est_cost", "target_days", "target_met", "target_note"} <= set(
         p5
     )
-    assert p5["nodes"] == 38 and p5["min_nodes"] == 2 and p5["target_met"] is True and p5["target_note"] is None
+    # the range that says how sure the estimate is: x/÷ 1.3 around the point, under 2x high/low
+    assert p5["est_hours_low"] < p5["est_hours"] < p5["est_hours_high"] <= 2 * p5["est_hours_low"]
+    assert p5["nodes"] == 46 and p5["min_nodes"] == 2 and p5["target_met"] is True and p5["target_note"] is None
     assert p5["est_days"] == pytest.approx(p5["est_hours"] / 24) and p5["est_days"] <= 90
-    assert (p5["layout"]["tp"], p5["layout"]["pp"], p5["layout"]["dp"]) == (4, 4, 19)
+    assert (p5["layout"]["tp"], p5["layout"]["pp"], p5["layout"]["dp"]) == (4, 4, 23)
     assert main(["advise", "--task", "train", "--params", "70e9", "--tokens", "2e12", "--json"]) == 0
     plain = json.loads(capsys.readouterr().out)
     first = plain["chosen"][0]
