@@ -22,6 +22,7 @@ from mlstack.catalog.memory import (
     shape_for_params,
     zero_stage_for_fsdp,
 )
+from mlstack.catalog.prices_cli import register as register_prices
 from mlstack.console import render_table
 from mlstack.errors import InputError
 
@@ -176,6 +177,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         g.add_argument("--kv-heads", type=integer)
 
     register_advise(subparsers, add_shape)
+    register_prices(subparsers)
 
     mem = subparsers.add_parser(
         "memory",

@@ -32,7 +32,7 @@ __all__ = [
 
 Service = Literal["ec2_on_demand", "sagemaker_training", "hyperpod", "capacity_block"]
 SERVICES: tuple[Service, ...] = ("ec2_on_demand", "sagemaker_training", "hyperpod", "capacity_block")
-MAX_PRICE_AGE_DAYS = 180
+MAX_PRICE_AGE_DAYS = 90
 """A price whose date (`as_of`, else `read`) is older than this is reported as stale."""
 
 _DATE = r"^\d{4}-\d{2}-\d{2}$"

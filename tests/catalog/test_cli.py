@@ -133,9 +133,9 @@ def test_advise_render_warns_on_stale_prices() -> None:
     from mlstack.catalog.advisor import advise_train
 
     advice = advise_train(70e9, tokens=1e12)
-    assert "older than 180 days" not in render_advice(advice, top=3, show_cut=False, today=dt.date(2026, 12, 1))
+    assert "older than 90 days" not in render_advice(advice, top=3, show_cut=False, today=dt.date(2026, 12, 1))
     late = render_advice(advice, top=3, show_cut=False, today=dt.date(2027, 12, 1))
-    (warning,) = [line for line in late.splitlines() if "warning: prices older than 180 days:" in line]
+    (warning,) = [line for line in late.splitlines() if "warning: prices older than 90 days:" in line]
     assert "trn1.32xlarge" in warning and "p5.48xlarge" not in warning  # unpriced types are listed apart
 
 

@@ -67,7 +67,7 @@ def test_price_age_warnings() -> None:
     assert price_age_warnings([], dt.date(2026, 12, 1)) == []
     lines = price_age_warnings([g5, cb], dt.date(2026, 12, 1))
     assert lines[0] == "training prices: oldest price date used 2024-12-31 (p5.48xlarge, capacity_block)"
-    assert lines[1] == "training prices older than 180 days on 2026-12-01: p5.48xlarge; re-price"
+    assert lines[1] == "training prices older than 90 days on 2026-12-01: p5.48xlarge; re-price"
     assert len(price_age_warnings([g5], dt.date(2026, 12, 1))) == 1
 
 
