@@ -66,10 +66,11 @@ def handler(event: dict[str, Any], _context: Any = None) -> dict[str, Any]:
             "InService",
         ):
             return _report({"action": "ignored", "reason": "not this endpoint going InService"})
-        result = reconcile()
+        result = _report(reconcile())
         if result["action"] in ("none", "failed-deployment", "no-approved-version"):
+            # The endpoint keeps what it serves: monitor that version.
             return _report(monitor())
-        return _report(result)
+        return result
     return _report({"action": "ignored", "reason": f"unexpected event {detail_type!r}"})
 
 

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 from aws_cdk import Stack
@@ -65,15 +66,19 @@ def grant_job_role(
         )
     # The code inputs are S3Prefix inputs: SageMaker lists the asset bucket with the object key as prefix before it
     # downloads (SageMaker API Reference, S3DataSource / ProcessingS3Input "S3DataType: S3Prefix").
-    buckets = {asset.bucket.bucket_arn: asset.bucket for asset in code}
-    for asset_bucket in buckets.values():
-        keys = sorted(a.s3_object_key for a in code if a.bucket is asset_bucket)
+    stack = Stack.of(role)
+    keys_by_bucket: dict[str, tuple[str, list[str]]] = {}
+    for asset in code:
+        # Each asset's bucket is its own token; they resolve to the same bootstrap bucket.
+        resolved = json.dumps(stack.resolve(asset.bucket.bucket_arn), sort_keys=True)
+        keys_by_bucket.setdefault(resolved, (asset.bucket.bucket_arn, []))[1].append(asset.s3_object_key)
+    for index, (bucket_arn, keys) in enumerate(keys_by_bucket.values()):
         role.add_to_principal_policy(
             iam.PolicyStatement(
-                sid="ListCodeAssets",
+                sid="ListCodeAssets" if index == 0 else f"ListCodeAssets{index}",
                 actions=["s3:ListBucket"],
-                resources=[asset_bucket.bucket_arn],
-                conditions={"StringEquals": {"s3:prefix": keys}},
+                resources=[bucket_arn],
+                conditions={"StringEquals": {"s3:prefix": sorted(keys)}},
             )
         )
     key.grant_encrypt_decrypt(role)
