@@ -23,7 +23,14 @@ MLOPS = sorted(p.stem for p in BLUEPRINTS_DIR.glob("mlops-*.yaml"))
 
 def _vermin(target: str, *files: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [str(Path(sys.executable).with_name("vermin")), "--no-tips", "--violations", "--eval-annotations", f"-t={target}-", *files],
+        [
+            str(Path(sys.executable).with_name("vermin")),
+            "--no-tips",
+            "--violations",
+            "--eval-annotations",
+            f"-t={target}-",
+            *files,
+        ],
         capture_output=True,
         text=True,
         check=False,

@@ -208,6 +208,9 @@ class ApprovalDeploy(Construct):
                 "CKV_AWS_173": "the environment holds resource names and ARNs only, no secret (encrypted at rest "
                 "by Lambda)",
                 "CKV_AWS_45": "no secret in the environment: names, ARNs and S3 URIs of this stack",
+                "CKV_AWS_115": "no reserved concurrency on purpose: reserving any fails the deploy in accounts whose "
+                "unreserved concurrency would fall below 100 (new accounts); the handler reconciles idempotently, so "
+                "concurrent invocations are safe",
             },
         )
         self.approval_rule = events.Rule(
