@@ -124,6 +124,8 @@ class MlopsStack(MlStack):
         CfnOutput(self, "ModelPackageGroupName", value=group_name)
         CfnOutput(self, "EndpointName", value=self.deploy.endpoint_name)
         CfnOutput(self, "ArtifactsBucketName", value=self.artifacts.bucket_name)
+        # Where each approval's decision is logged (one JSON line per event: deployed, deferred, rolled back, failed).
+        CfnOutput(self, "DeployLogGroupName", value=self.deploy.log_group.log_group_name)
 
 
 def _training(config: MlopsConfig) -> TrainingSettings:
