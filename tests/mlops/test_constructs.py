@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from aws_cdk import App, Environment, Stack
@@ -100,7 +101,13 @@ def test_local_nvme_jobs_take_no_volume_key_and_training_no_volume_size() -> Non
     from mlstack.constructs.sagemaker import ProcessingJob, TrainingJob
 
     key = "arn:aws:kms:us-east-1:111122223333:key/k"
-    common = {"image_uri": IMAGE, "role_arn": "r", "code_uri": "s3://b/c.py", "code_file": "c.py", "kms_key_id": key}
+    common: dict[str, Any] = {
+        "image_uri": IMAGE,
+        "role_arn": "r",
+        "code_uri": "s3://b/c.py",
+        "code_file": "c.py",
+        "kms_key_id": key,
+    }
     training = TrainingJob(instance_type="ml.p4d.24xlarge", channels={}, output_uri="s3://b/o", **common)
     assert training.arguments_json({})["ResourceConfig"] == {"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 1}
     ebs = TrainingJob(instance_type="ml.m7i.xlarge", channels={}, output_uri="s3://b/o", **common)

@@ -14,9 +14,8 @@ from pathlib import Path
 import pytest
 
 from mlstack.catalog.sagemaker_images import image_python, image_table
-from mlstack.config import load
+from mlstack.config import BLUEPRINTS_DIR, load
 from mlstack.constructs.sagemaker.mlops_pipeline import EXAMPLE_SCRIPTS
-from tests.conftest import BLUEPRINTS_DIR
 
 MLOPS = sorted(p.stem for p in BLUEPRINTS_DIR.glob("mlops-*.yaml"))
 
