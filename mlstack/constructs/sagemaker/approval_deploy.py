@@ -266,9 +266,10 @@ class ApprovalDeploy(Construct):
             )
             alarm.add_alarm_action(cw_actions.SnsAction(topic))
             self.alarms.append(alarm)
-        # A monitoring execution is a processing job whose DescribeProcessingJob names the schedule; one that finds
-        # violations completes with ExitMessage "CompletedWithViolations: ..." (SageMaker Developer Guide, Model
-        # Monitor "Interpret results"; "Events that Amazon SageMaker AI sends to Amazon EventBridge").
+        # A monitoring execution is a processing job whose DescribeProcessingJob names the schedule
+        # (MonitoringScheduleArn); one that finds violations completes with an ExitMessage starting
+        # "CompletedWithViolations" (SageMaker Developer Guide, Model Monitor "Interpret results"). The pattern
+        # matches those DescribeProcessingJob fields in the processing-job state-change event's detail.
         schedule = _arn(stack, "monitoring-schedule", f"{self.endpoint_name}-data-quality".lower())
         self.monitoring_rule = events.Rule(
             self,
