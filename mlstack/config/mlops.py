@@ -5,6 +5,7 @@ Domain rules checked here, each with a one-line message that names the fix:
 - processing/training/serving/monitoring instance types are catalog types SageMaker offers for that job type;
 - several training instances with torchrun need an EFA type (ml.p4d, ml.p5, ml.trn1);
 - managed Spot on several instances needs checkpoints; Spot needs max_wait_hours >= max_runtime_hours;
+- a training type with local NVMe takes no `volume_size_gb` (SageMaker uses the instance storage);
 - Studio user names are unique after dropping "-" (they become construct IDs).
 """
 
@@ -16,7 +17,7 @@ from pydantic import Field, field_validator, model_validator
 
 from mlstack.catalog import get_instance
 from mlstack.catalog.sagemaker_jobs import check_instance
-from mlstack.config.base import StrictModel
+from mlstack.config.base import StrictModel, email_addresses
 from mlstack.config.inference import ImageConfig
 
 SCHEDULES = {"hourly": "cron(0 * ? * * *)", "daily": "cron(0 0 ? * * *)"}
@@ -35,7 +36,9 @@ class TrainingStepConfig(StrictModel):
     """Write /opt/ml/checkpoints to S3 (needed for Spot on several instances)."""
     max_runtime_hours: float = Field(default=1.0, gt=0, le=672)
     max_wait_hours: float | None = Field(default=None, gt=0, le=672)
-    volume_size_gb: int = Field(default=50, ge=1, le=16384)
+    volume_size_gb: int | None = Field(default=None, ge=1, le=16384)
+    """EBS volume per training instance; default 50 GB. Not allowed on types with local NVMe (ml.p4d, ml.p5, ml.g5,
+    ...): SageMaker trains on the instance storage there and takes neither a volume size nor a volume key."""
     hyperparameters: dict[str, str] = Field(default_factory=lambda: {"epochs": "100"})
     expected_hours: float = Field(default=0.1, gt=0)
     """How long a run of this step takes, for `mlstack plan`'s cost per run."""
@@ -65,6 +68,12 @@ class TrainingStepConfig(StrictModel):
             )
         if not self.spot and self.max_wait_hours is not None:
             raise ValueError("max_wait_hours: only for spot: true; remove it")
+        it = get_instance(self.instance_type)
+        if self.volume_size_gb is not None and it.has_local_nvme:
+            raise ValueError(
+                f"volume_size_gb: {self.instance_type} trains on its local NVMe ({it.local_nvme_count} x "
+                f"{it.local_nvme_gb} GB), SageMaker takes no volume size there; remove volume_size_gb"
+            )
         return self
 
 
@@ -114,6 +123,11 @@ class MonitoringConfig(StrictModel):
     image: ImageConfig
     """The Model Monitor analyzer image of the region (SageMaker Python SDK image_uri_config/model-monitor.json)."""
 
+    @property
+    def volume_key(self) -> bool:
+        """A monitoring type with local NVMe takes no volume key (like processing jobs)."""
+        return not get_instance(self.instance_type).has_local_nvme
+
     @field_validator("instance_type")
     @classmethod
     def _processing_type(cls, value: str) -> str:
@@ -153,4 +167,13 @@ class MlopsConfig(StrictModel):
     serving: ServingConfig = Field(default_factory=ServingConfig)
     monitoring: MonitoringConfig
     studio: StudioConfig | None = None
-    """A Studio domain in VPC-only mode; omit for none."""
+    """A Studio domain in VPC-only mode; omit for none. Its users may approve versions of the group."""
+    alarm_emails: list[str] = Field(default_factory=list, max_length=20)
+    """Addresses subscribed to the stack's alarm topic (each confirms by e-mail): failed pipeline executions, deploy
+    function errors and dead letters, monitoring runs with violations. Empty: the topic exists with no subscriber;
+    subscribe other targets to output `AlarmTopicArn`."""
+
+    @field_validator("alarm_emails")
+    @classmethod
+    def _emails(cls, value: list[str]) -> list[str]:
+        return email_addresses("alarm_emails", value)

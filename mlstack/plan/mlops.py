@@ -29,8 +29,23 @@ def plan_mlops(config: BlueprintConfig, plan: Plan) -> None:
         Resource(STACK, "Model package group", f"{name}-models (registry, retained)"),
         Resource(STACK, "SageMaker pipeline", f"{name}-pipeline: Preprocess, Train, Evaluate, Baseline, Register"),
         Resource(STACK, "Lambda function", f"approval-to-deploy and monitoring for endpoint {name}-serving"),
-        Resource(STACK, "EventBridge rule", "model package approved; endpoint in service", 2),
+        Resource(STACK, "EventBridge rule", "model package approved or rejected; endpoint in service", 2),
+        Resource(STACK, "SQS queue", "dead letters of the deploy function (project KMS key)"),
+        Resource(STACK, "SNS topic", f"alarms (project KMS key): {_subscribers(mlops.alarm_emails)}"),
+        Resource(STACK, "CloudWatch alarm", "deploy function errors; messages in its dead-letter queue", 2),
+        Resource(
+            STACK,
+            "EventBridge rule",
+            "to the alarm topic: failed pipeline execution; monitoring violations or failure",
+            2,
+        ),
     ]
+    if not mlops.alarm_emails:
+        plan.warnings.append(
+            "MlopsStack: alarm_emails is empty: failed pipeline runs, deploy errors and monitoring violations reach "
+            "the alarm topic, which no one is subscribed to; set mlops.alarm_emails or subscribe to output "
+            "AlarmTopicArn"
+        )
     if mlops.studio is not None:
         plan.resources.append(
             Resource(STACK, "Studio domain", f"VpcOnly, IAM auth, users: {', '.join(mlops.studio.users) or 'none'}")
@@ -113,3 +128,7 @@ def plan_mlops(config: BlueprintConfig, plan: Plan) -> None:
             "instances",
         )
     )
+
+
+def _subscribers(emails: list[str]) -> str:
+    return f"e-mail to {', '.join(emails)}" if emails else "no subscriber (alarm_emails is empty)"

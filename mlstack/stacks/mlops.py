@@ -43,6 +43,7 @@ class MlopsStack(MlStack):
         self.add_stack_dependency(network)
         key = network.key
         subnets = network.network.private_subnets
+        self.alarm_topic = self.add_alarm_topic(key, config.alarm_emails)
         self.access_logs = access_log_bucket(self)
         self.artifacts = kms_bucket(self, "ArtifactsBucket", key, self.access_logs)
         group_name = f"{blueprint.name}-models"
@@ -77,6 +78,7 @@ class MlopsStack(MlStack):
             accuracy_threshold=pipeline.accuracy_threshold,
             serving_instance_types=[config.serving.instance_type],
             input_prefix=pipeline.input_prefix,
+            alarm_topic=self.alarm_topic,
         )
         self.pipeline.node.add_dependency(self.model_package_group)
         for image in {training_image, processing_image, monitor_image}:
@@ -96,8 +98,10 @@ class MlopsStack(MlStack):
             capture_percent=config.serving.capture_percent,
             monitor_image=monitor_image.uri,
             monitor_instance_type=config.monitoring.instance_type,
+            monitor_volume_key=config.monitoring.volume_key,
             monitor_schedule=SCHEDULES[config.monitoring.schedule],
             removal_policy=self.removal_policy,
+            alarm_topic=self.alarm_topic,
         )
         serving_image.grant_pull(self.deploy.model_role)
         monitor_image.grant_pull(self.deploy.monitor_role)
@@ -113,12 +117,15 @@ class MlopsStack(MlStack):
                 artifacts_bucket=self.artifacts,
                 pipeline_name=self.pipeline.pipeline_name,
                 user_names=config.studio.users,
+                model_package_group_name=group_name,
                 removal_policy=self.removal_policy,
             )
         CfnOutput(self, "PipelineName", value=self.pipeline.pipeline_name)
         CfnOutput(self, "ModelPackageGroupName", value=group_name)
         CfnOutput(self, "EndpointName", value=self.deploy.endpoint_name)
         CfnOutput(self, "ArtifactsBucketName", value=self.artifacts.bucket_name)
+        # Where each approval's decision is logged (one JSON line per event: deployed, deferred, rolled back, failed).
+        CfnOutput(self, "DeployLogGroupName", value=self.deploy.log_group.log_group_name)
 
 
 def _training(config: MlopsConfig) -> TrainingSettings:

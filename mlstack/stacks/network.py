@@ -50,6 +50,10 @@ class NetworkStack(MlStack):
         if blueprint.inference is not None or (ai_services is not None and ai_services.document_pipeline is not None):
             # The inference stack's and the document pipeline's alarm topics are encrypted with this key.
             self.key.allow_cloudwatch_alarms_to_sns()
+        if blueprint.mlops is not None:
+            # MlopsStack's alarm topic: CloudWatch alarms and EventBridge rules (failed executions, monitoring) publish.
+            self.key.allow_cloudwatch_alarms_to_sns()
+            self.key.allow_eventbridge_to_sns()
         network = blueprint.network
         self.network = MlVpc(
             self,

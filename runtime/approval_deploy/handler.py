@@ -1,21 +1,27 @@
-"""Approval-to-deploy: an approved model package version goes live on one SageMaker endpoint; then it is monitored.
+"""Approval-to-deploy: the newest approved model package version serves on one SageMaker endpoint, then is monitored.
 
-Two EventBridge events reach this function:
-- "SageMaker Model Package State Change" of the configured group. Only a version whose *current* status (read back
-  with DescribeModelPackage, not trusted from the event) is Approved is deployed: model and endpoint config named
-  after the version are created if missing, then the endpoint is created, or updated when it serves another
-  version. A rejected or pending version changes nothing. A failed update leaves the old fleet serving (SageMaker
-  rolls an endpoint update back when the new variant does not become healthy). The same event twice is a no-op.
-- "SageMaker Endpoint State Change" to InService for the configured endpoint: the data-quality monitoring schedule
-  is created, or moved to the baseline of the version now serving (the baseline the pipeline registered with the
-  version under DriftCheckBaselines). A schedule cannot be created before the endpoint exists, which is why this
-  runs on InService and not at deploy time.
-An endpoint that is Creating or Updating makes the function fail, so Lambda retries the event later.
+The function reconciles; it never trusts an event's payload for what to deploy. On every event it re-reads the
+registry and the endpoint and moves the endpoint towards the desired state: the Approved version with the highest
+version number of the configured group.
+- "SageMaker Model Package State Change" (Approved or Rejected, this group): model and endpoint config named after
+  the desired version are created if missing, then the endpoint is created, or updated when it serves another
+  version. Rejecting the version that serves rolls the endpoint back to the newest version still Approved; when none
+  is left the endpoint keeps serving and the function logs that (it never deletes an endpoint).
+- "SageMaker Endpoint State Change" to IN_SERVICE for the configured endpoint: first the same reconcile (an approval
+  that arrived while the endpoint was Creating or Updating is applied now), then, when the endpoint serves the desired
+  version, the data-quality monitoring schedule is created or moved to the baseline registered with that version.
+An endpoint that is Creating or Updating defers the change to its own IN_SERVICE event, so nothing waits on retries.
+Two invocations racing are harmless: both compute the same desired version, SageMaker accepts one UpdateEndpoint or
+CreateEndpoint and rejects the other as in progress, which defers it the same way. An update that SageMaker rolled
+back is not retried in a loop: the endpoint is tagged with the config it is moving to, and a tag that names a config
+the endpoint does not serve after IN_SERVICE means that deployment failed; the function logs it and waits for a
+newer approval.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 from typing import Any
 
@@ -23,11 +29,12 @@ import boto3
 from botocore.exceptions import ClientError
 
 VARIANT = "AllTraffic"
+BUSY = ("Creating", "Updating", "SystemUpdating", "RollingBack", "Deleting", "UpdateRollbackFailed")
+TARGET_TAG = "mlstack:deploying"
+"""Endpoint tag: the endpoint config the last CreateEndpoint/UpdateEndpoint of this function moved to."""
 _client: Any = None
-
-
-class EndpointBusyError(RuntimeError):
-    """The endpoint is changing; raising makes Lambda retry the asynchronous event."""
+log = logging.getLogger("approval_deploy")
+log.setLevel(logging.INFO)
 
 
 def sagemaker() -> Any:
@@ -48,41 +55,129 @@ def handler(event: dict[str, Any], _context: Any = None) -> dict[str, Any]:
     detail_type = event.get("detail-type")
     detail = event.get("detail") or {}
     if detail_type == "SageMaker Model Package State Change":
-        return deploy(detail)
+        if detail.get("ModelPackageGroupName") != env("MODEL_PACKAGE_GROUP"):
+            return _report({"action": "ignored", "reason": "another model package group"})
+        return _report(reconcile())
     if detail_type == "SageMaker Endpoint State Change":
-        return monitor(detail)
-    return {"action": "ignored", "reason": f"unexpected event {detail_type!r}"}
+        # Endpoint events spell the status IN_SERVICE (AWS docs: "Events that Amazon SageMaker AI sends to
+        # EventBridge").
+        if detail.get("EndpointName") != env("ENDPOINT_NAME") or detail.get("EndpointStatus") not in (
+            "IN_SERVICE",
+            "InService",
+        ):
+            return _report({"action": "ignored", "reason": "not this endpoint going InService"})
+        result = _report(reconcile())
+        if result["action"] in ("none", "failed-deployment", "no-approved-version"):
+            # The endpoint keeps what it serves: monitor that version.
+            return _report(monitor())
+        return result
+    return _report({"action": "ignored", "reason": f"unexpected event {detail_type!r}"})
 
 
-def deploy(detail: dict[str, Any]) -> dict[str, Any]:
+def _report(result: dict[str, Any]) -> dict[str, Any]:
+    """One JSON log line per decision: what the function did and why (CloudWatch Logs Insights can filter on it)."""
+    level = logging.ERROR if result["action"] == "failed-deployment" else logging.INFO
+    if result["action"] == "no-approved-version":
+        level = logging.WARNING
+    log.log(level, json.dumps(result, sort_keys=True))
+    return result
+
+
+def reconcile() -> dict[str, Any]:
+    """Move the endpoint towards the newest Approved version (see the module docstring)."""
     endpoint = env("ENDPOINT_NAME")
-    if detail.get("ModelPackageGroupName") != env("MODEL_PACKAGE_GROUP"):
-        return {"action": "ignored", "reason": "another model package group"}
-    package = sagemaker().describe_model_package(ModelPackageName=detail["ModelPackageArn"])
-    status = package["ModelApprovalStatus"]
-    if status != "Approved":
-        return {"action": "ignored", "reason": f"version status is {status}; only Approved versions deploy"}
-    name = f"{endpoint}-v{package['ModelPackageVersion']}"
     current = _endpoint(endpoint)
+    if current is not None and current["EndpointStatus"] in BUSY:
+        return {
+            "action": "deferred",
+            "reason": f"endpoint {endpoint} is {current['EndpointStatus']}; its IN_SERVICE event applies the newest "
+            "approved version",
+        }
+    if current is not None and current["EndpointStatus"] == "Failed":
+        return {
+            "action": "failed-deployment",
+            "reason": f"endpoint {endpoint} is Failed ({current.get('FailureReason', 'no reason given')}); delete "
+            "it and approve again to recreate it",
+        }
+    package = _newest_approved()
+    if package is None:
+        if current is None:
+            return {"action": "ignored", "reason": "no Approved version in the group"}
+        return {
+            "action": "no-approved-version",
+            "reason": f"no Approved version is left; {endpoint} keeps serving {current['EndpointConfigName']} "
+            "(delete the endpoint to stop it)",
+        }
+    name = f"{endpoint}-v{package['ModelPackageVersion']}"
     if current is not None:
-        if current["EndpointStatus"] in ("Creating", "Updating", "SystemUpdating", "RollingBack", "Deleting"):
-            raise EndpointBusyError(f"endpoint {endpoint} is {current['EndpointStatus']}; retry later")
-        if current["EndpointConfigName"] == name and current["EndpointStatus"] == "InService":
+        serving = current["EndpointConfigName"]
+        if serving == name:
             return {"action": "none", "reason": f"{name} is already serving"}
+        if _target(current) == name:
+            return {
+                "action": "failed-deployment",
+                "reason": f"the update of {endpoint} to {name} did not complete ({current.get('FailureReason', '')}); "
+                f"{serving} still serves; approve a newer version to deploy again",
+            }
     _ensure_model(name, package)
     _ensure_endpoint_config(name)
-    if current is None:
-        sagemaker().create_endpoint(EndpointName=endpoint, EndpointConfigName=name, Tags=_tags(package))
-        return {"action": "created", "endpoint": endpoint, "config": name}
-    sagemaker().update_endpoint(EndpointName=endpoint, EndpointConfigName=name)
+    try:
+        if current is None:
+            sagemaker().create_endpoint(
+                EndpointName=endpoint,
+                EndpointConfigName=name,
+                Tags=[*_tags(package), {"Key": TARGET_TAG, "Value": name}],
+            )
+            return {"action": "created", "endpoint": endpoint, "config": name}
+        sagemaker().add_tags(ResourceArn=current["EndpointArn"], Tags=[{"Key": TARGET_TAG, "Value": name}])
+        sagemaker().update_endpoint(EndpointName=endpoint, EndpointConfigName=name)
+    except ClientError as err:
+        if _in_progress(err):
+            return {"action": "deferred", "reason": f"another change of {endpoint} is in progress: {_message(err)}"}
+        raise
     return {"action": "updated", "endpoint": endpoint, "config": name, "previous": current["EndpointConfigName"]}
 
 
-def monitor(detail: dict[str, Any]) -> dict[str, Any]:
+def _newest_approved() -> dict[str, Any] | None:
+    """DescribeModelPackage of the Approved version with the highest version number, or None."""
+    newest: dict[str, Any] | None = None
+    kwargs: dict[str, Any] = {"ModelPackageGroupName": env("MODEL_PACKAGE_GROUP"), "ModelApprovalStatus": "Approved"}
+    while True:
+        page = sagemaker().list_model_packages(**kwargs)
+        for summary in page.get("ModelPackageSummaryList", []):
+            if newest is None or summary["ModelPackageVersion"] > newest["ModelPackageVersion"]:
+                newest = summary
+        if not page.get("NextToken"):
+            break
+        kwargs["NextToken"] = page["NextToken"]
+    if newest is None:
+        return None
+    package: dict[str, Any] = sagemaker().describe_model_package(ModelPackageName=newest["ModelPackageArn"])
+    # Re-read: the version may have been rejected between the list and now.
+    return package if package["ModelApprovalStatus"] == "Approved" else None
+
+
+def _target(endpoint: dict[str, Any]) -> str | None:
+    tags = sagemaker().list_tags(ResourceArn=endpoint["EndpointArn"]).get("Tags", [])
+    values = [t["Value"] for t in tags if t["Key"] == TARGET_TAG]
+    return values[-1] if values else None
+
+
+def _in_progress(err: ClientError) -> bool:
+    """SageMaker's answer to a second change of an endpoint that is already changing (or already created)."""
+    message = _message(err).lower()
+    return err.response.get("Error", {}).get("Code") == "ValidationException" and (
+        "in-progress" in message or "in progress" in message or "already existing endpoint" in message
+    )
+
+
+def _message(err: ClientError) -> str:
+    return str(err.response.get("Error", {}).get("Message", ""))
+
+
+def monitor() -> dict[str, Any]:
+    """Point the data-quality schedule at the baseline registered with the version the endpoint serves."""
     endpoint = env("ENDPOINT_NAME")
-    # Endpoint events spell the status IN_SERVICE (AWS docs: "Events that Amazon SageMaker AI sends to EventBridge").
-    if detail.get("EndpointName") != endpoint or detail.get("EndpointStatus") not in ("IN_SERVICE", "InService"):
-        return {"action": "ignored", "reason": "not this endpoint going InService"}
     current = _endpoint(endpoint)
     if current is None:
         return {"action": "ignored", "reason": f"endpoint {endpoint} does not exist"}
@@ -148,6 +243,15 @@ def _vpc() -> dict[str, list[str]]:
     }
 
 
+def _create_once(call: Any, **kwargs: Any) -> None:
+    """Create a model or endpoint config; one that a racing invocation created a moment ago is as good."""
+    try:
+        call(**kwargs)
+    except ClientError as err:
+        if err.response.get("Error", {}).get("Code") != "ValidationException" or "already exist" not in _message(err):
+            raise
+
+
 def _ensure_model(name: str, package: dict[str, Any]) -> None:
     if _exists(sagemaker().describe_model, ModelName=name):
         return
@@ -155,7 +259,8 @@ def _ensure_model(name: str, package: dict[str, Any]) -> None:
     primary = {"Image": container["Image"], "ModelDataUrl": container["ModelDataUrl"]}
     if container.get("Environment"):
         primary["Environment"] = container["Environment"]
-    sagemaker().create_model(
+    _create_once(
+        sagemaker().create_model,
         ModelName=name,
         ExecutionRoleArn=env("MODEL_ROLE_ARN"),
         PrimaryContainer=primary,
@@ -168,7 +273,8 @@ def _ensure_model(name: str, package: dict[str, Any]) -> None:
 def _ensure_endpoint_config(name: str) -> None:
     if _exists(sagemaker().describe_endpoint_config, EndpointConfigName=name):
         return
-    sagemaker().create_endpoint_config(
+    _create_once(
+        sagemaker().create_endpoint_config,
         EndpointConfigName=name,
         ProductionVariants=[
             {
@@ -219,7 +325,8 @@ def _job_definition(name: str, endpoint: str, baseline: dict[str, Any]) -> dict[
                 "InstanceCount": 1,
                 "InstanceType": env("MONITOR_INSTANCE_TYPE"),
                 "VolumeSizeInGB": 20,
-                "VolumeKmsKeyId": env("KMS_KEY_ARN"),
+                # No volume key on monitoring instances with local NVMe (SageMaker rejects it there).
+                **({"VolumeKmsKeyId": env("KMS_KEY_ARN")} if env("MONITOR_VOLUME_KMS", "true") == "true" else {}),
             }
         },
         "NetworkConfig": {"VpcConfig": _vpc(), "EnableNetworkIsolation": True},

@@ -1,10 +1,10 @@
-"""Processing step: make (or read) a tabular data set and split it into train, validation, test and a baseline.
+"""Processing step: make (or read) a tabular data set and split it into train, validation and test.
 
 SageMaker processing contract: inputs under /opt/ml/processing/input/, outputs under /opt/ml/processing/<name>/
 (uploaded to S3 when the job ends). With no CSV in /opt/ml/processing/input/data, a seeded synthetic two-class
-data set is generated, so the example pipeline runs without any data upload. CSV rows are `label,f1,...,fN`;
-the baseline file has a header and features only (what the endpoint receives, what Model Monitor compares).
-Standard library only: it runs in any Python 3 container.
+data set is generated, so the example pipeline runs without any data upload. CSV rows are `label,f1,...,fN`, no
+header (evaluate.py writes the data-quality baseline, with the trained model's output first).
+Standard library only; Python 3.9 and later (the scikit-learn 1.2-1 container).
 """
 
 from __future__ import annotations
@@ -36,13 +36,10 @@ def read_csvs(folder: Path) -> list[Row]:
     return rows
 
 
-def write(path: Path, rows: list[Row], header: list[str] | None = None) -> None:
+def write(path: Path, rows: list[Row]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", newline="") as handle:
-        writer = csv.writer(handle)
-        if header:
-            writer.writerow(header)
-        writer.writerows(rows)
+        csv.writer(handle).writerows(rows)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -60,8 +57,6 @@ def main(argv: list[str] | None = None) -> None:
     write(base / "train" / "train.csv", train)
     write(base / "validation" / "validation.csv", validation)
     write(base / "test" / "test.csv", test)
-    width = len(rows[0]) - 1
-    write(base / "baseline" / "baseline.csv", [r[1:] for r in train], header=[f"f{i}" for i in range(width)])
     print(f"rows: train {len(train)}, validation {len(validation)}, test {len(test)}")
 
 

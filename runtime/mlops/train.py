@@ -3,13 +3,16 @@
 SageMaker training contract: data channels in `SM_CHANNEL_<NAME>` (/opt/ml/input/data/<name>), the model goes to
 `SM_MODEL_DIR` (/opt/ml/model, uploaded as model.tar.gz), hyperparameters arrive as `--name value` arguments.
 The model directory also gets `code/inference.py` (this file), so a serving container that runs
-`SAGEMAKER_PROGRAM` from `code/` can load it with `model_fn` / `predict_fn`.
+`SAGEMAKER_PROGRAM` from `code/` can load it with `model_fn` / `input_fn` / `predict_fn`.
+Python 3.9 and later, without zip(strict=...): the scikit-learn 1.2-1 container runs 3.9
+(mlstack/catalog/data/sagemaker_images.yaml).
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import io
 import json
 import math
 import os
@@ -35,7 +38,10 @@ def load_rows(folder: Path) -> tuple[list[list[float]], list[float]]:
 
 
 def probability(model: Model, x: list[float]) -> float:
-    z = model["bias"] + sum(w * v for w, v in zip(model["weights"], x, strict=True))
+    weights = model["weights"]
+    if len(x) != len(weights):
+        raise ValueError(f"a row has {len(x)} features; the model takes {len(weights)}")
+    z = model["bias"] + sum(w * x[i] for i, w in enumerate(weights))
     return 1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, z))))
 
 
@@ -45,12 +51,12 @@ def fit(features: list[list[float]], labels: list[float], epochs: int, learning_
     for _ in range(epochs):
         grad_w = [0.0] * len(model["weights"])
         grad_b = 0.0
-        for x, y in zip(features, labels, strict=True):
+        for x, y in ((features[j], labels[j]) for j in range(n)):
             error = probability(model, x) - y
             grad_b += error
             for i, v in enumerate(x):
                 grad_w[i] += error * v
-        model["weights"] = [w - learning_rate * g / n for w, g in zip(model["weights"], grad_w, strict=True)]
+        model["weights"] = [w - learning_rate * grad_w[i] / n for i, w in enumerate(model["weights"])]
         model["bias"] -= learning_rate * grad_b / n
     return model
 
@@ -61,9 +67,22 @@ def model_fn(model_dir: str) -> Model:
     return model
 
 
+def input_fn(body: Any, content_type: str) -> list[list[float]]:
+    """Serving: a CSV request of one or more rows (features only, no header) -> rows of floats.
+
+    Parsed here rather than by the container's default decoder, so the model sees the same rows whichever serving
+    container (scikit-learn, PyTorch) runs it."""
+    if content_type.split(";")[0].strip() != "text/csv":
+        raise ValueError(f"content type {content_type!r}: send text/csv, one row of features per line")
+    text = body.decode("utf-8") if isinstance(body, (bytes, bytearray)) else str(body)
+    return [[float(v) for v in row] for row in csv.reader(io.StringIO(text)) if row]
+
+
 def predict_fn(data: Any, model: Model) -> list[float]:
-    """Serving: one probability per row of features."""
-    rows = data if isinstance(data, list) and data and isinstance(data[0], list) else [data]
+    """Serving: one probability per row of features (a list of rows, one row, or a NumPy array or tensor of either)."""
+    if hasattr(data, "tolist"):
+        data = data.tolist()
+    rows = data if isinstance(data, list) and data and isinstance(data[0], (list, tuple)) else [data]
     return [probability(model, [float(v) for v in row]) for row in rows]
 
 

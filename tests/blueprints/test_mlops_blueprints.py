@@ -169,7 +169,7 @@ def test_approval_and_in_service_rules_target_the_deploy_function(session: Sessi
     assert approval["EventPattern"] == {
         "source": ["aws.sagemaker"],
         "detail-type": ["SageMaker Model Package State Change"],
-        "detail": {"ModelPackageGroupName": [f"{name}-models"], "ModelApprovalStatus": ["Approved"]},
+        "detail": {"ModelPackageGroupName": [f"{name}-models"], "ModelApprovalStatus": ["Approved", "Rejected"]},
     }
     in_service = next(v for k, v in rules.items() if k.startswith("ApprovalDeployInServiceRule"))
     assert in_service["EventPattern"]["detail"] == {
@@ -182,7 +182,7 @@ def test_approval_and_in_service_rules_target_the_deploy_function(session: Sessi
         assert target["Arn"] == {"Fn::GetAtt": [function_id, "Arn"]}
         assert target["RetryPolicy"]["MaximumRetryAttempts"] == 4
     function = _of_type(session, name, "AWS::Lambda::Function")[function_id]["Properties"]
-    assert function["ReservedConcurrentExecutions"] == 1
+    assert "ReservedConcurrentExecutions" not in function  # fails in new accounts; the handler reconciles instead
     assert function["Environment"]["Variables"]["ENDPOINT_NAME"] == f"{name}-serving"
     # No endpoint in the template: the first approval creates it; the schedule follows it into service.
     assert _of_type(session, name, "AWS::SageMaker::Endpoint") == {}

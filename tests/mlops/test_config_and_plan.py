@@ -75,6 +75,11 @@ def test_minimal_section_has_cheap_secure_defaults(tmp_path: Path) -> None:
             "mlops.pipeline.training: max_wait_hours: with spot it must be >= max_runtime_hours (2.0) (got 1.0)",
         ),
         ({"max_wait_hours": 1}, "mlops.pipeline.training: max_wait_hours: only for spot: true; remove it"),
+        (
+            {"instance_type": "ml.g5.2xlarge", "volume_size_gb": 200},
+            "mlops.pipeline.training: volume_size_gb: ml.g5.2xlarge trains on its local NVMe (1 x 450 GB), "
+            "SageMaker takes no volume size there; remove volume_size_gb",
+        ),
     ],
 )
 def test_bad_training_step_is_one_line(tmp_path: Path, training: dict[str, Any], message: str) -> None:
@@ -117,3 +122,30 @@ def test_cpu_plan_has_an_ec2_lower_bound_labelled_as_such() -> None:
     floor = [r for r in section if r.startswith("EC2 on-demand list-price lower bound")]
     assert len(floor) <= 1
     assert all("SageMaker ml.* rates are higher" in r for r in floor)
+
+
+def test_ebs_training_type_keeps_its_volume_size(tmp_path: Path) -> None:
+    config = _load(tmp_path, {"instance_type": "ml.m7i.xlarge", "volume_size_gb": 200})
+    assert config.mlops.pipeline.training.volume_size_gb == 200
+
+
+def test_monitoring_on_a_local_nvme_type_takes_no_volume_key(tmp_path: Path) -> None:
+    config = _load(tmp_path, monitoring={"image": MONITOR, "instance_type": "ml.g5.xlarge"})
+    assert config.mlops.monitoring.volume_key is False
+    assert _load(tmp_path).mlops.monitoring.volume_key is True
+
+
+def test_alarm_emails_are_checked(tmp_path: Path) -> None:
+    assert _problem(tmp_path, alarm_emails=["not-an-address"]).startswith("mlops.alarm_emails")
+
+
+def test_plan_says_when_no_one_is_told_of_failures(tmp_path: Path) -> None:
+    plan = build_plan(load("mlops-pipeline"))
+    (warning,) = [w for w in plan.warnings if w.startswith("MlopsStack: alarm_emails is empty")]
+    assert "no one is subscribed" in warning
+    (topic,) = [r for r in plan.resources if r.kind == "SNS topic" and r.stack == "MlopsStack"]
+    assert "no subscriber" in topic.detail
+    told = build_plan(_load(tmp_path, alarm_emails=["ml-oncall@example.com"]))
+    assert not [w for w in told.warnings if "alarm_emails" in w]
+    (topic,) = [r for r in told.resources if r.kind == "SNS topic" and r.stack == "MlopsStack"]
+    assert "ml-oncall@example.com" in topic.detail

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from aws_cdk import App, Environment, Stack
@@ -62,9 +63,16 @@ def test_pipeline_and_approval_deploy_in_a_plain_stack() -> None:
     )
     template.has_resource_properties(
         "AWS::Events::Rule",
-        {"EventPattern": {"detail": {"ModelPackageGroupName": ["team-models"], "ModelApprovalStatus": ["Approved"]}}},
+        {
+            "EventPattern": {
+                "detail": {"ModelPackageGroupName": ["team-models"], "ModelApprovalStatus": ["Approved", "Rejected"]}
+            }
+        },
     )
     template.resource_count_is("AWS::Lambda::Function", 1)
+    # No alarm topic given: no alarms, no notification rules (a team wires its own).
+    template.resource_count_is("AWS::CloudWatch::Alarm", 0)
+    template.resource_count_is("AWS::Events::Rule", 2)
     doc = pipeline.definition.to_json()
     assert [s["Name"] for s in doc["Steps"]] == ["Preprocess", "Train", "Evaluate", "Baseline", "CheckAccuracy"]
     assert json.dumps(doc).count("PendingManualApproval") == 1
@@ -87,3 +95,29 @@ def test_bad_training_settings_fail_at_construction_with_one_line() -> None:
             subnets=vpc.isolated_subnets,
             training=TrainingSettings(instance_type="ml.g6.xlarge", instance_count=2, distribution="torchrun"),
         )
+
+
+def test_local_nvme_jobs_take_no_volume_key_and_training_no_volume_size() -> None:
+    from mlstack.constructs.sagemaker import ProcessingJob, TrainingJob
+
+    key = "arn:aws:kms:us-east-1:111122223333:key/k"
+    common: dict[str, Any] = {
+        "image_uri": IMAGE,
+        "role_arn": "r",
+        "code_uri": "s3://b/c.py",
+        "code_file": "c.py",
+        "kms_key_id": key,
+    }
+    training = TrainingJob(instance_type="ml.p4d.24xlarge", channels={}, output_uri="s3://b/o", **common)
+    assert training.arguments_json({})["ResourceConfig"] == {"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 1}
+    ebs = TrainingJob(instance_type="ml.m7i.xlarge", channels={}, output_uri="s3://b/o", **common)
+    assert ebs.arguments_json({})["ResourceConfig"]["VolumeKmsKeyId"] == key
+    with pytest.raises(PipelineDefinitionError, match=r"^training volume_size_gb on ml\.p4d\.24xlarge: .*remove"):
+        TrainingJob(
+            instance_type="ml.p4d.24xlarge", channels={}, output_uri="s3://b/o", volume_size_gb=500, **common
+        ).arguments_json({})
+    processing = ProcessingJob(instance_type="ml.g5.xlarge", **common).arguments_json({})
+    cluster = processing["ProcessingResources"]["ClusterConfig"]
+    assert "VolumeKmsKeyId" not in cluster and cluster["VolumeSizeInGB"] == 30  # required; within the 250 GB NVMe
+    with pytest.raises(PipelineDefinitionError, match=r"^processing volume 300 GB on ml\.g5\.xlarge: above"):
+        ProcessingJob(instance_type="ml.g5.xlarge", volume_size_gb=300, **common).arguments_json({})

@@ -1,12 +1,14 @@
 """runtime/approval_deploy/handler.py against moto's SageMaker (registry, models, configs, endpoints, job definitions).
 
 moto 5.2.5 has no UpdateEndpoint and no monitoring schedules: those two calls go to a recorder that wraps the moto
-client, so the test still sees exactly what the handler asked SageMaker to do.
+client, so the test still sees exactly what the handler asked SageMaker to do. The recorder can also make the
+endpoint look busy or serve another config, and make one call fail as SageMaker does for a second, racing change.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator
 from typing import Any
 
@@ -32,6 +34,8 @@ class Recorder:
         self.calls: list[tuple[str, dict[str, Any]]] = []
         self.schedules: dict[str, dict[str, Any]] = {}
         self.status_override: str | None = None
+        self.serving_override: str | None = None
+        self.fail: dict[str, ClientError] = {}
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.real, name)
@@ -40,9 +44,19 @@ class Recorder:
         result: dict[str, Any] = self.real.describe_endpoint(**kwargs)
         if self.status_override:
             result["EndpointStatus"] = self.status_override
+        if self.serving_override:
+            result["EndpointConfigName"] = self.serving_override
+        return result
+
+    def create_endpoint(self, **kwargs: Any) -> dict[str, Any]:
+        if "create_endpoint" in self.fail:
+            raise self.fail.pop("create_endpoint")
+        result: dict[str, Any] = self.real.create_endpoint(**kwargs)
         return result
 
     def update_endpoint(self, **kwargs: Any) -> dict[str, Any]:
+        if "update_endpoint" in self.fail:
+            raise self.fail.pop("update_endpoint")
         self.calls.append(("update_endpoint", kwargs))
         return {}
 
@@ -140,12 +154,25 @@ def _in_service() -> dict[str, Any]:
     }
 
 
+def _update_finished(sm: Recorder) -> None:
+    """The last recorded UpdateEndpoint completed: the endpoint serves its config and is InService again."""
+    sm.serving_override = next(kw["EndpointConfigName"] for name, kw in reversed(sm.calls) if name == "update_endpoint")
+    sm.status_override = None
+
+
+def _validation(message: str) -> ClientError:
+    return ClientError({"Error": {"Code": "ValidationException", "Message": message}}, "UpdateEndpoint")
+
+
 def test_approved_version_creates_the_endpoint_with_data_capture(sm: Recorder) -> None:
     package = _register(sm)
     result = handler.handler(_approve(sm, package))
     name = f"{ENDPOINT}-v{package['ModelPackageVersion']}"
     assert result == {"action": "created", "endpoint": ENDPOINT, "config": name}
-    assert sm.real.describe_endpoint(EndpointName=ENDPOINT)["EndpointConfigName"] == name
+    endpoint = sm.real.describe_endpoint(EndpointName=ENDPOINT)
+    assert endpoint["EndpointConfigName"] == name
+    tags = sm.real.list_tags(ResourceArn=endpoint["EndpointArn"])["Tags"]
+    assert {"Key": handler.TARGET_TAG, "Value": name} in tags
     model = sm.real.describe_model(ModelName=name)
     assert model["PrimaryContainer"]["ModelDataUrl"] == "s3://artifacts/runs/x/model/model.tar.gz"
     assert model["ExecutionRoleArn"].endswith(":role/model")
@@ -167,26 +194,23 @@ def test_same_approval_twice_changes_nothing(sm: Recorder) -> None:
 
 
 @pytest.mark.parametrize("status", ["Rejected", "PendingManualApproval"])
-def test_rejected_or_pending_version_changes_nothing(sm: Recorder, status: str) -> None:
+def test_rejected_or_pending_other_version_changes_nothing(sm: Recorder, status: str) -> None:
     serving = _register(sm)
     handler.handler(_approve(sm, serving))
     before = sm.real.describe_endpoint(EndpointName=ENDPOINT)["EndpointConfigName"]
     candidate = _register(sm)
     result = handler.handler(_approve(sm, candidate, status) if status == "Rejected" else _event(candidate, status))
-    assert result["action"] == "ignored"
+    assert result == {"action": "none", "reason": f"{before} is already serving"}
     assert sm.real.describe_endpoint(EndpointName=ENDPOINT)["EndpointConfigName"] == before
     assert sm.calls == []
     assert len(sm.real.list_models()["Models"]) == 1
 
 
-def test_stale_approval_event_of_a_version_rejected_since_is_ignored(sm: Recorder) -> None:
+def test_stale_approval_event_of_a_version_rejected_since_deploys_nothing(sm: Recorder) -> None:
     package = _register(sm)
     event = _approve(sm, package)
     sm.real.update_model_package(ModelPackageArn=package["ModelPackageArn"], ModelApprovalStatus="Rejected")
-    assert handler.handler(event) == {
-        "action": "ignored",
-        "reason": "version status is Rejected; only Approved versions deploy",
-    }
+    assert handler.handler(event) == {"action": "ignored", "reason": "no Approved version in the group"}
     assert sm.real.list_endpoints()["Endpoints"] == []
 
 
@@ -200,13 +224,97 @@ def test_newly_approved_version_updates_the_serving_endpoint(sm: Recorder) -> No
     assert sm.real.describe_endpoint_config(EndpointConfigName=name)["ProductionVariants"][0]["ModelName"] == name
 
 
-def test_endpoint_busy_raises_so_lambda_retries_and_nothing_is_created(sm: Recorder) -> None:
+def test_approval_while_updating_is_applied_when_the_endpoint_is_in_service_again(sm: Recorder) -> None:
     handler.handler(_approve(sm, _register(sm)))
     sm.status_override = "Updating"
-    with pytest.raises(handler.EndpointBusyError, match="is Updating; retry later"):
-        handler.handler(_approve(sm, _register(sm)))
+    result = handler.handler(_approve(sm, _register(sm)))
+    # Not an error (no retries, no dead letter): the endpoint's own IN_SERVICE event picks it up.
+    assert result["action"] == "deferred"
+    assert "is Updating" in result["reason"]
     assert len(sm.real.list_models()["Models"]) == 1
     assert sm.calls == []
+    sm.status_override = None
+    result = handler.handler(_in_service())
+    assert result == {
+        "action": "updated",
+        "endpoint": ENDPOINT,
+        "config": f"{ENDPOINT}-v2",
+        "previous": f"{ENDPOINT}-v1",
+    }
+
+
+def test_three_approvals_during_one_update_end_on_the_newest(sm: Recorder) -> None:
+    handler.handler(_approve(sm, _register(sm)))
+    sm.status_override = "Creating"
+    for _ in range(3):
+        assert handler.handler(_approve(sm, _register(sm)))["action"] == "deferred"
+    sm.status_override = None
+    assert handler.handler(_in_service())["config"] == f"{ENDPOINT}-v4"
+    _update_finished(sm)
+    assert handler.handler(_in_service())["action"] == "schedule-created"
+    assert [name for name, _ in sm.calls].count("update_endpoint") == 1
+
+
+def test_racing_invocations_defer_instead_of_failing(sm: Recorder) -> None:
+    handler.handler(_approve(sm, _register(sm)))
+    sm.fail["update_endpoint"] = _validation(
+        f'Cannot update in-progress endpoint "arn:aws:sagemaker:::endpoint/{ENDPOINT}"'
+    )
+    result = handler.handler(_approve(sm, _register(sm)))
+    assert result["action"] == "deferred"
+    assert "in progress" in result["reason"]
+
+
+def test_racing_first_approvals_create_one_endpoint(sm: Recorder) -> None:
+    package = _register(sm)
+    event = _approve(sm, package)
+    sm.fail["create_endpoint"] = _validation(f'Cannot create already existing endpoint "arn:...:endpoint/{ENDPOINT}"')
+    assert handler.handler(event)["action"] == "deferred"
+    assert handler.handler(event)["action"] == "created"
+
+
+def test_rejecting_the_serving_version_rolls_back_to_the_previous_approved(sm: Recorder) -> None:
+    handler.handler(_approve(sm, _register(sm)))
+    second = _register(sm)
+    handler.handler(_approve(sm, second))
+    _update_finished(sm)
+    result = handler.handler(_approve(sm, second, "Rejected"))
+    assert result == {
+        "action": "updated",
+        "endpoint": ENDPOINT,
+        "config": f"{ENDPOINT}-v1",
+        "previous": f"{ENDPOINT}-v2",
+    }
+
+
+def test_rejecting_the_only_version_keeps_the_endpoint_and_says_so(
+    sm: Recorder, caplog: pytest.LogCaptureFixture
+) -> None:
+    package = _register(sm)
+    handler.handler(_approve(sm, package))
+    with caplog.at_level(logging.WARNING, logger="approval_deploy"):
+        result = handler.handler(_approve(sm, package, "Rejected"))
+    assert result["action"] == "no-approved-version"
+    assert f"keeps serving {ENDPOINT}-v1" in result["reason"]
+    assert any("no Approved version is left" in r.getMessage() for r in caplog.records)
+    assert sm.real.describe_endpoint(EndpointName=ENDPOINT)["EndpointConfigName"] == f"{ENDPOINT}-v1"
+
+
+def test_update_that_sagemaker_rolled_back_is_logged_not_retried(
+    sm: Recorder, caplog: pytest.LogCaptureFixture
+) -> None:
+    handler.handler(_approve(sm, _register(sm)))
+    handler.handler(_approve(sm, _register(sm)))
+    assert len(sm.calls) == 1
+    # The new variant never became healthy: SageMaker rolled back; the endpoint is InService on v1 again.
+    with caplog.at_level(logging.ERROR, logger="approval_deploy"):
+        result = handler.handler(_in_service())
+    assert result["action"] == "schedule-created"  # monitoring follows what serves
+    assert any("did not complete" in r.getMessage() and r.levelno == logging.ERROR for r in caplog.records)
+    assert len(sm.calls) == 2 and sm.calls[-1][0] == "create_monitoring_schedule"  # no second UpdateEndpoint
+    # A newer approval deploys again.
+    handler.handler(_approve(sm, _register(sm)))
+    assert sm.calls[-1] == ("update_endpoint", {"EndpointName": ENDPOINT, "EndpointConfigName": f"{ENDPOINT}-v3"})
 
 
 def test_other_group_is_ignored(sm: Recorder) -> None:
@@ -228,18 +336,25 @@ def test_in_service_creates_then_repoints_the_monitoring_schedule(sm: Recorder) 
         == "s3://artifacts/runs/x/constraints.json"
     )
     assert definition["DataQualityJobInput"]["EndpointInput"]["EndpointName"] == ENDPOINT
+    assert definition["JobResources"]["ClusterConfig"]["VolumeKmsKeyId"] == f"arn:aws:kms:{REGION}:{ACCOUNT}:key/1234"
     schedule = sm.schedules[f"{ENDPOINT}-data-quality"]
     assert schedule["MonitoringType"] == "DataQuality"
     assert schedule["ScheduleConfig"]["ScheduleExpression"] == "cron(0 * ? * * *)"
     # The same event again: nothing to do.
     assert handler.handler(_in_service())["action"] == "none"
-    # Version 2 goes live (the recorder only records UpdateEndpoint; make moto's endpoint serve v2 by hand).
-    second = _register(sm)
-    handler.handler(_approve(sm, second))
-    sm.real.delete_endpoint(EndpointName=ENDPOINT)
-    sm.real.create_endpoint(EndpointName=ENDPOINT, EndpointConfigName=f"{ENDPOINT}-v2")
+    # Version 2 goes live.
+    handler.handler(_approve(sm, _register(sm)))
+    _update_finished(sm)
     assert handler.handler(_in_service())["action"] == "schedule-updated"
     assert sm.schedules[f"{ENDPOINT}-data-quality"]["MonitoringJobDefinitionName"] == f"{ENDPOINT}-dq-v2"
+
+
+def test_monitoring_on_a_local_nvme_type_takes_no_volume_key(sm: Recorder, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MONITOR_VOLUME_KMS", "false")
+    handler.handler(_approve(sm, _register(sm)))
+    handler.handler(_in_service())
+    definition = sm.real.describe_data_quality_job_definition(JobDefinitionName=f"{ENDPOINT}-dq-v1")
+    assert "VolumeKmsKeyId" not in definition["JobResources"]["ClusterConfig"]
 
 
 def test_no_schedule_without_a_registered_baseline_or_for_another_endpoint(sm: Recorder) -> None:

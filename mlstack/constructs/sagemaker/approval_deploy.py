@@ -1,10 +1,16 @@
-"""`ApprovalDeploy`: approving a model package version deploys it to one endpoint, then monitors that endpoint.
+"""`ApprovalDeploy`: the newest approved model package version serves on one endpoint, which is then monitored.
 
-Deploy order, as SageMaker sees it: the first deploy creates no endpoint (no model is approved yet). Approving a
-version fires "SageMaker Model Package State Change"; the function creates (or updates) the endpoint with data
-capture on. When the endpoint reaches IN_SERVICE, "SageMaker Endpoint State Change" fires and the function creates
-the data-quality schedule against the baseline registered with that version (CreateMonitoringSchedule needs the
-endpoint to exist). Handler: `runtime/approval_deploy/handler.py`.
+Deploy order, as SageMaker sees it: the first deploy creates no endpoint (no model is approved yet). Approving (or
+rejecting) a version fires "SageMaker Model Package State Change"; the function creates or updates the endpoint, with
+data capture on, to the newest Approved version. When the endpoint reaches IN_SERVICE, "SageMaker Endpoint State
+Change" fires and the function applies any approval that arrived meanwhile, then creates the data-quality schedule
+against the baseline registered with the serving version (CreateMonitoringSchedule needs the endpoint to exist).
+Handler: `runtime/approval_deploy/handler.py`.
+
+Serialisation without reserved concurrency (which fails the deploy in accounts whose unreserved concurrency would
+fall below 100, as in new accounts): the handler reconciles from the registry and the endpoint on every event, a
+change that meets a busy endpoint is deferred to that endpoint's IN_SERVICE event, and SageMaker itself refuses a
+second change of an endpoint that is changing.
 """
 
 from __future__ import annotations
@@ -12,6 +18,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from aws_cdk import Acknowledgment, CfnResource, Duration, RemovalPolicy, Stack, Validations
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as cw_actions
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
@@ -20,11 +28,12 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from mlstack import resources
-from mlstack.constructs.sagemaker.grants import acknowledge_wildcards, grant_vpc_and_logs
+from mlstack.constructs.sagemaker.grants import acknowledge_wildcards, grant_volume_key, grant_vpc_and_logs
 from mlstack.constructs.scanners import skip_checkov
 from mlstack.constructs.security.groups import closed_security_group
 
@@ -41,8 +50,10 @@ class ApprovalDeploy(Construct):
     monitoring reports under `monitoring/`); `key`; `vpc`/`subnets` (model and monitoring jobs); `instance_type` and
     `instance_count` of the endpoint (default 1); `volume_key` (default True: encrypt the endpoint's volume with
     `key`; False for hosts with local NVMe, where SageMaker rejects a volume key); `capture_percent` (default 100);
-    `monitor_image` (Model Monitor analyzer); `monitor_instance_type` (default ml.m7i.large); `monitor_schedule`
-    (default hourly); `removal_policy` (the function's log group).
+    `monitor_image` (Model Monitor analyzer); `monitor_instance_type` (default ml.m7i.large); `monitor_volume_key`
+    (default True; False for a monitoring type with local NVMe); `monitor_schedule` (default hourly);
+    `removal_policy` (the function's log group); `alarm_topic` (default None: no alarms; given: the function's
+    errors, a message in the dead-letter queue, and monitoring runs that find violations or fail notify it).
     """
 
     def __init__(
@@ -62,8 +73,10 @@ class ApprovalDeploy(Construct):
         volume_key: bool = True,
         capture_percent: int = 100,
         monitor_instance_type: str = "ml.m7i.large",
+        monitor_volume_key: bool = True,
         monitor_schedule: str = "cron(0 * ? * * *)",
         removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
+        alarm_topic: sns.ITopic | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
@@ -112,6 +125,9 @@ class ApprovalDeploy(Construct):
         for role in (self.model_role, self.monitor_role):
             key.grant_encrypt_decrypt(role)
             grant_vpc_and_logs(role, vpc, log_groups=("Endpoints", "ProcessingJobs"))
+        if monitor_volume_key:
+            # The monitoring schedule starts processing jobs with this role as their execution role.
+            grant_volume_key(self.monitor_role, key)
         self.log_group = logs.LogGroup(
             self,
             "LogGroup",
@@ -131,6 +147,9 @@ class ApprovalDeploy(Construct):
             )
         )
         self._grant_function(stack, model_package_group_name, endpoint_name)
+        if volume_key:
+            # CreateEndpoint/UpdateEndpoint with an endpoint config that names KmsKeyId: the caller creates the grant.
+            grant_volume_key(self.role, key)
         self.dead_letters = sqs.Queue(
             self,
             "DeadLetters",
@@ -142,6 +161,10 @@ class ApprovalDeploy(Construct):
         Validations.of(self.dead_letters).acknowledge(
             Acknowledgment(id="AwsSolutions-SQS3", reason="this queue is the dead-letter queue")
         )
+        # Lambda writes a failed asynchronous event to the dead-letter queue with the function's execution role; the
+        # queue is encrypted with `key`, so the role needs GenerateDataKey and Decrypt on it (Amazon SQS Developer
+        # Guide, "Key management": producers to an SSE-KMS queue).
+        key.grant(self.role, "kms:GenerateDataKey", "kms:Decrypt")
         self.function = lambda_.Function(
             self,
             "Function",
@@ -154,8 +177,6 @@ class ApprovalDeploy(Construct):
             memory_size=256,
             log_group=self.log_group,
             dead_letter_queue=self.dead_letters,
-            # One deploy at a time: two approvals racing would both see the old endpoint and both update it.
-            reserved_concurrent_executions=1,
             environment={
                 "ENDPOINT_NAME": endpoint_name,
                 "MODEL_PACKAGE_GROUP": model_package_group_name,
@@ -170,6 +191,7 @@ class ApprovalDeploy(Construct):
                 "MONITOR_IMAGE": monitor_image,
                 "MONITOR_INSTANCE_TYPE": monitor_instance_type,
                 "MONITOR_SCHEDULE": monitor_schedule,
+                "MONITOR_VOLUME_KMS": "true" if monitor_volume_key else "false",
                 "KMS_KEY_ARN": key.key_arn,
                 "VOLUME_KMS": "true" if volume_key else "false",
                 "SUBNET_IDS": stack.to_json_string([s.subnet_id for s in subnets]),
@@ -186,29 +208,85 @@ class ApprovalDeploy(Construct):
                 "CKV_AWS_173": "the environment holds resource names and ARNs only, no secret (encrypted at rest "
                 "by Lambda)",
                 "CKV_AWS_45": "no secret in the environment: names, ARNs and S3 URIs of this stack",
+                "CKV_AWS_115": "no reserved concurrency on purpose: reserving any fails the deploy in accounts whose "
+                "unreserved concurrency would fall below 100 (new accounts); the handler reconciles idempotently, so "
+                "concurrent invocations are safe",
             },
         )
         self.approval_rule = events.Rule(
             self,
             "ApprovalRule",
-            description=f"a {model_package_group_name} version is approved",
+            description=f"a {model_package_group_name} version is approved or rejected",
             event_pattern=events.EventPattern(
                 source=["aws.sagemaker"],
                 detail_type=["SageMaker Model Package State Change"],
-                detail={"ModelPackageGroupName": [model_package_group_name], "ModelApprovalStatus": ["Approved"]},
+                detail={
+                    "ModelPackageGroupName": [model_package_group_name],
+                    "ModelApprovalStatus": ["Approved", "Rejected"],
+                },
             ),
             targets=[targets.LambdaFunction(self.function, retry_attempts=4, max_event_age=Duration.hours(2))],
         )
         self.in_service_rule = events.Rule(
             self,
             "InServiceRule",
-            description=f"endpoint {endpoint_name} is in service: (re)point its monitoring schedule",
+            description=f"endpoint {endpoint_name} is in service: apply newer approvals, (re)point its monitoring",
             event_pattern=events.EventPattern(
                 source=["aws.sagemaker"],
                 detail_type=["SageMaker Endpoint State Change"],
                 detail={"EndpointName": [endpoint_name], "EndpointStatus": ["IN_SERVICE"]},
             ),
             targets=[targets.LambdaFunction(self.function, retry_attempts=4, max_event_age=Duration.hours(2))],
+        )
+
+        self.alarms: list[cloudwatch.Alarm] = []
+        self.monitoring_rule: events.Rule | None = None
+        if alarm_topic is not None:
+            self._alarms(stack, alarm_topic)
+
+    def _alarms(self, stack: Stack, topic: sns.ITopic) -> None:
+        """Function errors and dead letters (CloudWatch alarms); failed or violating monitoring runs (EventBridge)."""
+        for construct_id, description, metric in (
+            ("FunctionErrorsAlarm", f"{self.endpoint_name} deploy function failed", self.function.metric_errors()),
+            (
+                "DeadLettersAlarm",
+                f"{self.endpoint_name}: an approval or endpoint event was not handled (see the dead-letter queue)",
+                self.dead_letters.metric_approximate_number_of_messages_visible(),
+            ),
+        ):
+            alarm = cloudwatch.Alarm(
+                self,
+                construct_id,
+                alarm_description=description,
+                metric=metric,
+                threshold=1,
+                comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+                evaluation_periods=1,
+                treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            )
+            alarm.add_alarm_action(cw_actions.SnsAction(topic))
+            self.alarms.append(alarm)
+        # A monitoring execution is a processing job whose DescribeProcessingJob names the schedule
+        # (MonitoringScheduleArn); one that finds violations completes with an ExitMessage starting
+        # "CompletedWithViolations" (SageMaker Developer Guide, Model Monitor "Interpret results"). The pattern
+        # matches those DescribeProcessingJob fields in the processing-job state-change event's detail.
+        schedule = _arn(stack, "monitoring-schedule", f"{self.endpoint_name}-data-quality".lower())
+        self.monitoring_rule = events.Rule(
+            self,
+            "MonitoringRule",
+            description=f"a data-quality monitoring run of {self.endpoint_name} found violations or failed",
+            event_pattern=events.EventPattern(
+                source=["aws.sagemaker"],
+                detail_type=["SageMaker Processing Job State Change"],
+                detail={
+                    "MonitoringScheduleArn": [schedule],
+                    "$or": [
+                        {"ExitMessage": [{"prefix": "CompletedWithViolations"}]},
+                        {"ProcessingJobStatus": ["Failed"]},
+                    ],
+                },
+            ),
+            targets=[targets.SnsTopic(topic)],
         )
 
     def _grant_function(self, stack: Stack, group: str, endpoint: str) -> None:
@@ -222,6 +300,11 @@ class ApprovalDeploy(Construct):
                 actions=["sagemaker:DescribeModelPackage"],
                 resources=[_arn(stack, "model-package", f"{group}/*")],
             )
+        )
+        # ListModelPackages supports no resource-level permission (Service Authorization Reference, "Actions,
+        # resources, and condition keys for Amazon SageMaker AI"); the handler lists only its own group.
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(sid="ListVersions", actions=["sagemaker:ListModelPackages"], resources=["*"])
         )
         self.role.add_to_principal_policy(
             iam.PolicyStatement(
@@ -249,6 +332,7 @@ class ApprovalDeploy(Construct):
                     "sagemaker:UpdateEndpoint",
                     "sagemaker:DescribeEndpoint",
                     "sagemaker:AddTags",
+                    "sagemaker:ListTags",
                 ],
                 resources=[_arn(stack, "endpoint", endpoint), *named[1:2]],
             )
@@ -258,7 +342,8 @@ class ApprovalDeploy(Construct):
         acknowledge_wildcards(
             self.role,
             f"models, endpoint configs, monitoring definitions and schedules named {endpoint}-*; versions of the "
-            f"{group} model package group only",
+            f"{group} model package group only; ListModelPackages takes no resource ARN; KMS grant actions on the "
+            "project key only",
         )
         for role in (self.model_role, self.monitor_role):
             acknowledge_wildcards(

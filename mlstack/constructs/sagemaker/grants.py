@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from aws_cdk import Stack
+from aws_cdk import ArnFormat, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 
 from mlstack.constructs.scanners import acknowledge_nag, nag_id
 
@@ -45,14 +46,23 @@ def grant_vpc_and_logs(role: iam.Role, vpc: ec2.IVpc, *, log_groups: Sequence[st
             conditions={"ArnEquals": {"ec2:Vpc": vpc.vpc_arn}},
         )
     )
+    # Log-group ARNs take the colon form (arn:aws:logs:<region>:<account>:log-group:<name>); PutLogEvents is
+    # authorised on the stream, <group ARN>:log-stream:<name> (Service Authorization Reference, "Actions, resources,
+    # and condition keys for Amazon CloudWatch Logs").
+    groups = [
+        stack.format_arn(
+            service="logs",
+            resource="log-group",
+            resource_name=f"/aws/sagemaker/{kind}*",
+            arn_format=ArnFormat.COLON_RESOURCE_NAME,
+        )
+        for kind in log_groups
+    ]
     role.add_to_principal_policy(
         iam.PolicyStatement(
             sid="SageMakerLogs",
             actions=["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
-            resources=[
-                stack.format_arn(service="logs", resource="log-group", resource_name=f"/aws/sagemaker/{kind}*")
-                for kind in log_groups
-            ],
+            resources=[*groups, *(f"{group}:log-stream:*" for group in groups)],
         )
     )
     role.add_to_principal_policy(
@@ -62,6 +72,33 @@ def grant_vpc_and_logs(role: iam.Role, vpc: ec2.IVpc, *, log_groups: Sequence[st
             resources=["*"],
             conditions={"StringLike": {"cloudwatch:namespace": ["/aws/sagemaker/*", "aws/sagemaker/*"]}},
         )
+    )
+
+
+def grant_volume_key(role: iam.IRole, key: kms.IKey) -> None:
+    """`role` may let SageMaker encrypt job or endpoint volumes with `key`: kms:CreateGrant for AWS resources through
+    SageMaker only, and kms:DescribeKey.
+
+    SageMaker creates a grant on the volume key with the caller's or the job's execution role when a request names
+    `VolumeKmsKeyId` (CreateProcessingJob, CreateTrainingJob, monitoring jobs) or an endpoint config names `KmsKeyId`
+    (CreateEndpoint, UpdateEndpoint): SageMaker Developer Guide, "Amazon SageMaker AI API Permissions: Actions,
+    Permissions, and Resources Reference". Hosts with local NVMe take no volume key, so roles that only use those
+    need no grant.
+    """
+    stack = Stack.of(role)
+    role.add_to_principal_policy(
+        iam.PolicyStatement(
+            sid="VolumeKeyGrantsThroughSageMaker",
+            actions=["kms:CreateGrant"],
+            resources=[key.key_arn],
+            conditions={
+                "Bool": {"kms:GrantIsForAWSResource": "true"},
+                "StringEquals": {"kms:ViaService": f"sagemaker.{stack.region}.amazonaws.com"},
+            },
+        )
+    )
+    role.add_to_principal_policy(
+        iam.PolicyStatement(sid="DescribeVolumeKey", actions=["kms:DescribeKey"], resources=[key.key_arn])
     )
 
 

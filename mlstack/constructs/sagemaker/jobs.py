@@ -13,9 +13,12 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from mlstack.catalog import get_instance
+from mlstack.catalog.instances import InstanceType
 from mlstack.catalog.sagemaker_jobs import check_instance
 from mlstack.constructs.sagemaker.pipeline_definition import Parameter, PipelineDefinitionError
+from mlstack.errors import CatalogError
 
+DEFAULT_TRAINING_VOLUME_GB = 50
 MAX_RUNTIME_SECONDS = 28 * 24 * 3600
 """`StoppingCondition.MaxRuntimeInSeconds` upper bound for training jobs (28 days)."""
 PROCESSING_CODE_DIR = "/opt/ml/processing/input/code"
@@ -38,6 +41,41 @@ def _literal(value: Value, parameters: Mapping[str, Parameter]) -> Any:
 def _require(problem: str | None) -> None:
     if problem is not None:
         raise PipelineDefinitionError(problem)
+
+
+def processing_cluster(
+    instance_type: Value,
+    instance_count: Value,
+    volume_size_gb: int,
+    kms_key_id: Value | None,
+    parameters: Mapping[str, Parameter],
+) -> dict[str, Any]:
+    """`ProcessingResources.ClusterConfig`. A type with local NVMe takes no `VolumeKmsKeyId` (its instance storage is
+    encrypted by the instance) and a `VolumeSizeInGB` (required) no larger than that storage (botocore
+    `ProcessingClusterConfig`). The rule follows the instance type's default when it is a parameter."""
+    it = _instance(instance_type, parameters)
+    local = it is not None and it.has_local_nvme
+    if it is not None and local and volume_size_gb > it.local_nvme_count * it.local_nvme_gb:
+        raise PipelineDefinitionError(
+            f"processing volume {volume_size_gb} GB on ml.{it.name}: above its local NVMe "
+            f"({it.local_nvme_count} x {it.local_nvme_gb} GB); lower volume_size_gb"
+        )
+    return {
+        "InstanceType": instance_type,
+        "InstanceCount": instance_count,
+        "VolumeSizeInGB": volume_size_gb,
+        **({"VolumeKmsKeyId": kms_key_id} if kms_key_id and not local else {}),
+    }
+
+
+def _instance(instance_type: Value, parameters: Mapping[str, Parameter]) -> InstanceType | None:
+    name = _literal(instance_type, parameters)
+    if not isinstance(name, str):
+        return None
+    try:
+        return get_instance(name)
+    except CatalogError:
+        return None
 
 
 @dataclass(frozen=True)
@@ -86,12 +124,9 @@ class ProcessingJob:
         }
         body: dict[str, Any] = {
             "ProcessingResources": {
-                "ClusterConfig": {
-                    "InstanceType": self.instance_type,
-                    "InstanceCount": self.instance_count,
-                    "VolumeSizeInGB": self.volume_size_gb,
-                    **({"VolumeKmsKeyId": self.kms_key_id} if self.kms_key_id else {}),
-                }
+                "ClusterConfig": processing_cluster(
+                    self.instance_type, self.instance_count, self.volume_size_gb, self.kms_key_id, parameters
+                )
             },
             "AppSpecification": {
                 "ImageUri": self.image_uri,
@@ -149,7 +184,8 @@ class TrainingJob:
     hyperparameters: Mapping[str, Value] = field(default_factory=dict)
     distribution: Literal["none", "torchrun"] = "none"
     kms_key_id: Value | None = None
-    volume_size_gb: int = 50
+    volume_size_gb: int | None = None
+    """EBS volume per instance; default 50 GB. None on a type with local NVMe (an error otherwise)."""
     max_runtime_seconds: int = 3600
     network: JobNetwork | None = None
     checkpoint_uri: Value | None = None
@@ -175,12 +211,7 @@ class TrainingJob:
                 "S3OutputPath": self.output_uri,
                 **({"KmsKeyId": self.kms_key_id} if self.kms_key_id else {}),
             },
-            "ResourceConfig": {
-                "InstanceType": self.instance_type,
-                "InstanceCount": self.instance_count,
-                "VolumeSizeInGB": self.volume_size_gb,
-                **({"VolumeKmsKeyId": self.kms_key_id} if self.kms_key_id else {}),
-            },
+            "ResourceConfig": self._resources(parameters),
             "StoppingCondition": {
                 "MaxRuntimeInSeconds": self.max_runtime_seconds,
                 **({"MaxWaitTimeInSeconds": self.max_wait_seconds} if self.spot else {}),
@@ -192,6 +223,23 @@ class TrainingJob:
             body["CheckpointConfig"] = {"S3Uri": self.checkpoint_uri, "LocalPath": "/opt/ml/checkpoints"}
         if self.spot:
             body["EnableManagedSpotTraining"] = True
+        return body
+
+    def _resources(self, parameters: Mapping[str, Parameter]) -> dict[str, Any]:
+        """A type with local NVMe gets neither a volume key nor a volume size: SageMaker uses the instance storage
+        (encrypted by the instance) and rejects `VolumeKmsKeyId` there (botocore `ResourceConfig`)."""
+        it = _instance(self.instance_type, parameters)
+        body: dict[str, Any] = {"InstanceType": self.instance_type, "InstanceCount": self.instance_count}
+        if it is not None and it.has_local_nvme:
+            if self.volume_size_gb is not None:
+                raise PipelineDefinitionError(
+                    f"training volume_size_gb on ml.{it.name}: it has local NVMe ({it.local_nvme_count} x "
+                    f"{it.local_nvme_gb} GB) that SageMaker uses instead of an EBS volume; remove volume_size_gb"
+                )
+            return body
+        body["VolumeSizeInGB"] = DEFAULT_TRAINING_VOLUME_GB if self.volume_size_gb is None else self.volume_size_gb
+        if self.kms_key_id:
+            body["VolumeKmsKeyId"] = self.kms_key_id
         return body
 
     def _check(self, parameters: Mapping[str, Parameter]) -> None:

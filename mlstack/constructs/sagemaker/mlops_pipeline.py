@@ -15,16 +15,18 @@ from typing import Literal
 
 from aws_cdk import Stack
 from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_assets as s3_assets
 from aws_cdk import aws_sagemaker as sagemaker
+from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from mlstack import resources
-from mlstack.constructs.sagemaker.grants import acknowledge_wildcards, grant_vpc_and_logs
-from mlstack.constructs.sagemaker.jobs import JobNetwork, ModelPackage, ProcessingJob, TrainingJob
+from mlstack.constructs.sagemaker.jobs import JobNetwork, ModelPackage, ProcessingJob, TrainingJob, processing_cluster
 from mlstack.constructs.sagemaker.pipeline_definition import (
     Condition,
     ConditionStep,
@@ -33,15 +35,16 @@ from mlstack.constructs.sagemaker.pipeline_definition import (
     PropertyFile,
     Step,
 )
+from mlstack.constructs.sagemaker.pipeline_grants import RUNS_PREFIX, grant_job_role, grant_pipeline_role
 from mlstack.constructs.security.groups import closed_security_group
 
 EXAMPLE_SCRIPTS = resources.runtime_path("mlops")
 """`runtime/mlops/`: the example preprocess/train/evaluate scripts (standard library only, tested on CPU)."""
-RUNS_PREFIX = "runs"
-"""Every run writes under s3://<artifacts>/runs/<execution id>/; the job role may write nowhere else."""
 SERVING_ENVIRONMENT = {"SAGEMAKER_PROGRAM": "inference.py", "SAGEMAKER_SUBMIT_DIRECTORY": "/opt/ml/model/code"}
 """How the framework serving containers find the handler the example train.py puts into the model (code/)."""
 BASELINE_FORMAT = '{"csv": {"header": true, "output_columns_position": "START"}}'
+"""The baseline file evaluate.py writes has a header and the model's output first, then the features: the layout of
+the endpoint's captured CSV (output then input), which the monitoring job compares with this baseline."""
 
 
 @dataclass(frozen=True)
@@ -55,7 +58,8 @@ class TrainingSettings:
     max_runtime_seconds: int = 3600
     max_wait_seconds: int | None = None
     checkpoints: bool = False
-    volume_size_gb: int = 50
+    volume_size_gb: int | None = None
+    """Default 50 GB; leave None on a type with local NVMe (SageMaker uses the instance storage)."""
     hyperparameters: tuple[tuple[str, str], ...] = (("epochs", "100"),)
 
 
@@ -69,7 +73,9 @@ class MlopsPipeline(Construct):
     `processing_instance_type` (default ml.m7i.xlarge), `accuracy_threshold` (default 0.8),
     `serving_instance_types` (what the registered version may be deployed on), `serving_image` (default the
     training image) and `serving_environment` (default: run code/inference.py from the model), `scripts_dir`
-    (default the example scripts), `input_prefix` (default None: the preprocess script generates a synthetic data set).
+    (default the example scripts), `input_prefix` (default None: the preprocess script generates a synthetic data set),
+    `alarm_topic` (default None: a failed execution notifies no one; given, an EventBridge rule publishes each
+    failed execution of this pipeline to it).
     """
 
     def __init__(
@@ -94,6 +100,7 @@ class MlopsPipeline(Construct):
         serving_instance_types: Sequence[str] = (),
         scripts_dir: Path = EXAMPLE_SCRIPTS,
         input_prefix: str | None = None,
+        alarm_topic: sns.ITopic | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
@@ -123,8 +130,17 @@ class MlopsPipeline(Construct):
             name: s3_assets.Asset(self, f"{name.capitalize()}Code", path=str(scripts_dir / f"{name}.py"))
             for name in ("preprocess", "train", "evaluate")
         }
-        self._grant_job_role(artifacts_bucket, key, input_prefix, vpc)
-        self._grant_pipeline_role(stack, model_package_group_name)
+        grant_job_role(
+            self.job_role,
+            bucket=artifacts_bucket,
+            key=key,
+            code=list(self.code.values()),
+            input_prefix=input_prefix,
+            vpc=vpc,
+        )
+        grant_pipeline_role(
+            self.role, job_role=self.job_role, group=model_package_group_name, bucket=artifacts_bucket, key=key
+        )
 
         self.definition = self._definition(
             bucket=artifacts_bucket.bucket_name,
@@ -150,6 +166,24 @@ class MlopsPipeline(Construct):
         )
         self.pipeline.node.add_dependency(self.role, self.job_role)
         self.pipeline_name = pipeline_name
+        self.failed_rule: events.Rule | None = None
+        if alarm_topic is not None:
+            # SageMaker sends "SageMaker Model Building Pipeline Execution Status Change" to the default bus (SageMaker
+            # Developer Guide, "Events that Amazon SageMaker AI sends to Amazon EventBridge").
+            pipeline_arn = stack.format_arn(
+                service="sagemaker", resource="pipeline", resource_name=pipeline_name.lower()
+            )
+            self.failed_rule = events.Rule(
+                self,
+                "FailedExecutionRule",
+                description=f"an execution of {pipeline_name} failed",
+                event_pattern=events.EventPattern(
+                    source=["aws.sagemaker"],
+                    detail_type=["SageMaker Model Building Pipeline Execution Status Change"],
+                    detail={"pipelineArn": [pipeline_arn], "currentPipelineExecutionStatus": ["Failed"]},
+                ),
+                targets=[targets.SnsTopic(alarm_topic)],
+            )
 
     def _definition(
         self,
@@ -181,7 +215,7 @@ class MlopsPipeline(Construct):
 
         role = self.job_role.role_arn
         base = "/opt/ml/processing"
-        splits = ("train", "validation", "test", "baseline")
+        splits = ("train", "validation", "test")
         preprocess = Step(
             "Preprocess",
             "Processing",
@@ -236,15 +270,21 @@ class MlopsPipeline(Construct):
                 inputs={
                     "model": (train.prop("ModelArtifacts.S3ModelArtifacts"), f"{base}/model"),
                     "test": (preprocess.output_uri("test"), f"{base}/test"),
+                    "train": (preprocess.output_uri("train"), f"{base}/train"),
                 },
-                outputs={"evaluation": (f"{base}/evaluation", uri("evaluation"))},
+                outputs={
+                    "evaluation": (f"{base}/evaluation", uri("evaluation")),
+                    "baseline": (f"{base}/baseline", uri("baseline-data")),
+                },
                 kms_key_id=key_arn,
                 network=network,
             ).arguments_json(by_name),
             property_files=[PropertyFile("Evaluation", "evaluation", "evaluation.json")],
         )
         baseline = Step(
-            "Baseline", "Processing", self._baseline(monitor_image, preprocess, uri("baseline"), key_arn, network)
+            "Baseline",
+            "Processing",
+            self._baseline(monitor_image, evaluate, uri("baseline"), key_arn, network, by_name),
         )
         register = Step(
             "Register",
@@ -275,19 +315,20 @@ class MlopsPipeline(Construct):
         return PipelineDefinition(parameters=params, steps=[preprocess, train, evaluate, baseline, check])
 
     def _baseline(
-        self, image: str, preprocess: Step, output_uri: object, key_arn: str, network: JobNetwork
+        self,
+        image: str,
+        evaluate: Step,
+        output_uri: object,
+        key_arn: str,
+        network: JobNetwork,
+        parameters: Mapping[str, Parameter],
     ) -> dict[str, object]:
-        """The Model Monitor analyzer run over the training features: constraints.json and statistics.json."""
+        """The Model Monitor analyzer over the model's output and the training features (evaluate.py writes them in
+        the captured data's layout): constraints.json and statistics.json."""
         local_in = "/opt/ml/processing/input/baseline_dataset_input"
+        instance = parameters["ProcessingInstanceType"].ref
         return {
-            "ProcessingResources": {
-                "ClusterConfig": {
-                    "InstanceType": {"Get": "Parameters.ProcessingInstanceType"},
-                    "InstanceCount": 1,
-                    "VolumeSizeInGB": 30,
-                    "VolumeKmsKeyId": key_arn,
-                }
-            },
+            "ProcessingResources": {"ClusterConfig": processing_cluster(instance, 1, 30, key_arn, parameters)},
             "AppSpecification": {"ImageUri": image},
             "RoleArn": self.job_role.role_arn,
             "Environment": {
@@ -301,7 +342,7 @@ class MlopsPipeline(Construct):
                     "InputName": "baseline_dataset_input",
                     "AppManaged": False,
                     "S3Input": {
-                        "S3Uri": preprocess.output_uri("baseline"),
+                        "S3Uri": evaluate.output_uri("baseline"),
                         "LocalPath": local_in,
                         "S3DataType": "S3Prefix",
                         "S3InputMode": "File",
@@ -325,78 +366,6 @@ class MlopsPipeline(Construct):
             "NetworkConfig": {"VpcConfig": network.to_json(), "EnableNetworkIsolation": False},
             "StoppingCondition": {"MaxRuntimeInSeconds": 3600},
         }
-
-    def _grant_job_role(self, bucket: s3.IBucket, key: kms.IKey, input_prefix: str | None, vpc: ec2.IVpc) -> None:
-        role = self.job_role
-        role.add_to_principal_policy(
-            iam.PolicyStatement(
-                sid="RunPrefix",
-                actions=["s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload"],
-                resources=[bucket.arn_for_objects(f"{RUNS_PREFIX}/*")],
-            )
-        )
-        list_prefixes = [f"{RUNS_PREFIX}/*"]
-        if input_prefix:
-            role.add_to_principal_policy(
-                iam.PolicyStatement(
-                    sid="InputData", actions=["s3:GetObject"], resources=[bucket.arn_for_objects(f"{input_prefix}*")]
-                )
-            )
-            list_prefixes.append(f"{input_prefix}*")
-        role.add_to_principal_policy(
-            iam.PolicyStatement(
-                sid="ListOwnPrefixes",
-                actions=["s3:ListBucket"],
-                resources=[bucket.bucket_arn],
-                conditions={"StringLike": {"s3:prefix": list_prefixes}},
-            )
-        )
-        for asset in self.code.values():
-            role.add_to_principal_policy(
-                iam.PolicyStatement(
-                    actions=["s3:GetObject"], resources=[asset.bucket.arn_for_objects(asset.s3_object_key)]
-                )
-            )
-        key.grant_encrypt_decrypt(role)
-        grant_vpc_and_logs(role, vpc, log_groups=("ProcessingJobs", "TrainingJobs"))
-
-    def _grant_pipeline_role(self, stack: Stack, group: str) -> None:
-        def arn(resource: str, name: str) -> str:
-            return stack.format_arn(service="sagemaker", resource=resource, resource_name=name)
-
-        jobs = [arn(kind, "pipelines-*") for kind in ("processing-job", "training-job")]
-        self.role.add_to_principal_policy(
-            iam.PolicyStatement(
-                sid="RunJobs",
-                actions=[
-                    "sagemaker:CreateProcessingJob",
-                    "sagemaker:DescribeProcessingJob",
-                    "sagemaker:StopProcessingJob",
-                    "sagemaker:CreateTrainingJob",
-                    "sagemaker:DescribeTrainingJob",
-                    "sagemaker:StopTrainingJob",
-                    "sagemaker:AddTags",
-                ],
-                resources=jobs,
-            )
-        )
-        self.role.add_to_principal_policy(
-            iam.PolicyStatement(
-                sid="RegisterModel",
-                actions=["sagemaker:CreateModelPackage", "sagemaker:DescribeModelPackage", "sagemaker:AddTags"],
-                resources=[arn("model-package-group", group), arn("model-package", f"{group}/*")],
-            )
-        )
-        self.job_role.grant_pass_role(self.role)
-        acknowledge_wildcards(
-            self.role, "jobs SageMaker Pipelines names pipelines-<execution>-<step>-*; versions of this one group"
-        )
-        acknowledge_wildcards(
-            self.job_role,
-            "S3 objects under this pipeline's runs/ prefix; KMS grant actions on the project key only; "
-            "ec2:Describe*, ecr:GetAuthorizationToken and PutMetricData take no resource ARN; ENI create/delete only "
-            "in this VPC (ec2:Vpc condition); /aws/sagemaker/* log groups",
-        )
 
 
 def _join(*values: object) -> dict[str, object]:

@@ -19,11 +19,12 @@ from mlstack.constructs.security.groups import closed_security_group
 class StudioDomain(Construct):
     """`AppNetworkAccessType: VpcOnly`: Studio traffic goes through the VPC (and its endpoints), never the
     SageMaker-managed internet path; the home EFS is encrypted with `key`. Users share one execution role that may
-    read the artifacts bucket and describe/start this project's pipeline. The domain keeps users' home directories
-    (EFS), so it follows `removal_policy` (default RETAIN).
+    read the artifacts bucket and describe/start this project's pipeline and, given `model_package_group_name`,
+    review and approve or reject the group's versions (UpdateModelPackage: the approval that deploys). The domain keeps
+    users' home directories (EFS), so it follows `removal_policy` (default RETAIN).
 
     Props (keyword): `domain_name`, `vpc`, `subnets`, `key`, `user_names` (default none), `artifacts_bucket`,
-    `pipeline_name`, `removal_policy`.
+    `pipeline_name`, `model_package_group_name` (default None: users cannot approve), `removal_policy`.
     """
 
     def __init__(
@@ -38,6 +39,7 @@ class StudioDomain(Construct):
         artifacts_bucket: s3.IBucket,
         pipeline_name: str,
         user_names: Sequence[str] = (),
+        model_package_group_name: str | None = None,
         removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
     ) -> None:
         super().__init__(scope, construct_id)
@@ -77,8 +79,12 @@ class StudioDomain(Construct):
                 resources=[_pipeline_arn(self, pipeline_name), _pipeline_arn(self, f"{pipeline_name}/execution/*")],
             )
         )
+        if model_package_group_name is not None:
+            self._grant_approval(model_package_group_name)
         acknowledge_wildcards(
-            self.role, "reads pipeline run outputs under runs/ and executions of this project's pipeline only"
+            self.role,
+            "reads pipeline run outputs under runs/ and executions of this project's pipeline only; reviews and "
+            "approves versions of this project's model package group only (ListModelPackages takes no resource ARN)",
         )
         self.domain = sagemaker.CfnDomain(
             self,
@@ -106,6 +112,32 @@ class StudioDomain(Construct):
             self.users[name] = sagemaker.CfnUserProfile(
                 self, f"User-{name}", domain_id=self.domain.attr_domain_id, user_profile_name=name
             )
+
+    def _grant_approval(self, group: str) -> None:
+        """Studio's model registry view lists and describes the versions; approving one calls UpdateModelPackage
+        (SageMaker Developer Guide, "Update the Approval Status of a Model")."""
+        stack = Stack.of(self)
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="ReviewAndApproveVersions",
+                actions=[
+                    "sagemaker:DescribeModelPackageGroup",
+                    "sagemaker:DescribeModelPackage",
+                    "sagemaker:UpdateModelPackage",
+                ],
+                resources=[
+                    stack.format_arn(service="sagemaker", resource="model-package-group", resource_name=group),
+                    stack.format_arn(service="sagemaker", resource="model-package", resource_name=f"{group}/*"),
+                ],
+            )
+        )
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="ListVersions",
+                actions=["sagemaker:ListModelPackages", "sagemaker:ListModelPackageGroups"],
+                resources=["*"],
+            )
+        )
 
 
 def _pipeline_arn(scope: Construct, name: str) -> str:

@@ -31,6 +31,7 @@ class ProjectKey(kms.Key):
       plane, Lambda functions);
     - `allow_ebs_through_ec2()`: EC2 (and EC2 Auto Scaling on behalf of the account) encrypts EBS volumes;
     - `allow_cloudwatch_alarms_to_sns()`: CloudWatch alarm actions publish to SNS topics encrypted with the key;
+    - `allow_eventbridge_to_sns()`: EventBridge rules publish to SNS topics encrypted with the key;
     - `allow_service(...)`: a later layer's service principal, with the actions and conditions it needs.
 
     Each method adds its statements once, however often it is called.
@@ -120,6 +121,15 @@ class ProjectKey(kms.Key):
             principal=iam.AnyPrincipal(),
             actions=("kms:CreateGrant",),
             conditions={**conditions, "Bool": {"kms:GrantIsForAWSResource": "true"}},
+        )
+
+    def allow_eventbridge_to_sns(self) -> None:
+        """EventBridge encrypts what a rule publishes to a topic encrypted with this key (SNS Developer Guide,
+        "Configure AWS KMS permissions for AWS services"; EventBridge User Guide, "Amazon SNS permissions")."""
+        self.allow_service(
+            "AllowEventBridgeToEncryptedTopics",
+            principal=iam.ServicePrincipal("events.amazonaws.com"),
+            actions=("kms:Decrypt", "kms:GenerateDataKey*"),
         )
 
     def allow_cloudwatch_alarms_to_sns(self) -> None:
