@@ -105,6 +105,7 @@ class HyperPodEksTrainingStack(MlStack):
             kubectl_layer=self.cluster.kubectl_layer,
             subnets=network.network.private_subnets,
             key=network.key,
+            removal_policy=self.removal_policy,
         )
         # A hook or a webhook of a sub-chart needs a node to run on: install once the system nodes are up.
         self.hyperpod_chart.install.node.add_dependency(self.cluster.system_nodes)

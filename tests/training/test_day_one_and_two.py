@@ -268,7 +268,7 @@ def test_every_allowed_kubernetes_version_has_its_own_kubectl_layer() -> None:
 
     assert set(KUBECTL_LAYERS) == set(get_args(KubernetesVersion))
     for version, layer in KUBECTL_LAYERS.items():
-        assert layer.__name__ == f"KubectlV{version.split('.')[1]}Layer", version  # type: ignore[attr-defined]
+        assert layer.__name__ == f"KubectlV{version.split('.')[1]}Layer", version
 
 
 def test_kubernetes_version_without_a_kubectl_layer_is_rejected(tmp_path: Path, base: dict[str, Any]) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from aws_cdk import Acknowledgment, CustomResource, Duration, Size, Stack, Validations
+from aws_cdk import Acknowledgment, CustomResource, Duration, RemovalPolicy, Size, Stack, Validations
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
@@ -48,7 +48,8 @@ class HyperPodDependencies(Construct):
     - Depend on `install` from what needs the chart (the HyperPod cluster).
 
     Props (keyword): `cluster`, `kubectl_layer`, `subnets`, `key` (required); `values` (Helm values; default
-    `global.region` of the stack, which the chart's agents use for their regional ECR images).
+    `global.region` of the stack, which the chart's agents use for their regional ECR images); `removal_policy`
+    (RETAIN, of the two log groups).
     """
 
     def __init__(
@@ -61,6 +62,7 @@ class HyperPodDependencies(Construct):
         subnets: Sequence[ec2.ISubnet],
         key: kms.IKey,
         values: Mapping[str, Any] | None = None,
+        removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
     ) -> None:
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
@@ -81,7 +83,9 @@ class HyperPodDependencies(Construct):
                 iam.ManagedPolicy.from_aws_managed_policy_name("service-role/AWSLambdaVPCAccessExecutionRole")
             ],
         )
-        self.log_group = logs.LogGroup(self, "Logs", encryption_key=key, retention=logs.RetentionDays.ONE_MONTH)
+        self.log_group = logs.LogGroup(
+            self, "Logs", encryption_key=key, retention=logs.RetentionDays.ONE_MONTH, removal_policy=removal_policy
+        )
         self.function = lambda_.Function(
             self,
             "Function",
