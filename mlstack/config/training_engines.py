@@ -209,6 +209,16 @@ def _hyperpod_problems(training: TrainingConfig) -> list[str]:
                 f"EKS orchestrator (it supports {HYPERPOD_KUBERNETES_VERSIONS[0]} to "
                 f"{HYPERPOD_KUBERNETES_VERSIONS[-1]}); use {' or '.join(supported)}"
             )
+        else:
+            following = f"1.{int(version.split('.')[1]) + 1}"
+            if training.cluster.support_type == "STANDARD" and following not in HYPERPOD_KUBERNETES_VERSIONS:
+                # EKS upgrades a STANDARD cluster to the next minor version when standard support ends (EKS User
+                # Guide, "Cluster upgrade policy"); HyperPod would then run on a version it does not support.
+                problems.append(
+                    f"training.cluster.support_type: STANDARD lets EKS upgrade the control plane to Kubernetes "
+                    f"{following} when standard support for {version} ends, and SageMaker HyperPod does not support "
+                    f"{following}; set support_type: EXTENDED (billed per cluster-hour) until HyperPod lists it"
+                )
     elif hyperpod.controller.count != 1:
         problems.append(
             f"training.hyperpod.controller.count: Slurm has one controller node here, got {hyperpod.controller.count}; "

@@ -123,7 +123,17 @@ FSX_PRICE_SOURCE = (
     "Amazon FSx for Lustre pricing page, us-east-1 SSD list prices as remembered, not re-verified offline"
 )
 EKS_CLUSTER_PER_HOUR = 0.10
-EKS_PRICE_SOURCE = "Amazon EKS pricing page: $0.10 per cluster-hour (standard support), not re-verified offline"
+EKS_EXTENDED_PER_HOUR = 0.60
+EKS_PRICE_SOURCE = (
+    "Amazon EKS pricing page: $0.10 per cluster-hour (standard support), $0.60 once a version is in extended support "
+    "(support_type EXTENDED), not re-verified offline"
+)
+
+
+def control_plane_per_hour(support_type: str) -> float:
+    """$/h of the EKS control plane: the extended-support rate is what an EXTENDED cluster is billed once its version
+    leaves standard support (the plan assumes it has, the worst case)."""
+    return EKS_EXTENDED_PER_HOUR if support_type == "EXTENDED" else EKS_CLUSTER_PER_HOUR
 
 
 def quota_family(it: InstanceType) -> str:
@@ -182,7 +192,9 @@ def plan_training(config: BlueprintConfig, plan: Plan) -> None:
     plan.resources.append(
         Resource(stack, "System node group", f"{system.instance_type}, desired {system.desired_size}", 1)
     )
-    plan.costs.append(Cost("EKS control plane", 1, EKS_CLUSTER_PER_HOUR, None, EKS_PRICE_SOURCE))
+    plan.costs.append(
+        Cost("EKS control plane", 1, control_plane_per_hour(cluster.support_type), None, EKS_PRICE_SOURCE)
+    )
     sys_it = system.instance
     sys_price = ec2_price(sys_it.name)
     used_prices += [sys_price] if sys_price is not None else []

@@ -23,13 +23,13 @@ from mlstack.k8s.job import render_job_yaml
 from mlstack.plan.model import HOURS_PER_MONTH, Cost, Plan, Quota, Resource
 from mlstack.plan.training import (
     ADMIN_HOST_TYPE,
-    EKS_CLUSTER_PER_HOUR,
     EKS_PRICE_SOURCE,
     FSX_PRICE_PER_GIB_MONTH,
     FSX_PRICE_SOURCE,
     ON_DEMAND_QUOTAS,
     access_path,
     cluster_name,
+    control_plane_per_hour,
     memory_warnings,
     quota_family,
 )
@@ -117,7 +117,9 @@ def _plan_eks_control_plane(config: BlueprintConfig, training: TrainingConfig, p
     plan.resources.append(
         Resource(STACK, "System node group", f"{system.instance_type}, desired {system.desired_size}", 1)
     )
-    plan.costs.append(Cost("EKS control plane", 1, EKS_CLUSTER_PER_HOUR, None, EKS_PRICE_SOURCE))
+    plan.costs.append(
+        Cost("EKS control plane", 1, control_plane_per_hour(cluster.support_type), None, EKS_PRICE_SOURCE)
+    )
     sys_it = system.instance
     plan.costs.append(
         Cost(

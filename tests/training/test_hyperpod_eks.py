@@ -103,12 +103,36 @@ def test_kubernetes_version_hyperpod_does_not_support_is_rejected(tmp_path: Path
     assert "use 1.34" in problem
 
 
+def test_standard_support_that_would_upgrade_past_hyperpod_is_rejected(tmp_path: Path) -> None:
+    data = _data()
+    data["training"]["cluster"]["support_type"] = "STANDARD"
+    problem = _problem(tmp_path, data)
+    assert "training.cluster.support_type: STANDARD lets EKS upgrade the control plane to Kubernetes 1.35" in problem
+    assert "set support_type: EXTENDED" in problem
+
+
+def test_an_older_version_hyperpod_also_supports_one_minor_up_may_stay_standard(tmp_path: Path) -> None:
+    from mlstack.config.training_engines import _hyperpod_problems
+
+    config = load(BLUEPRINT)
+    assert config.training is not None
+    training = config.training.model_copy(
+        update={"cluster": config.training.cluster.model_copy(update={"support_type": "STANDARD"})}
+    )
+    assert [p for p in _hyperpod_problems(training) if "support_type" in p]  # 1.34: 1.35 is not supported
+    older = training.model_copy(update={"cluster": training.cluster.model_copy(update={"kubernetes_version": "1.33"})})
+    assert not [p for p in _hyperpod_problems(older) if "support_type" in p or "kubernetes_version" in p]
+
+
 def test_blueprint_uses_a_version_hyperpod_supports() -> None:
     from mlstack.config.training import HYPERPOD_KUBERNETES_VERSIONS
 
     config = load(BLUEPRINT)
     assert config.training is not None
     assert config.training.cluster.kubernetes_version == "1.34" in HYPERPOD_KUBERNETES_VERSIONS
+    assert config.training.cluster.support_type == "EXTENDED"
+    control_plane = next(c for c in build_plan(config).costs if c.item == "EKS control plane")
+    assert control_plane.unit_per_hour == 0.60  # extended-support rate
 
 
 def test_workers_must_be_types_hyperpod_offers(tmp_path: Path) -> None:
