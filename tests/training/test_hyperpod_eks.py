@@ -378,6 +378,10 @@ def test_chart_installer_runs_in_the_vpc_with_helm_and_reaches_the_private_endpo
         json.dumps(g) for g in (control_plane, {"Fn::GetAtt": [eks_id, "ClusterSecurityGroupId"]})
     )
     assert all((r["IpProtocol"], r["FromPort"], r["ToPort"]) == ("tcp", 443, 443) for r in ingress)
+    # The install waits for both rules (a rule created after the function ran would leave it timing out).
+    ((_, install),) = _resources(second, RESOURCE_TYPE).items()
+    rules = [k for k, r in _resources(second, "AWS::EC2::SecurityGroupIngress").items() if r["Properties"] in ingress]
+    assert len(rules) == 2 and set(rules) <= set(install["DependsOn"])
 
 
 def test_execution_role_has_the_vpc_cni_permissions_of_the_hyperpod_reference(second: dict[str, Any]) -> None:

@@ -73,7 +73,22 @@ class HyperPodDependencies(Construct):
             description="HyperPod chart installer: no inbound; HTTPS out to the EKS API, GitHub and Helm repositories",
         )
         self.security_group.add_egress_rule(ec2.Peer.any_ipv4(), ec2.Port.tcp(443), "HTTPS: EKS API, GitHub, charts")
-        cluster.connections.allow_from(self.security_group, ec2.Port.tcp(443), "helm from the HyperPod chart installer")
+        # The API endpoint's ENIs carry CDK's control-plane group and the EKS cluster group: both admit the function.
+        # Own resources (not `connections.allow_from`) so the install can wait for them: a rule created after the
+        # function runs would leave it timing out against the endpoint.
+        self.api_ingress = [
+            ec2.CfnSecurityGroupIngress(
+                self,
+                f"ApiIngress{i}",
+                group_id=group_id,
+                source_security_group_id=self.security_group.security_group_id,
+                ip_protocol="tcp",
+                from_port=443,
+                to_port=443,
+                description="helm from the HyperPod chart installer",
+            )
+            for i, group_id in enumerate(g.security_group_id for g in cluster.connections.security_groups)
+        ]
         self.role = iam.Role(
             self,
             "Role",
@@ -136,7 +151,7 @@ class HyperPodDependencies(Construct):
             },
         )
         # The function calls the API server as soon as it runs: its access entry and its way in must exist first.
-        self.install.node.add_dependency(self.access_entry)
+        self.install.node.add_dependency(self.access_entry, *self.api_ingress)
         self._acknowledge(stack)
 
     def _acknowledge(self, stack: Stack) -> None:
