@@ -18,7 +18,7 @@ from pydantic import Field, model_validator
 from mlstack.catalog.memory import MAX_PARAMS
 from mlstack.config.base import StrictModel
 from mlstack.config.training_cluster import (
-    KUBECTL_MINOR,
+    HYPERPOD_KUBERNETES_VERSIONS,
     RESERVATION_KINDS,
     CapacityConfig,
     CapacityKind,
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ALL_REPOSITORY_EVENTS",
-    "KUBECTL_MINOR",
+    "HYPERPOD_KUBERNETES_VERSIONS",
     "PERSISTENT_2_THROUGHPUT",
     "RESERVATION_KINDS",
     "CapacityConfig",

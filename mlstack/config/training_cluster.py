@@ -18,14 +18,16 @@ from mlstack.config.base import StrictModel, pascal_id
 from mlstack.constructs.common import LOG_RETENTION_DAYS
 from mlstack.errors import CatalogError
 
-KubernetesVersion = Literal["1.35", "1.36"]
+KubernetesVersion = Literal["1.34", "1.35", "1.36"]
 """EKS versions this project builds for: AL2023 accelerated AMIs exist (no AL2 AMIs from 1.33), the default VPC CNI
-add-on supports EFA-only interfaces (>= 1.18.5), and each is within one minor version of the kubectl layer (v1.36:
-kubectl supports one minor version of skew with the API server, Kubernetes version skew policy). 1.33 and 1.34
-are out of that skew; `KUBECTL_MINOR` and its test keep the two in step."""
+add-on supports EFA-only interfaces (>= 1.18.5), and each has a kubectl Lambda layer of its own minor version
+(`aws-cdk.lambda-layer-kubectl-v34` .. `-v36`, one PyPI package per minor; `TrainingCluster` picks the cluster's)."""
 
-KUBECTL_MINOR = 36
-"""Minor version of the kubectl Lambda layer the cluster's custom resources run (aws-cdk.lambda-layer-kubectl-v36)."""
+HYPERPOD_KUBERNETES_VERSIONS: tuple[str, ...] = ("1.28", "1.29", "1.30", "1.31", "1.32", "1.33", "1.34")
+"""Kubernetes versions SageMaker HyperPod supports for an EKS orchestrator, as of 2026-12-01 ("Getting started with
+Amazon EKS support in SageMaker HyperPod", Requirements, "Kubernetes version support":
+https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-prerequisites.html). Engine hyperpod-eks
+takes only a version both this list and `KubernetesVersion` hold; re-read the page when adding a version."""
 
 SupportType = Literal["STANDARD", "EXTENDED"]
 

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, get_args
 
 from pydantic import Field, field_validator
 
 from mlstack import resources
 from mlstack.catalog import get_instance
 from mlstack.config.base import StrictModel
+from mlstack.config.training_cluster import HYPERPOD_KUBERNETES_VERSIONS, KubernetesVersion
 from mlstack.constructs.common import LOG_RETENTION_DAYS
 from mlstack.errors import CatalogError
 
@@ -77,11 +78,9 @@ class HyperPodConfig(StrictModel):
     """The Slurm controller group (exactly one node: slurmctld and the accounting database); hyperpod-slurm only."""
     login: HyperPodGroupConfig | None = None
     """Optional login nodes users SSH into (through SSM) to submit jobs; omit for none; hyperpod-slurm only."""
-    eks_dependencies_installed: bool = False
-    """hyperpod-eks only. The HyperPod dependencies Helm chart must be on the EKS cluster before HyperPod nodes join
-    it, and it is installed from a git checkout (not a public chart repository), so by hand between two deploys:
-    false (first deploy) builds the EKS cluster without the HyperPod cluster; run the `helm install` the README
-    gives, set true and deploy again to create the HyperPod cluster."""
+    eks_dependencies_installed: bool | None = None
+    """Retired (hyperpod-eks used to take two deploys): the deploy now installs the HyperPod dependencies Helm chart
+    itself before the HyperPod cluster is created. Any value is rejected with that message."""
     threads_per_core: Literal[1, 2] = 1
     """Worker groups: 1 turns SMT off (the usual choice for tightly coupled training), 2 keeps it."""
     worker_volume_gib: int = Field(default=500, ge=1, le=16384)
@@ -191,16 +190,35 @@ def _hyperpod_problems(training: TrainingConfig) -> list[str]:
         if group.placement_group:
             problems.append(f"{where}.placement_group: HyperPod places instances itself; remove placement_group")
     hyperpod = training.hyperpod or HyperPodConfig()
+    if hyperpod.eks_dependencies_installed is not None:
+        problems.append(
+            "training.hyperpod.eks_dependencies_installed: one `cdk deploy` now installs the HyperPod dependencies "
+            "Helm chart before the HyperPod cluster; remove the key"
+        )
     if training.engine == "hyperpod-eks":
         set_keys = hyperpod.model_fields_set & {"controller", "login"}
         problems += [
             f"training.hyperpod.{key}: engine hyperpod-eks has no Slurm {key} group (EKS schedules the pods); remove it"
             for key in sorted(set_keys)
         ]
-    elif hyperpod.eks_dependencies_installed:
-        problems.append(
-            "training.hyperpod.eks_dependencies_installed is used by engine hyperpod-eks, not hyperpod-slurm; remove it"
-        )
+        version = training.cluster.kubernetes_version
+        if version not in HYPERPOD_KUBERNETES_VERSIONS:
+            supported = [v for v in HYPERPOD_KUBERNETES_VERSIONS if v in get_args(KubernetesVersion)]
+            problems.append(
+                f"training.cluster.kubernetes_version: SageMaker HyperPod does not support Kubernetes {version} for an "
+                f"EKS orchestrator (it supports {HYPERPOD_KUBERNETES_VERSIONS[0]} to "
+                f"{HYPERPOD_KUBERNETES_VERSIONS[-1]}); use {' or '.join(supported)}"
+            )
+        else:
+            following = f"1.{int(version.split('.')[1]) + 1}"
+            if training.cluster.support_type == "STANDARD" and following not in HYPERPOD_KUBERNETES_VERSIONS:
+                # EKS upgrades a STANDARD cluster to the next minor version when standard support ends (EKS User
+                # Guide, "Cluster upgrade policy"); HyperPod would then run on a version it does not support.
+                problems.append(
+                    f"training.cluster.support_type: STANDARD lets EKS upgrade the control plane to Kubernetes "
+                    f"{following} when standard support for {version} ends, and SageMaker HyperPod does not support "
+                    f"{following}; set support_type: EXTENDED (billed per cluster-hour) until HyperPod lists it"
+                )
     elif hyperpod.controller.count != 1:
         problems.append(
             f"training.hyperpod.controller.count: Slurm has one controller node here, got {hyperpod.controller.count}; "

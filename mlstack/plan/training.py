@@ -6,6 +6,7 @@ Imports no CDK: `mlstack plan` answers without starting jsii/Node.
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 from mlstack.catalog import InstanceType, efa_interface_count, efa_layout
 from mlstack.catalog.fit import DEFAULT_SEQ_LEN, training_fit
@@ -21,6 +22,32 @@ from mlstack.plan.model import HOURS_PER_MONTH, Cost, Plan, Quota, Resource
 STACK = "TrainingClusterStack"
 ADMIN_HOST_TYPE = "m7i.large"
 """Instance type of the cluster admin host (kubectl only)."""
+
+
+JOB_BUDGET = "training-jobs"
+"""Name of the PodDisruptionBudget on every job pod of the job namespace (`job_disruption_budget`)."""
+
+
+def job_disruption_budget(namespace: str) -> dict[str, Any]:
+    """A PodDisruptionBudget that refuses every eviction of a running job's pods: a node-group update (which drains
+    nodes through the eviction API, force update off) then fails instead of killing a job.
+
+    It selects every JobSet pod of the namespace (Kubeflow Trainer runs TrainJobs as JobSets, which label their pods
+    `jobset.sigs.k8s.io/jobset-name`). Job pods have no scale subresource, so only an integer `minAvailable` applies
+    (Kubernetes docs, "Specifying a Disruption Budget for your Application", arbitrary controllers); one above any
+    job's pod count makes the allowed disruptions 0. `unhealthyPodEvictionPolicy: AlwaysAllow` still lets a drain
+    evict pods that are not Ready (a broken node's), so node repair is not blocked by a dead job.
+    """
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": JOB_BUDGET, "namespace": namespace},
+        "spec": {
+            "minAvailable": 100000,
+            "unhealthyPodEvictionPolicy": "AlwaysAllow",
+            "selector": {"matchExpressions": [{"key": "jobset.sigs.k8s.io/jobset-name", "operator": "Exists"}]},
+        },
+    }
 
 
 def cluster_name(config: BlueprintConfig) -> str:
@@ -96,7 +123,17 @@ FSX_PRICE_SOURCE = (
     "Amazon FSx for Lustre pricing page, us-east-1 SSD list prices as remembered, not re-verified offline"
 )
 EKS_CLUSTER_PER_HOUR = 0.10
-EKS_PRICE_SOURCE = "Amazon EKS pricing page: $0.10 per cluster-hour (standard support), not re-verified offline"
+EKS_EXTENDED_PER_HOUR = 0.60
+EKS_PRICE_SOURCE = (
+    "Amazon EKS pricing page: $0.10 per cluster-hour (standard support), $0.60 once a version is in extended support "
+    "(support_type EXTENDED), not re-verified offline"
+)
+
+
+def control_plane_per_hour(support_type: str) -> float:
+    """$/h of the EKS control plane: the extended-support rate is what an EXTENDED cluster is billed once its version
+    leaves standard support (the plan assumes it has, the worst case)."""
+    return EKS_EXTENDED_PER_HOUR if support_type == "EXTENDED" else EKS_CLUSTER_PER_HOUR
 
 
 def quota_family(it: InstanceType) -> str:
@@ -155,7 +192,9 @@ def plan_training(config: BlueprintConfig, plan: Plan) -> None:
     plan.resources.append(
         Resource(stack, "System node group", f"{system.instance_type}, desired {system.desired_size}", 1)
     )
-    plan.costs.append(Cost("EKS control plane", 1, EKS_CLUSTER_PER_HOUR, None, EKS_PRICE_SOURCE))
+    plan.costs.append(
+        Cost("EKS control plane", 1, control_plane_per_hour(cluster.support_type), None, EKS_PRICE_SOURCE)
+    )
     sys_it = system.instance
     sys_price = ec2_price(sys_it.name)
     used_prices += [sys_price] if sys_price is not None else []
@@ -248,22 +287,25 @@ def plan_training(config: BlueprintConfig, plan: Plan) -> None:
         plan.warnings.append(
             f"job {training.job.name!r} asks for {job_nodes} node(s) of group {job_group.name!r}, which has "
             f"desired_size {job_group.desired_size} and no node autoscaler: its pods stay Pending until the group "
-            f"is scaled (desired_size: {job_nodes} in the blueprint, or `aws eks update-nodegroup-config "
-            f"--cluster-name ... --nodegroup-name ... --scaling-config desiredSize={job_nodes}`)"
+            f"is scaled: set desired_size: {job_nodes} in the blueprint and deploy (the blueprint is the one way to "
+            "scale: a size set with the EKS API or console is reset to the blueprint's by the next deploy)"
         )
 
     update_rows = [
         f"accelerated node groups: update strategy {UPDATE_STRATEGY} (terminate a node, then launch its replacement, "
         "one at a time): needs no spare capacity, so it works inside an ODCR or Capacity Block",
-        "a launch-template or AMI change replaces every node of the group; a job running on a replaced node is "
-        "interrupted: roll updates between jobs (scale to 0, deploy, scale up) or checkpoint first",
+        "a launch-template or AMI change replaces every node of the group, draining each through the eviction API "
+        f"(force update off): the PodDisruptionBudget {JOB_BUDGET!r} in namespace {training.job.namespace!r} refuses "
+        "to evict a running job's pods, so the update fails and rolls back while a job runs; deploy between jobs",
+        "scaling: desired_size (and min/max) in the blueprint, then deploy; the blueprint is the one way to scale, "
+        "since every deploy sets each group to the blueprint's size",
     ]
     for group in training.node_groups:
         if group.capacity.type == "capacity_block":
             update_rows.append(
                 f"{group.name}: EC2 starts terminating Capacity Block instances 30 minutes before the block ends; "
-                f"scale the group to 0 before then (`aws eks update-nodegroup-config --cluster-name {name} "
-                "--nodegroup-name <name> --scaling-config minSize=0,desiredSize=0`) so jobs checkpoint and stop cleanly"
+                "scale the group to 0 before then (min_size: 0, desired_size: 0 in the blueprint, then deploy) so "
+                "jobs checkpoint and stop cleanly"
             )
     sections: list[tuple[str, list[str]]] = [
         ("Access", access_rows),

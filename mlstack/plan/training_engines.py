@@ -10,20 +10,26 @@ from __future__ import annotations
 from mlstack.catalog import efa_interface_count, get_instance
 from mlstack.catalog.instances import catalog
 from mlstack.config import BlueprintConfig
-from mlstack.config.training import TrainingConfig
+from mlstack.config.training import HYPERPOD_KUBERNETES_VERSIONS, TrainingConfig
 from mlstack.config.training_engines import HYPERPOD_ENGINES, BatchConfig, HyperPodConfig
-from mlstack.constructs.training.versions import HYPERPOD_CHART_INSTALL
+from mlstack.constructs.training.versions import (
+    HYPERPOD_CHART_NAMESPACE,
+    HYPERPOD_CHART_PATH,
+    HYPERPOD_CHART_RELEASE,
+    HYPERPOD_CHART_SHA256,
+    HYPERPOD_CLI_COMMIT,
+)
 from mlstack.k8s.job import render_job_yaml
 from mlstack.plan.model import HOURS_PER_MONTH, Cost, Plan, Quota, Resource
 from mlstack.plan.training import (
     ADMIN_HOST_TYPE,
-    EKS_CLUSTER_PER_HOUR,
     EKS_PRICE_SOURCE,
     FSX_PRICE_PER_GIB_MONTH,
     FSX_PRICE_SOURCE,
     ON_DEMAND_QUOTAS,
     access_path,
     cluster_name,
+    control_plane_per_hour,
     memory_warnings,
     quota_family,
 )
@@ -55,8 +61,8 @@ def _plan_hyperpod(config: BlueprintConfig, training: TrainingConfig, plan: Plan
     zone = training.zone_of(training.node_groups[0], config.zones)
     slurm = training.engine == "hyperpod-slurm"
     orchestrator = "Slurm via lifecycle scripts" if slurm else f"EKS cluster {cluster_name(config)}"
-    if not slurm and not hyperpod.eks_dependencies_installed:
-        orchestrator += " (created on the second deploy, after the HyperPod Helm chart)"
+    if not slurm:
+        orchestrator += " (created once the HyperPod Helm chart is installed)"
     plan.resources.append(
         Resource(
             STACK,
@@ -111,7 +117,9 @@ def _plan_eks_control_plane(config: BlueprintConfig, training: TrainingConfig, p
     plan.resources.append(
         Resource(STACK, "System node group", f"{system.instance_type}, desired {system.desired_size}", 1)
     )
-    plan.costs.append(Cost("EKS control plane", 1, EKS_CLUSTER_PER_HOUR, None, EKS_PRICE_SOURCE))
+    plan.costs.append(
+        Cost("EKS control plane", 1, control_plane_per_hour(cluster.support_type), None, EKS_PRICE_SOURCE)
+    )
     sys_it = system.instance
     plan.costs.append(
         Cost(
@@ -136,16 +144,25 @@ def _plan_eks_control_plane(config: BlueprintConfig, training: TrainingConfig, p
         )
     sections = plan.details.setdefault("sections", [])
     sections.append(("Access", access_path(config)))
-    hyperpod = training.hyperpod or HyperPodConfig()
-    steps = [f"install the HyperPod dependencies chart (once, with kubectl access): {HYPERPOD_CHART_INSTALL}"]
-    if not hyperpod.eks_dependencies_installed:
-        steps.append("then set training.hyperpod.eks_dependencies_installed: true and deploy again")
+    plan.resources.append(
+        Resource(
+            STACK,
+            "HyperPod chart installer",
+            f"Lambda function in the VPC + custom resource: helm upgrade --install {HYPERPOD_CHART_RELEASE} "
+            f"(aws/sagemaker-hyperpod-cli {HYPERPOD_CLI_COMMIT[:7]}, chart digest checked), EKS access entry",
+        )
+    )
+    steps = [
+        f"the deploy installs the HyperPod dependencies chart ({HYPERPOD_CHART_PATH} of aws/sagemaker-hyperpod-cli "
+        f"at {HYPERPOD_CLI_COMMIT}, SHA-256 of the chart folder {HYPERPOD_CHART_SHA256}) as release "
+        f"{HYPERPOD_CHART_RELEASE} in {HYPERPOD_CHART_NAMESPACE}, from a Lambda function in the VPC (egress through "
+        "NAT to github.com and the sub-charts' Helm repositories), then creates the HyperPod cluster: one deploy",
+        f"Kubernetes {cluster.kubernetes_version}: one of the versions SageMaker HyperPod supports for EKS "
+        f"({', '.join(HYPERPOD_KUBERNETES_VERSIONS)}, 'Getting started with Amazon EKS support in SageMaker "
+        "HyperPod')",
+    ]
     sections.append(("HyperPod on EKS: before the nodes join", steps))
     sections.append(("Job manifest (kubectl apply -f -)", render_job_yaml(config).rstrip().splitlines()))
-    plan.warnings.append(
-        f"Kubernetes {cluster.kubernetes_version}: check that SageMaker HyperPod supports it (SageMaker HyperPod docs, "
-        "'Getting started with Amazon EKS support in SageMaker HyperPod' lists the versions)"
-    )
 
 
 def _plan_batch(config: BlueprintConfig, training: TrainingConfig, plan: Plan) -> None:

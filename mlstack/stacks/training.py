@@ -18,7 +18,7 @@ from mlstack.constructs.training.admin_host import ClusterAdminHost
 from mlstack.constructs.training.cluster import SystemNodes, TrainingCluster
 from mlstack.constructs.training.node_group import Capacity
 from mlstack.k8s.job import FSX_CLAIM
-from mlstack.plan.training import ADMIN_HOST_TYPE, cluster_name, memory_warnings
+from mlstack.plan.training import ADMIN_HOST_TYPE, cluster_name, job_disruption_budget, memory_warnings
 from mlstack.stacks.base import MlStack
 from mlstack.stacks.network import NetworkStack
 
@@ -80,6 +80,9 @@ class TrainingClusterStack(MlStack):
         self.cluster.add_manifest(
             "JobNamespace", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
         )
+        # Node-group updates drain without force: this budget keeps them from evicting a running job.
+        budget = self.cluster.add_manifest("JobDisruptionBudget", job_disruption_budget(namespace))
+        budget.node.add_dependency(self.cluster.cluster.node.find_child("manifest-JobNamespace"))
         self.fsx: FsxLustre | None = None
         if training.fsx is not None:
             fsx_zone = training.fsx_zone(zones)

@@ -2,11 +2,10 @@
 add-ons, Kubeflow Trainer) whose accelerated nodes are SageMaker HyperPod instance groups from
 `training.node_groups`, FSx for Lustre through the CSI driver, jobs rendered as for EKS.
 
-HyperPod needs its dependencies Helm chart on the cluster before its nodes join, and that chart is installed from
-a git checkout (aws/sagemaker-hyperpod-cli `helm_chart/HyperPodHelmChart`, local `file://` sub-charts, no public
-chart repository), which CDK's Helm handler cannot do. Hence two deploys: `training.hyperpod.
-eks_dependencies_installed: false` builds everything but the HyperPod cluster; the user installs the chart
-(`versions.HYPERPOD_CHART_INSTALL`, in the README, the plan and a stack output), sets true and deploys again.
+One deploy: HyperPod needs its dependencies Helm chart on the cluster before its nodes join, and the chart is a
+folder of aws/sagemaker-hyperpod-cli with local `file://` sub-charts (no chart repository), which CDK's Helm
+handler cannot install. `HyperPodDependencies` installs it from the pinned commit's archive (digest checked), and
+the HyperPod cluster waits for it.
 
 Its part of `mlstack plan` is `mlstack.plan.training_engines`.
 """
@@ -16,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from aws_cdk import CfnOutput
 from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
@@ -27,7 +25,7 @@ from mlstack.constructs.storage.fsx_lustre import FsxLustre
 from mlstack.constructs.training.cluster import TrainingCluster
 from mlstack.constructs.training.efa import EfaNetworking
 from mlstack.constructs.training.hyperpod import HyperPodCluster, HyperPodInstanceGroup
-from mlstack.constructs.training.versions import HYPERPOD_CHART_INSTALL
+from mlstack.constructs.training.hyperpod_chart import HyperPodDependencies
 from mlstack.k8s.job import FSX_CLAIM
 from mlstack.k8s.kube import LABEL_PREFIX
 from mlstack.stacks.base import MlStack
@@ -100,16 +98,17 @@ class HyperPodEksTrainingStack(MlStack):
             volume.node.add_dependency(self.cluster.addons["aws-fsx-csi-driver"])
             volume.node.add_dependency(eks.node.find_child("manifest-JobNamespace"))
 
-        self.hyperpod: HyperPodCluster | None = None
-        if not hyperpod.eks_dependencies_installed:
-            CfnOutput(
-                self,
-                "HyperPodChartInstall",
-                value=HYPERPOD_CHART_INSTALL,
-                description="Run once with kubectl access, then set training.hyperpod.eks_dependencies_installed: "
-                "true and deploy again to create the HyperPod nodes",
-            )
-            return
+        self.hyperpod_chart = HyperPodDependencies(
+            self,
+            "HyperPodChart",
+            cluster=eks,
+            kubectl_layer=self.cluster.kubectl_layer,
+            subnets=network.network.private_subnets,
+            key=network.key,
+            removal_policy=self.removal_policy,
+        )
+        # A hook or a webhook of a sub-chart needs a node to run on: install once the system nodes are up.
+        self.hyperpod_chart.install.node.add_dependency(self.cluster.system_nodes)
         self.hyperpod = HyperPodCluster(
             self,
             "HyperPod",
@@ -128,6 +127,9 @@ class HyperPodEksTrainingStack(MlStack):
         # exist cannot give its pods IPs.
         for addon in self.cluster.node_prerequisites:
             self.hyperpod.cluster.node.add_dependency(addon)
+        # HyperPod checks for its chart's agents when it creates the cluster (SageMaker HyperPod docs: without the
+        # chart "the creation process" may fail).
+        self.hyperpod.cluster.node.add_dependency(self.hyperpod_chart.install)
 
 
 def labelled_workers(training: TrainingConfig, hyperpod: HyperPodConfig) -> list[HyperPodInstanceGroup]:

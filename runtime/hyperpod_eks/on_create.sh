@@ -1,19 +1,22 @@
 #!/bin/bash
 # HyperPod lifecycle script for nodes that join an EKS cluster (training.engine: hyperpod-eks).
 #
-# HyperPod runs it once on every new node, as root, before the node registers with EKS. Unlike the Slurm scripts it
-# configures no scheduler: kubelet, containerd and the device plugins come from the HyperPod EKS AMI and the
-# HyperPod dependencies Helm chart. It waits for the extra EBS volume (/opt/sagemaker, InstanceStorageConfigs) and
-# moves kubelet's directory onto it, so container images do not fill the root volume. Output goes to
-# /var/log/provision/provisioning.log, which HyperPod uploads to CloudWatch Logs (/aws/sagemaker/Clusters/...);
-# on failure it waits 60 s so the log reaches CloudWatch before HyperPod replaces the node (the same pattern as
-# the aws-samples/awsome-distributed-training HyperPod EKS base-config on_create.sh).
+# HyperPod runs it once on every new node, as root, before the node registers with EKS and before containerd
+# starts. Unlike the Slurm scripts it configures no scheduler: kubelet, containerd and the device plugins come from
+# the HyperPod EKS AMI and the HyperPod dependencies Helm chart. It waits for the extra EBS volume HyperPod mounts
+# at /opt/sagemaker (InstanceStorageConfigs, training.hyperpod.worker_volume_gib) and points containerd's root
+# (its image store and container snapshots) at /opt/sagemaker/containerd/data-root, so training images do not fill
+# the root volume: the same edit of the AMI's /etc/eks/containerd/containerd-config.toml as AWS's HyperPod EKS
+# lifecycle script (aws/sagemaker-hyperpod-cluster-setup, eks/cloudformation/resources/lifecycle-script/
+# base-config/on_create.sh). kubelet's directory stays on the root volume, as there. Output goes to
+# /var/log/provision/provisioning.log, which HyperPod uploads to CloudWatch Logs (/aws/sagemaker/Clusters/...); on
+# failure it waits 60 s so the log reaches CloudWatch before HyperPod replaces the node.
 set -euo pipefail
 
 # The paths can be overridden for tests only; HyperPod runs the script without any of these set.
 LOG_FILE="${HYPERPOD_LOG_FILE:-/var/log/provision/provisioning.log}"
 DATA_DISK="${HYPERPOD_DATA_DISK:-/opt/sagemaker}"
-KUBELET_DIR="${HYPERPOD_KUBELET_DIR:-/var/lib/kubelet}"
+CONTAINERD_CONFIG="${HYPERPOD_CONTAINERD_CONFIG:-/etc/eks/containerd/containerd-config.toml}"
 MOUNT_TRIES="${HYPERPOD_MOUNT_TRIES:-12}"
 
 log() {
@@ -31,22 +34,29 @@ wait_for_mount() {
   return 1
 }
 
-# Idempotent: a second run (node reboot) finds the link and leaves it.
-move_kubelet_dir() {
-  mkdir -p "$DATA_DISK/kubelet"
-  if [ -d "$KUBELET_DIR" ] && [ ! -L "$KUBELET_DIR" ]; then
-    cp -a "$KUBELET_DIR/." "$DATA_DISK/kubelet/"
-    rm -rf "$KUBELET_DIR"
+# Sets (or replaces, commented or not) the top-level `root = ...` line of containerd's config. Idempotent: a second
+# run (node reboot) writes the same line.
+set_containerd_root() {
+  local root=$1
+  mkdir -p "$root"
+  if grep -qE '^[# ]*root[[:space:]]*=' "$CONTAINERD_CONFIG"; then
+    sed -i -E "s|^[# ]*root[[:space:]]*=.*|root = \"$root\"|" "$CONTAINERD_CONFIG"
+  else
+    # No root line: insert one before the first table, where top-level keys belong in TOML.
+    awk -v line="root = \"$root\"" 'done == 0 && /^\[/ { print line; done = 1 } { print } END { if (done == 0) print line }' \
+      "$CONTAINERD_CONFIG" >"$CONTAINERD_CONFIG.new"
+    mv "$CONTAINERD_CONFIG.new" "$CONTAINERD_CONFIG"
   fi
-  ln -sfn "$DATA_DISK/kubelet" "$KUBELET_DIR"
 }
 
 main() {
-  if wait_for_mount "$DATA_DISK" "$MOUNT_TRIES"; then
-    log "$DATA_DISK is mounted: kubelet data goes there"
-    move_kubelet_dir
+  if ! wait_for_mount "$DATA_DISK" "$MOUNT_TRIES"; then
+    log "$DATA_DISK is not mounted after $((MOUNT_TRIES * 5)) s: containerd keeps its root on the root volume"
+  elif [ ! -f "$CONTAINERD_CONFIG" ]; then
+    log "$CONTAINERD_CONFIG not found: containerd keeps its root on the root volume"
   else
-    log "$DATA_DISK is not mounted after 60 s: kubelet keeps the root volume"
+    set_containerd_root "$DATA_DISK/containerd/data-root"
+    log "$DATA_DISK is mounted: containerd's root (images, snapshots) is $DATA_DISK/containerd/data-root"
   fi
   log "done"
 }

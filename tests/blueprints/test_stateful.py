@@ -76,10 +76,15 @@ HYPERPOD = {
     "HyperPodLifecycleScriptsC0D9EEA1": "AWS::S3::Bucket",
     "HyperPodUploadLogs1FDC617C": "AWS::Logs::LogGroup",
 }
+HYPERPOD_CHART = {
+    # hyperpod-eks: log groups of the HyperPod chart installer and of its custom-resource provider.
+    "HyperPodChartLogs03F56B64": "AWS::Logs::LogGroup",
+    "HyperPodChartProviderLogs70117152": "AWS::Logs::LogGroup",
+}
 TRAINING_PINS_BY_ENGINE: dict[str, dict[str, str]] = {
     "eks": {**FSX, **EKS},
     "hyperpod-slurm": {**FSX, **HYPERPOD},
-    "hyperpod-eks": {**FSX, **EKS, **HYPERPOD},
+    "hyperpod-eks": {**FSX, **EKS, **HYPERPOD, **HYPERPOD_CHART},
     "batch": {**FSX, "BatchJobLogsF59D7852": "AWS::Logs::LogGroup"},
 }
 """`TrainingClusterStack` pins by `training.engine`: the stack ID is the same for every engine, its resources are
@@ -95,15 +100,12 @@ def pins(stack_id: str, config: BlueprintConfig) -> dict[str, str]:
 
 
 def training_pins(config: BlueprintConfig) -> dict[str, str]:
-    """The TrainingClusterStack pins this blueprint must synthesize: its engine's, less what it leaves out (no FSx;
-    hyperpod-eks before the HyperPod chart is installed builds no HyperPod cluster yet)."""
+    """The TrainingClusterStack pins this blueprint must synthesize: its engine's, less what it leaves out (no FSx)."""
     training = config.training
     assert training is not None
     expected = dict(TRAINING_PINS_BY_ENGINE[training.engine])
     if training.fsx is None:
         expected = {k: v for k, v in expected.items() if k not in FSX}
-    if training.engine == "hyperpod-eks" and not (training.hyperpod and training.hyperpod.eks_dependencies_installed):
-        expected = {k: v for k, v in expected.items() if k not in HYPERPOD}
     return expected
 
 

@@ -148,29 +148,78 @@ def _eks_env(tmp_path: Path, **extra: str) -> dict[str, str]:
         "PATH": os.environ["PATH"],
         "HYPERPOD_LOG_FILE": str(tmp_path / "log" / "provisioning.log"),
         "HYPERPOD_DATA_DISK": str(tmp_path / "data"),
-        "HYPERPOD_KUBELET_DIR": str(tmp_path / "kubelet"),
+        "HYPERPOD_CONTAINERD_CONFIG": str(tmp_path / "containerd-config.toml"),
         **extra,
     }
 
 
-def test_eks_on_create_moves_kubelet_data_once(tmp_path: Path) -> None:
-    (tmp_path / "kubelet" / "pods").mkdir(parents=True)
-    (tmp_path / "kubelet" / "pods" / "x").write_text("1")
-    script = f"source {EKS_ON_CREATE} && move_kubelet_dir && move_kubelet_dir"
-    subprocess.run(["bash", "-c", script], env=_eks_env(tmp_path), check=True)
-    assert (tmp_path / "kubelet").is_symlink()
-    assert (tmp_path / "kubelet").resolve() == (tmp_path / "data" / "kubelet").resolve()
-    assert (tmp_path / "data" / "kubelet" / "pods" / "x").read_text() == "1"
+# The shape of the HyperPod EKS AMI's file (a commented root line, as containerd's default config has it); the
+# real daemon below checks that containerd reads the edited file.
+CONTAINERD_CONFIG = """version = 2
+#root = "/var/lib/containerd"
+state = "/run/containerd"
+
+[grpc]
+address = "/run/containerd/containerd.sock"
+"""
+
+
+def _mounted_path(tmp_path: Path) -> str:
+    """PATH with a `mountpoint` that says every path is mounted (the test's data disk is a plain directory)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "mountpoint").write_text("#!/bin/sh\nexit 0\n")
+    (bin_dir / "mountpoint").chmod(0o755)
+    return f"{bin_dir}:{os.environ['PATH']}"
+
+
+def test_eks_on_create_moves_containerd_root_to_the_data_volume(tmp_path: Path) -> None:
+    config = tmp_path / "containerd-config.toml"
+    config.write_text(CONTAINERD_CONFIG)
+    env = _eks_env(tmp_path, PATH=_mounted_path(tmp_path))
+    for _ in range(2):  # a reboot runs it again: same result
+        done = subprocess.run(["bash", str(EKS_ON_CREATE)], env=env, capture_output=True, text=True, timeout=30)
+        assert done.returncode == 0, done.stderr
+    root = tmp_path / "data" / "containerd" / "data-root"
+    lines = config.read_text().splitlines()
+    assert [line for line in lines if line.startswith("root")] == [f'root = "{root}"']
+    assert lines[0] == "version = 2" and 'state = "/run/containerd"' in lines and root.is_dir()
+    assert "containerd's root (images, snapshots)" in (tmp_path / "log" / "provisioning.log").read_text()
+
+
+def test_eks_on_create_adds_a_root_line_before_the_first_table(tmp_path: Path) -> None:
+    config = tmp_path / "containerd-config.toml"
+    config.write_text('version = 2\n\n[grpc]\naddress = "/run/containerd/containerd.sock"\n')
+    subprocess.run(
+        ["bash", "-c", f"source {EKS_ON_CREATE} && set_containerd_root /data/root"], env=_eks_env(tmp_path), check=True
+    )
+    lines = config.read_text().splitlines()
+    assert lines.index('root = "/data/root"') < lines.index("[grpc]")
+
+
+def test_containerd_reads_the_edited_root(tmp_path: Path) -> None:
+    containerd = shutil.which("containerd")
+    if containerd is None:
+        pytest.skip("containerd not installed (Debian package `containerd`)")
+    config = tmp_path / "containerd-config.toml"
+    config.write_text(CONTAINERD_CONFIG)
+    env = _eks_env(tmp_path, PATH=_mounted_path(tmp_path))
+    subprocess.run(["bash", str(EKS_ON_CREATE)], env=env, check=True, timeout=30)
+    dump = subprocess.run(
+        [containerd, "--config", str(config), "config", "dump"], capture_output=True, text=True, check=True
+    )
+    assert f'root = "{tmp_path / "data" / "containerd" / "data-root"}"' in dump.stdout
 
 
 def test_eks_on_create_without_the_volume_keeps_the_root_volume(tmp_path: Path) -> None:
-    (tmp_path / "kubelet").mkdir()
+    config = tmp_path / "containerd-config.toml"
+    config.write_text(CONTAINERD_CONFIG)
     env = _eks_env(tmp_path, HYPERPOD_MOUNT_TRIES="1")
     done = subprocess.run(["bash", str(EKS_ON_CREATE)], env=env, capture_output=True, text=True, timeout=30)
     assert done.returncode == 0, done.stderr
     log = (tmp_path / "log" / "provisioning.log").read_text()
     assert "is not mounted" in log and "[stop] on_create.sh" in log
-    assert not (tmp_path / "kubelet").is_symlink()
+    assert config.read_text() == CONTAINERD_CONFIG
 
 
 def test_eks_script_passes_shellcheck() -> None:

@@ -14,7 +14,7 @@ import yaml
 
 from mlstack.config import BLUEPRINTS_DIR, load
 from mlstack.config.network import TRAINING_INTERFACE_ENDPOINTS
-from mlstack.config.training import KUBECTL_MINOR, KubernetesVersion
+from mlstack.config.training import KubernetesVersion
 from mlstack.constructs.training import cluster as cluster_module
 from mlstack.constructs.training import versions
 from mlstack.constructs.training.chart_check import index_has, oci_parts, token_url
@@ -22,6 +22,7 @@ from mlstack.constructs.training.node_group import NODE_ROLE_POLICIES, taint_key
 from mlstack.errors import BlueprintError
 from mlstack.k8s.job import render_job
 from mlstack.plan import build_plan
+from mlstack.plan.training import job_disruption_budget
 from tests.conftest import selected_blueprints
 from tests.synth import Session
 from tests.training.test_config import BASE
@@ -88,6 +89,45 @@ def test_node_monitoring_dcgm_server_tolerates_every_node_group_taint(bp: tuple[
     # The taints on the node groups are the same keys (one source).
     for ng in _accelerated_nodegroups(template).values():
         assert {t["Key"] for t in ng["Properties"]["Taints"]} <= taints
+
+
+# 1b. One DCGM host engine per GPU node: the CloudWatch add-on's DCGM exporter is off, the agent's dcgm-server runs
+# (aws/containers-roadmap#2763).
+def test_one_dcgm_host_engine_per_gpu_node(bp: tuple[str, Any, dict[str, Any]]) -> None:
+    _, _, template = bp
+    _, cloudwatch = _addon(template, "amazon-cloudwatch-observability")
+    values = json.loads(cloudwatch["Properties"]["ConfigurationValues"])
+    assert values == {"tolerations": [{"operator": "Exists"}], "dcgmExporter": {"enabled": False}}
+    _, monitoring = _addon(template, "eks-node-monitoring-agent")
+    assert "tolerations" in json.loads(monitoring["Properties"]["ConfigurationValues"])["dcgmAgent"]
+    charts = [r["Properties"]["Chart"] for r in _of_type(template, "Custom::AWSCDK-EKS-HelmChart").values()]
+    assert not any("dcgm" in chart for chart in charts)
+
+
+# 1c. Updates do not evict running jobs: no force update on accelerated groups, and a budget on job pods.
+def test_node_group_updates_respect_the_job_disruption_budget(bp: tuple[str, Any, dict[str, Any]]) -> None:
+    _, config, template = bp
+    groups = _accelerated_nodegroups(template)
+    assert groups and all(ng["Properties"]["ForceUpdateEnabled"] is False for ng in groups.values())
+    manifests = [
+        json.loads(r["Properties"]["Manifest"]) if isinstance(r["Properties"]["Manifest"], str) else None
+        for r in _of_type(template, "Custom::AWSCDK-EKS-KubernetesResource").values()
+    ]
+    budgets = [m for ms in manifests if ms for m in ms if m["kind"] == "PodDisruptionBudget"]
+    for budget in budgets:
+        budget["metadata"].pop("labels")  # CDK's prune label
+    assert budgets == [job_disruption_budget(config.training.job.namespace)]
+    (budget,) = budgets
+    assert budget["spec"]["minAvailable"] >= 100 * config.training.max_nodes
+    assert budget["spec"]["selector"]["matchExpressions"][0]["key"] == "jobset.sigs.k8s.io/jobset-name"
+
+
+def test_plan_makes_the_blueprint_the_one_way_to_scale(bp: tuple[str, Any, dict[str, Any]]) -> None:
+    _, config, _ = bp
+    plan = build_plan(config)
+    text = json.dumps(plan.details) + json.dumps(plan.warnings)
+    assert "update-nodegroup-config" not in text
+    assert "the blueprint is the one way to scale" in text
 
 
 # 2. Access: an SSM admin host with a cluster-admin access entry; a private cluster nobody can reach is rejected.
@@ -224,14 +264,16 @@ def test_vpc_cni_runs_on_its_own_pod_identity_role_and_node_roles_are_minimal(
         assert sorted(names) == sorted(NODE_ROLE_POLICIES)
 
 
-# 8. kubectl skew: every allowed Kubernetes version is within one minor version of the kubectl layer.
-def test_allowed_kubernetes_versions_are_within_one_minor_of_the_kubectl_layer() -> None:
-    for version in get_args(KubernetesVersion):
-        assert abs(int(version.split(".")[1]) - KUBECTL_MINOR) <= 1, version
-    assert f"KubectlV{KUBECTL_MINOR}Layer" in Path(cluster_module.__file__).read_text()
+# 8. kubectl skew: every allowed Kubernetes version has the kubectl layer of its own minor version.
+def test_every_allowed_kubernetes_version_has_its_own_kubectl_layer() -> None:
+    from mlstack.constructs.training.cluster import KUBECTL_LAYERS
+
+    assert set(KUBECTL_LAYERS) == set(get_args(KubernetesVersion))
+    for version, layer in KUBECTL_LAYERS.items():
+        assert layer.__name__ == f"KubectlV{version.split('.')[1]}Layer", version
 
 
-def test_kubernetes_version_outside_the_kubectl_skew_is_rejected(tmp_path: Path, base: dict[str, Any]) -> None:
+def test_kubernetes_version_without_a_kubectl_layer_is_rejected(tmp_path: Path, base: dict[str, Any]) -> None:
     base["training"]["cluster"] = {"kubernetes_version": "1.33"}
     assert "kubernetes_version" in _problem(tmp_path, base)
 
@@ -294,7 +336,7 @@ def test_plan_tells_to_scale_a_capacity_block_down_before_it_ends(tmp_path: Path
     }
     sections = dict(build_plan(_load(tmp_path, base)).details["sections"])
     (row,) = [r for r in sections["Updates"] if r.startswith("p5: ")]
-    assert "30 minutes before the block ends" in row and "desiredSize=0" in row
+    assert "30 minutes before the block ends" in row and "desired_size: 0 in the blueprint, then deploy" in row
 
 
 # 10. Neuron: no scheduler-extension claim the chart leaves off; the Trainium job gets libfabric's EFA environment.

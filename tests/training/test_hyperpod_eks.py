@@ -1,11 +1,12 @@
 """Engine hyperpod-eks: HyperPod instance groups joined to the training layer's EKS cluster.
 
-The shipped blueprint is the first deploy (no HyperPod cluster until the HyperPod Helm chart is installed); the
-second deploy (`eks_dependencies_installed: true`) is synthesized here once, through the same code and cdk-nag.
+One deploy: the shipped blueprint's template installs the HyperPod dependencies chart (a custom resource) and then
+creates the HyperPod cluster. Its template comes from the test session's synth (cdk-nag included there).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -27,11 +28,17 @@ from mlstack.config.network import (
 )
 from mlstack.config.training_engines import EKS_LIFECYCLE_SCRIPTS_DIR
 from mlstack.constructs.training.hyperpod import HyperPodCluster, HyperPodInstanceGroup
-from mlstack.constructs.training.versions import HYPERPOD_CHART_INSTALL, HYPERPOD_CLI_COMMIT
+from mlstack.constructs.training.hyperpod_chart import RESOURCE_TYPE
+from mlstack.constructs.training.versions import (
+    HYPERPOD_CHART_ARCHIVE,
+    HYPERPOD_CHART_PATH,
+    HYPERPOD_CHART_SHA256,
+    HYPERPOD_CLI_COMMIT,
+)
 from mlstack.k8s.job import render_job
 from mlstack.k8s.kube import LABEL_PREFIX
 from mlstack.plan import build_plan
-from tests.synth import Session, synthesize
+from tests.synth import Session
 
 NAME = "hyperpod-eks-training"
 BLUEPRINT = BLUEPRINTS_DIR / f"{NAME}.yaml"
@@ -66,7 +73,7 @@ def test_blueprint_loads_with_the_eks_lifecycle_script() -> None:
     config = load(BLUEPRINT)
     assert config.training is not None and config.training.engine == "hyperpod-eks"
     hyperpod = config.training.hyperpod
-    assert hyperpod is not None and hyperpod.eks_dependencies_installed is False
+    assert hyperpod is not None and hyperpod.eks_dependencies_installed is None
     scripts = hyperpod.scripts_dir_for("hyperpod-eks")
     assert scripts == EKS_LIFECYCLE_SCRIPTS_DIR and (scripts / "on_create.sh").is_file()
 
@@ -77,10 +84,55 @@ def test_slurm_groups_are_rejected(tmp_path: Path) -> None:
     assert "training.hyperpod.controller: engine hyperpod-eks has no Slurm controller group" in _problem(tmp_path, data)
 
 
-def test_eks_switch_is_rejected_on_slurm(tmp_path: Path) -> None:
-    data = yaml.safe_load((BLUEPRINTS_DIR / "hyperpod-slurm-training.yaml").read_text())
-    data["training"]["hyperpod"]["eks_dependencies_installed"] = True
-    assert "eks_dependencies_installed is used by engine hyperpod-eks, not hyperpod-slurm" in _problem(tmp_path, data)
+@pytest.mark.parametrize("blueprint", ["hyperpod-eks-training", "hyperpod-slurm-training"])
+@pytest.mark.parametrize("value", [True, False])
+def test_retired_two_deploy_switch_is_rejected(tmp_path: Path, blueprint: str, value: bool) -> None:
+    data = yaml.safe_load((BLUEPRINTS_DIR / f"{blueprint}.yaml").read_text())
+    data["training"]["hyperpod"]["eks_dependencies_installed"] = value
+    problem = _problem(tmp_path, data)
+    assert "training.hyperpod.eks_dependencies_installed: one `cdk deploy` now installs" in problem
+    assert "remove the key" in problem
+
+
+@pytest.mark.parametrize("version", ["1.35", "1.36"])
+def test_kubernetes_version_hyperpod_does_not_support_is_rejected(tmp_path: Path, version: str) -> None:
+    data = _data()
+    data["training"]["cluster"]["kubernetes_version"] = version
+    problem = _problem(tmp_path, data)
+    assert f"SageMaker HyperPod does not support Kubernetes {version} for an EKS orchestrator" in problem
+    assert "use 1.34" in problem
+
+
+def test_standard_support_that_would_upgrade_past_hyperpod_is_rejected(tmp_path: Path) -> None:
+    data = _data()
+    data["training"]["cluster"]["support_type"] = "STANDARD"
+    problem = _problem(tmp_path, data)
+    assert "training.cluster.support_type: STANDARD lets EKS upgrade the control plane to Kubernetes 1.35" in problem
+    assert "set support_type: EXTENDED" in problem
+
+
+def test_an_older_version_hyperpod_also_supports_one_minor_up_may_stay_standard(tmp_path: Path) -> None:
+    from mlstack.config.training_engines import _hyperpod_problems
+
+    config = load(BLUEPRINT)
+    assert config.training is not None
+    training = config.training.model_copy(
+        update={"cluster": config.training.cluster.model_copy(update={"support_type": "STANDARD"})}
+    )
+    assert [p for p in _hyperpod_problems(training) if "support_type" in p]  # 1.34: 1.35 is not supported
+    older = training.model_copy(update={"cluster": training.cluster.model_copy(update={"kubernetes_version": "1.33"})})
+    assert not [p for p in _hyperpod_problems(older) if "support_type" in p or "kubernetes_version" in p]
+
+
+def test_blueprint_uses_a_version_hyperpod_supports() -> None:
+    from mlstack.config.training import HYPERPOD_KUBERNETES_VERSIONS
+
+    config = load(BLUEPRINT)
+    assert config.training is not None
+    assert config.training.cluster.kubernetes_version == "1.34" in HYPERPOD_KUBERNETES_VERSIONS
+    assert config.training.cluster.support_type == "EXTENDED"
+    control_plane = next(c for c in build_plan(config).costs if c.item == "EKS control plane")
+    assert control_plane.unit_per_hour == 0.60  # extended-support rate
 
 
 def test_workers_must_be_types_hyperpod_offers(tmp_path: Path) -> None:
@@ -199,20 +251,13 @@ def test_eks_orchestrator_takes_compute_groups_only() -> None:
 
 
 @pytest.fixture(scope="module")
-def second_deploy(tmp_path_factory: pytest.TempPathFactory) -> Session:
-    data = _data()
-    data["training"]["hyperpod"]["eks_dependencies_installed"] = True
-    path = _write(tmp_path_factory.mktemp("blueprint"), data)
-    return synthesize(tmp_path_factory.mktemp("cdk.out"), [path])
+def second(session: Session) -> dict[str, Any]:
+    """The shipped blueprint's TrainingClusterStack (the name is from the two-deploy days)."""
+    from tests.conftest import selected_blueprints
 
-
-@pytest.fixture(scope="module")
-def second(second_deploy: Session) -> dict[str, Any]:
-    return second_deploy.blueprints[NAME].templates["TrainingClusterStack"]
-
-
-def test_second_deploy_passes_cdk_nag(second_deploy: Session) -> None:
-    assert second_deploy.nag_failure is None, second_deploy.nag_failure
+    if NAME not in selected_blueprints():
+        pytest.skip(f"{NAME} not selected by MLSTACK_TEST_BLUEPRINTS")
+    return session.blueprints[NAME].templates["TrainingClusterStack"]
 
 
 def test_orchestrator_is_the_eks_cluster_of_the_same_stack(second: dict[str, Any]) -> None:
@@ -289,15 +334,80 @@ def test_no_device_plugin_of_our_own_next_to_hyperpods(second: dict[str, Any]) -
     assert charts == ["kubeflow-trainer"]
 
 
-def test_first_deploy_has_no_hyperpod_cluster_and_says_what_to_run(session: Session) -> None:
-    from tests.conftest import selected_blueprints
+def test_one_deploy_installs_the_pinned_chart_before_the_hyperpod_cluster(second: dict[str, Any]) -> None:
+    ((install_id, install),) = _resources(second, RESOURCE_TYPE).items()
+    props = install["Properties"]
+    assert props["ArchiveUrl"] == HYPERPOD_CHART_ARCHIVE and HYPERPOD_CLI_COMMIT in HYPERPOD_CHART_ARCHIVE
+    assert props["ChartPath"] == HYPERPOD_CHART_PATH and props["ChartSha256"] == HYPERPOD_CHART_SHA256
+    assert (props["Release"], props["Namespace"]) == ("hyperpod-dependencies", "kube-system")
+    ((eks_id, _),) = _resources(second, "AWS::EKS::Cluster").items()
+    assert props["Endpoint"] == {"Fn::GetAtt": [eks_id, "Endpoint"]}
+    ((_, cluster),) = _resources(second, "AWS::SageMaker::Cluster").items()
+    assert install_id in cluster["DependsOn"]
+    assert "HyperPodChartInstall" not in second.get("Outputs", {})
+    # The installer calls the API server as cluster admin through its own access entry, created first.
+    entries = {k: r["Properties"] for k, r in _resources(second, "AWS::EKS::AccessEntry").items()}
+    (entry_id,) = [k for k in entries if k.startswith("HyperPodChartAccessEntry")]
+    assert entry_id in install["DependsOn"]
+    assert "AmazonEKSClusterAdminPolicy" in json.dumps(entries[entry_id]["AccessPolicies"])
+    (role_id,) = [k for k in _resources(second, "AWS::IAM::Role") if k.startswith("HyperPodChartRole")]
+    assert entries[entry_id]["PrincipalArn"] == {"Fn::GetAtt": [role_id, "Arn"]}
 
-    if NAME not in selected_blueprints():
-        pytest.skip(f"{NAME} not selected by MLSTACK_TEST_BLUEPRINTS")
-    first = session.blueprints[NAME].templates["TrainingClusterStack"]
-    assert not _resources(first, "AWS::SageMaker::Cluster")
-    assert first["Outputs"]["HyperPodChartInstall"]["Value"] == HYPERPOD_CHART_INSTALL
-    assert HYPERPOD_CLI_COMMIT in HYPERPOD_CHART_INSTALL
+
+def test_chart_installer_runs_in_the_vpc_with_helm_and_reaches_the_private_endpoint(second: dict[str, Any]) -> None:
+    functions = _resources(second, "AWS::Lambda::Function")
+    (fn_id,) = [k for k in functions if k.startswith("HyperPodChartFunction")]
+    fn = functions[fn_id]["Properties"]
+    assert fn["Handler"] == "handler.on_event" and fn["Runtime"].startswith("python3")
+    assert fn["VpcConfig"]["SubnetIds"] and "Environment" not in fn
+    layers = _resources(second, "AWS::Lambda::LayerVersion")
+    (layer_id,) = [k for k in layers if k.startswith("TrainingKubectlLayer")]
+    assert fn["Layers"] == [{"Ref": layer_id}]
+    assert "kubectl 1.34" in layers[layer_id]["Properties"]["Description"]
+    (sg,) = fn["VpcConfig"]["SecurityGroupIds"]
+    ((eks_id, eks),) = _resources(second, "AWS::EKS::Cluster").items()
+    # The control plane's additional security group (on the API endpoint's ENIs) admits the installer.
+    (control_plane,) = eks["Properties"]["ResourcesVpcConfig"]["SecurityGroupIds"]
+    ingress = [
+        r["Properties"]
+        for r in _resources(second, "AWS::EC2::SecurityGroupIngress").values()
+        if r["Properties"].get("SourceSecurityGroupId") == sg
+    ]
+    # Both groups of the API endpoint's ENIs (CDK's control-plane group and the EKS cluster group) admit it.
+    assert sorted(json.dumps(r["GroupId"]) for r in ingress) == sorted(
+        json.dumps(g) for g in (control_plane, {"Fn::GetAtt": [eks_id, "ClusterSecurityGroupId"]})
+    )
+    assert all((r["IpProtocol"], r["FromPort"], r["ToPort"]) == ("tcp", 443, 443) for r in ingress)
+    # The install waits for both rules (a rule created after the function ran would leave it timing out).
+    ((_, install),) = _resources(second, RESOURCE_TYPE).items()
+    rules = [k for k, r in _resources(second, "AWS::EC2::SecurityGroupIngress").items() if r["Properties"] in ingress]
+    assert len(rules) == 2 and set(rules) <= set(install["DependsOn"])
+
+
+def test_execution_role_has_the_vpc_cni_permissions_of_the_hyperpod_reference(second: dict[str, Any]) -> None:
+    policy = next(
+        p for k, p in _resources(second, "AWS::IAM::Policy").items() if k.startswith("HyperPodExecutionPolicy")
+    )
+    statements = {s.get("Sid"): s for s in policy["Properties"]["PolicyDocument"]["Statement"]}
+    actions = {a for s in statements.values() for a in _list(s["Action"])}
+    # aws/sagemaker-hyperpod-cluster-setup sagemaker-iam-role-template.yaml: the CNI's calls on the execution role.
+    assert {
+        "ec2:AttachNetworkInterface",
+        "ec2:AssignPrivateIpAddresses",
+        "ec2:UnassignPrivateIpAddresses",
+        "ec2:ModifyNetworkInterfaceAttribute",
+        "ec2:CreateNetworkInterface",
+        "ec2:DeleteNetworkInterface",
+        "ec2:DetachNetworkInterface",
+        "ec2:CreateTags",
+        "ec2:DescribeInstances",
+        "ec2:DescribeInstanceTypes",
+        "ec2:DescribeTags",
+        "ec2:DescribeNetworkInterfaces",
+        "ec2:DescribeSubnets",
+    } <= actions
+    resources = json.dumps(statements["VpcCniInterfaces"]["Resource"])
+    assert ":instance/*" in resources and ":network-interface/*" in resources
 
 
 # ------------------------------------------------------------------------------------------------------- plan
@@ -310,17 +420,18 @@ def test_plan_names_ml_groups_unknown_prices_and_the_job() -> None:
     quota = next(q for q in plan.quotas if q.service == "sagemaker")
     assert quota.name == "ml.p5.48xlarge for cluster usage" and quota.code == "unknown" and quota.needed == 2
     sections = dict(plan.details["sections"])
-    assert any(HYPERPOD_CHART_INSTALL in row for row in sections["HyperPod on EKS: before the nodes join"])
+    chart_rows = sections["HyperPod on EKS: before the nodes join"]
+    assert any(HYPERPOD_CHART_SHA256 in row and "one deploy" in row for row in chart_rows)
+    assert not any("deploy again" in row or "git clone" in row for row in chart_rows)
     assert any("kind: TrainJob" in row for row in sections["Job manifest (kubectl apply -f -)"])
     assert not any(c.item.startswith("ml.m7i") for c in plan.costs)  # no Slurm controller on EKS
     eks = {c.item for c in plan.costs}
     assert {"EKS control plane", "m7i.xlarge system nodes (desired)", "m7i.large cluster admin host"} <= eks
 
 
-def test_second_deploy_stateful_ids_are_the_engine_pins(second_deploy: Session) -> None:
+def test_stateful_ids_are_the_engine_pins(session: Session, second: dict[str, Any]) -> None:
     from tests.blueprints.test_stateful import STATEFUL_TYPES, TRAINING_PINS_BY_ENGINE, training_pins
 
-    template = second_deploy.blueprints[NAME].templates["TrainingClusterStack"]
-    config = second_deploy.blueprints[NAME].built.config
-    stateful = {k: r["Type"] for k, r in template["Resources"].items() if r["Type"] in STATEFUL_TYPES}
+    config = session.blueprints[NAME].built.config
+    stateful = {k: r["Type"] for k, r in second["Resources"].items() if r["Type"] in STATEFUL_TYPES}
     assert stateful == TRAINING_PINS_BY_ENGINE["hyperpod-eks"] == training_pins(config)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
@@ -10,7 +10,10 @@ from aws_cdk import Acknowledgment, Lazy, RemovalPolicy, Validations
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
+from aws_cdk.lambda_layer_kubectl_v34 import KubectlV34Layer
+from aws_cdk.lambda_layer_kubectl_v35 import KubectlV35Layer
 from aws_cdk.lambda_layer_kubectl_v36 import KubectlV36Layer
 from constructs import Construct
 
@@ -39,6 +42,15 @@ ACCELERATOR_TAINTS = (GPU_TAINT, NEURON_TAINT, EFA_TAINT)
 """Every taint an accelerated node group may carry: the device plugins tolerate all of them."""
 
 DEFAULT_KUBERNETES_VERSION = "1.35"
+
+KUBECTL_LAYERS: dict[str, Callable[[Construct, str], lambda_.LayerVersion]] = {
+    "1.34": KubectlV34Layer,
+    "1.35": KubectlV35Layer,
+    "1.36": KubectlV36Layer,
+}
+"""The kubectl Lambda layer of each Kubernetes version the cluster can run: kubectl and the cluster keep the same
+minor version (kubectl supports one minor version of skew, Kubernetes version skew policy), one PyPI package per
+minor (`aws-cdk.lambda-layer-kubectl-v34` ...)."""
 
 _ALL_LOGS = [
     eks.ClusterLoggingTypes.API,
@@ -72,17 +84,17 @@ class TrainingCluster(Construct):
       `add_accelerated_node_group`, which also keeps the device plugins in step with them.
     - Managed add-ons: VPC CNI (EFA-only capable), kube-proxy, Pod Identity agent, CoreDNS, FSx CSI driver, the
       node monitoring agent (node conditions such as AcceleratedHardwareReady, used by node auto repair) and
-      amazon-cloudwatch-observability: Container Insights, whose own DCGM exporter (NVIDIA) and Neuron monitor
-      (Trainium/Inferentia) publish GPU/Neuron metrics to CloudWatch; its agent gets CloudWatchAgentServerPolicy
-      through EKS Pod Identity.
+      amazon-cloudwatch-observability: Container Insights and its Neuron monitor (Trainium/Inferentia metrics); its
+      DCGM exporter is off, so the node monitoring agent's DCGM host engine is the only one on a GPU node
+      (`cloudwatch_observability_values`); its agent gets CloudWatchAgentServerPolicy through EKS Pod Identity.
     - Helm charts (versions in `versions.py`): the NVIDIA or Neuron device plugin once a group of that kind is
       added, the EFA device plugin (tolerating the accelerator taints, which its chart default does not) once an
-      EFA group is, and the Kubeflow Trainer operator. No standalone dcgm-exporter chart: a second DCGM exporter
-      on the same GPUs would duplicate the add-on's.
+      EFA group is, and the Kubeflow Trainer operator. No dcgm-exporter chart: one DCGM host engine per GPU node.
 
     Props (keyword; defaults in parentheses): `vpc`, `subnets` (the control plane's, in two AZs or more), `key`,
     `cluster_name` (required: the control-plane log group is named after it before the cluster exists);
-    `kubernetes_version` (1.35), `public_endpoint` (False: the API is reachable only from the VPC),
+    `kubernetes_version` (1.35; a key of `KUBECTL_LAYERS`), `public_endpoint` (False: the API is reachable only
+    from the VPC),
     `admin_principal_arns` (none: IAM roles or users given cluster-admin through access entries),
     `support_type` (STANDARD: EKS upgrades the control plane at the end of standard support instead of billing
     extended support), `control_plane_log_retention` (one year), `system_nodes` (`SystemNodes()`),
@@ -107,9 +119,15 @@ class TrainingCluster(Construct):
         removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
     ) -> None:
         super().__init__(scope, construct_id)
+        if kubernetes_version not in KUBECTL_LAYERS:
+            raise ValueError(
+                f"kubernetes_version {kubernetes_version!r} has no kubectl layer here; use one of "
+                f"{', '.join(KUBECTL_LAYERS)}"
+            )
         self.vpc = vpc
         self.key = key
         self.kubernetes_version = kubernetes_version
+        self.kubectl_layer = KUBECTL_LAYERS[kubernetes_version](self, "KubectlLayer")
         self.node_groups: dict[str, AcceleratedNodeGroup] = {}
         # EKS writes control-plane logs to /aws/eks/<name>/cluster and creates that group itself (no retention, no
         # key) unless it exists: create it first, so the stack owns its retention and encryption. That needs a
@@ -135,7 +153,7 @@ class TrainingCluster(Construct):
             bootstrap_self_managed_addons=False,
             cluster_logging=_ALL_LOGS,
             secrets_encryption_key=key,
-            kubectl_provider_options=eks.KubectlProviderOptions(kubectl_layer=KubectlV36Layer(self, "KubectlLayer")),
+            kubectl_provider_options=eks.KubectlProviderOptions(kubectl_layer=self.kubectl_layer),
         )
         if public_endpoint:
             Validations.of(self.cluster).acknowledge(

@@ -87,9 +87,8 @@ def cloudwatch_observability(
     <cluster>/application, dataplane, host, performance): they are not CloudFormation resources, so CDK sets
     neither their retention nor their encryption, and they remain after the stack is deleted.
 
-    The add-on schedules its DCGM exporter and Neuron monitor by its own instance-type allow-list (chart values
-    `dcgmExporter.affinity`; p4d, p5 and g6e are on it in the chart read for this change): a type missing from
-    the EKS default version's list gets no GPU metrics. Check it when adding an instance type.
+    Its DCGM exporter is turned off (`cloudwatch_observability_values`): the node monitoring agent runs the GPU
+    node's one DCGM host engine. The Neuron monitor stays; it schedules by the add-on's own instance-type allow-list.
     """
     role = iam.Role(
         scope,
@@ -127,16 +126,32 @@ def cloudwatch_observability(
         cluster=cast(eks.ICluster, cluster),
         addon_name=versions.CLOUDWATCH_OBSERVABILITY,
         addon_version=versions.ADDONS[versions.CLOUDWATCH_OBSERVABILITY],
-        # Root-level `tolerations` apply to every workload of the add-on (agent, Fluent Bit, DCGM exporter, Neuron
-        # monitor) unless a component sets its own (chart values.yaml, `common.tolerations` helper). The chart's
-        # default is this catch-all; it is set here so the agents keep tolerating the accelerator taints
-        # (nvidia.com/gpu, aws.amazon.com/neuron, vpc.amazonaws.com/efa) should the default change. A list of
-        # just those three would replace the default and drop every other taint the agents tolerate today.
-        configuration_values={"tolerations": [{"operator": "Exists"}]},
+        configuration_values=cloudwatch_observability_values(),
     )
     addon.node.add_dependency(system_nodes)
     addon.node.add_dependency(association)
     return addon, role
+
+
+def cloudwatch_observability_values() -> dict[str, Any]:
+    """Configuration values of the amazon-cloudwatch-observability add-on.
+
+    - `dcgmExporter.enabled: false`: one DCGM host engine per GPU node. The node monitoring agent's `dcgm-server`
+      DaemonSet runs `nv-hostengine`, whose health its agent turns into the AcceleratedHardwareReady condition that
+      node auto repair acts on; the add-on's DCGM exporter would start a second, embedded host engine on the same
+      GPUs, and with two the agent reports healthy nodes unhealthy (aws/containers-roadmap#2763, #2555). The
+      add-on's exporter cannot be pointed at the agent's engine (its DcgmExporter resource takes no arguments,
+      chart template `dcgm-exporter-daemonset.yaml`), and the agent cannot use another engine than its own, so
+      the exporter goes: Container Insights then has no per-GPU metrics; the flag exists from chart 4.2.x
+      (aws-observability/helm-charts#190), older than the EKS default add-on version for Kubernetes >= 1.34
+      [INFERRED: check with `aws eks describe-addon-configuration --addon-name amazon-cloudwatch-observability`].
+    - Root-level `tolerations` apply to every workload of the add-on (agent, Fluent Bit, Neuron monitor) unless a
+      component sets its own (chart values.yaml, `common.tolerations` helper). The chart's default is this
+      catch-all; it is set here so the agents keep tolerating the accelerator taints (nvidia.com/gpu,
+      aws.amazon.com/neuron, vpc.amazonaws.com/efa) should the default change. A list of just those three would
+      replace the default and drop every other taint the agents tolerate today.
+    """
+    return {"tolerations": [{"operator": "Exists"}], "dcgmExporter": {"enabled": False}}
 
 
 def acknowledge_generated(cluster: eks.Cluster) -> None:

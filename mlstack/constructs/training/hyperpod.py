@@ -315,6 +315,10 @@ class HyperPodCluster(Construct):
             f"AwsSolutions-IAM5[Resource::{ARN_PREFIX}:ec2:{ARN_SCOPE}:network-interface/*]": (
                 "the node ENIs HyperPod creates in the cluster subnet; their IDs are not known in advance"
             ),
+            f"AwsSolutions-IAM5[Resource::{ARN_PREFIX}:ec2:{ARN_SCOPE}:instance/*]": (
+                "EKS nodes only: the VPC CNI attaches pod ENIs to the node it runs on, whose instance ID HyperPod "
+                "assigns at launch"
+            ),
             f"AwsSolutions-IAM5[Resource::{logs_group}]": "HyperPod's own log group per cluster (its name has the ID)",
             f"AwsSolutions-IAM5[Resource::{logs_group}:log-stream:*]": "one log stream per node and script",
         }
@@ -354,11 +358,32 @@ def _eks_node_statements(eks_cluster_arn: str) -> list[iam.PolicyStatement]:
     """What an EKS node of HyperPod needs beyond a Slurm node: EKS Pod Identity credentials for its pods (the
     vpc-cni and the CloudWatch agent get theirs that way; the eks-pod-identity-agent asks with the node role) and
     image pulls from ECR (SageMaker HyperPod docs, IAM role for HyperPod with EKS; EKS User Guide, "Amazon EKS
-    node IAM role"). No access entry is made here: HyperPod creates the execution role's own at CreateCluster
-    (SageMaker API, ClusterMetadata.EksRoleAccessEntries: "created by HyperPod on your behalf")."""
+    node IAM role"), and the VPC CNI's ENI and IP calls. No access entry is made here: HyperPod creates the
+    execution role's own at CreateCluster (SageMaker API, ClusterMetadata.EksRoleAccessEntries: "created by
+    HyperPod on your behalf")."""
+    ec2_arn = f"arn:{Aws.PARTITION}:ec2:{Aws.REGION}:{Aws.ACCOUNT_ID}"
     return [
         iam.PolicyStatement(
             sid="PodIdentity", actions=["eks-auth:AssumeRoleForPodIdentity"], resources=[eks_cluster_arn]
+        ),
+        # The VPC CNI (aws-node) on a HyperPod node works with the node's execution role, as AWS's HyperPod EKS
+        # reference sets it (aws/sagemaker-hyperpod-cluster-setup, eks/cloudformation/sagemaker-iam-role-template
+        # .yaml: its AmazonEKS_CNI_Policy equivalent): attach pod ENIs to the instance, assign and release their IPs,
+        # and describe the instance, its type and tags. Creating and tagging ENIs in the cluster subnet is above.
+        iam.PolicyStatement(
+            sid="VpcCniInterfaces",
+            actions=[
+                "ec2:AttachNetworkInterface",
+                "ec2:AssignPrivateIpAddresses",
+                "ec2:UnassignPrivateIpAddresses",
+                "ec2:ModifyNetworkInterfaceAttribute",
+            ],
+            resources=[f"{ec2_arn}:instance/*", f"{ec2_arn}:network-interface/*"],
+        ),
+        iam.PolicyStatement(
+            sid="VpcCniDescribe",
+            actions=["ec2:DescribeInstances", "ec2:DescribeInstanceTypes", "ec2:DescribeTags"],
+            resources=["*"],
         ),
         iam.PolicyStatement(sid="EcrToken", actions=["ecr:GetAuthorizationToken"], resources=["*"]),
         iam.PolicyStatement(

@@ -292,6 +292,11 @@ class AcceleratedNodeGroup(Construct):
             # Replace or reboot nodes whose GPUs/Neuron devices or runtime go unhealthy (node monitoring agent
             # conditions; EKS User Guide, "Enable node auto repair").
             enable_node_auto_repair=True,
+            # An update drains each node through the Kubernetes eviction API and stops when a PodDisruptionBudget
+            # forbids it, instead of deleting the pods after the drain times out (CDK's default, forceUpdate true;
+            # EKS User Guide, "Update a managed node group": force update "ignores PDBs"). The training stack
+            # puts a budget on job pods, so an update fails and rolls back while a job runs, rather than kill it.
+            force_update=False,
         )
         acknowledge_node_role(self.nodegroup)
         cfn = self.nodegroup.node.default_child

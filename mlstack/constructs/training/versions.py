@@ -58,22 +58,26 @@ KUBEFLOW_TRAINER = Chart(
     source="github.com/kubeflow/trainer release v2.3.0 (TrainJob / TrainingRuntime CRDs)",
 )
 
-HYPERPOD_CLI_REPO = "https://github.com/aws/sagemaker-hyperpod-cli.git"
 HYPERPOD_CLI_COMMIT = "011ca927123e02b35a399935bbb3ab1905fe33c7"
 """Engine hyperpod-eks: the HyperPod dependencies chart (`helm_chart/HyperPodHelmChart`: health-monitoring agent,
 deep health check, job auto-restart, Kubeflow training operator, MPI operator, NVIDIA/Neuron/EFA device plugins)
 at aws/sagemaker-hyperpod-cli main of 2026-06-22 (the chart directory last changed in a00b22d, 2026-06-19). The
 chart's own version is always 0.1.0 and its sub-charts are local `file://` paths: it is in no chart repository, so
-the commit is the pin and the user installs it from a checkout (`HYPERPOD_CHART_INSTALL`)."""
+the commit is the pin, and the deploy installs it from the commit's archive (`HyperPodDependencies`)."""
+HYPERPOD_CHART_PATH = "helm_chart/HyperPodHelmChart"
+HYPERPOD_CHART_ARCHIVE = f"https://github.com/aws/sagemaker-hyperpod-cli/archive/{HYPERPOD_CLI_COMMIT}.tar.gz"
+HYPERPOD_CHART_SHA256 = "d4bef34e665877995a82614fde96124cc148f674a775e427dd24887c527255f5"
+"""Digest of the chart folder's 147 files at `HYPERPOD_CLI_COMMIT` (the installer refuses any other content).
+Recompute it when bumping the commit, from a clone::
+
+    git archive <commit> helm_chart/HyperPodHelmChart | tar -x -C /tmp/chart
+    cd /tmp/chart/helm_chart/HyperPodHelmChart
+    find . -type f | sed 's|^\\./||' | LC_ALL=C sort | xargs -d '\\n' sha256sum | sha256sum
+"""
 HYPERPOD_CHART_RELEASE = "hyperpod-dependencies"
-HYPERPOD_CHART_INSTALL = (
-    f"git clone {HYPERPOD_CLI_REPO} && git -C sagemaker-hyperpod-cli checkout {HYPERPOD_CLI_COMMIT} && "
-    "helm dependencies update sagemaker-hyperpod-cli/helm_chart/HyperPodHelmChart && "
-    f"helm install {HYPERPOD_CHART_RELEASE} sagemaker-hyperpod-cli/helm_chart/HyperPodHelmChart "
-    "--namespace kube-system"
-)
-"""The documented install (SageMaker HyperPod docs, "Installing packages on the Amazon EKS cluster using Helm"),
-pinned to `HYPERPOD_CLI_COMMIT`; run where kubectl reaches the cluster (the admin host)."""
+HYPERPOD_CHART_NAMESPACE = "kube-system"
+"""Release name and namespace of the documented install (SageMaker HyperPod docs, "Installing packages on the Amazon
+EKS cluster using Helm"; the chart itself puts its agents in `aws-hyperpod`, a name HyperPod requires)."""
 
 ADDONS: dict[str, str | None] = {
     # None = the EKS default version for the cluster's Kubernetes version. For the versions this project allows
@@ -87,8 +91,8 @@ ADDONS: dict[str, str | None] = {
     "aws-fsx-csi-driver": None,
     "eks-node-monitoring-agent": None,
     # CloudWatch agent + Fluent Bit; with Container Insights enhanced observability (the add-on's default agent
-    # config) it also runs its own DCGM exporter on NVIDIA nodes and the Neuron monitor on Trainium/Inferentia nodes
-    # and publishes their metrics to CloudWatch. EKS Pod Identity needs add-on >= v3.1.0 (CloudWatch User Guide,
+    # config) it also runs the Neuron monitor on Trainium/Inferentia nodes (its DCGM exporter is turned off:
+    # cluster_parts.cloudwatch_observability_values). EKS Pod Identity needs add-on >= v3.1.0 (CloudWatch User Guide,
     # "Quick start with the Amazon CloudWatch Observability EKS add-on"); the EKS default for Kubernetes >= 1.33 is
     # newer [INFERRED: check with `aws eks describe-addon-versions --addon-name amazon-cloudwatch-observability`].
     "amazon-cloudwatch-observability": None,
