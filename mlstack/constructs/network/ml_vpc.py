@@ -12,6 +12,7 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from mlstack.constructs.common import LOG_RETENTION_DAYS, pascal_id
+from mlstack.constructs.removal import RETAINED
 from mlstack.constructs.scanners import skip_checkov
 from mlstack.constructs.security.groups import closed_security_group
 
@@ -31,7 +32,7 @@ class MlVpc(Construct):
     (required), `zones_are_ids` (False), `cidr` (10.0.0.0/16), `nat_gateways` (1; 0 makes the private subnets
     isolated), `private_subnet_mask` (18), `interface_endpoints` (none: service name suffixes such as `ecr.api`),
     `gateway_endpoints` (`s3`), `flow_log_retention` (one year), `flow_log_traffic` (ALL), `removal_policy`
-    (RETAIN).
+    (`RETAINED`).
     """
 
     def __init__(
@@ -49,7 +50,7 @@ class MlVpc(Construct):
         gateway_endpoints: Sequence[GatewayEndpoint] = ("s3",),
         flow_log_retention: logs.RetentionDays = logs.RetentionDays.ONE_YEAR,
         flow_log_traffic: ec2.FlowLogTrafficType = ec2.FlowLogTrafficType.ALL,
-        removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
+        removal_policy: RemovalPolicy = RETAINED,
     ) -> None:
         super().__init__(scope, construct_id)
         self.zones = list(zones)

@@ -24,6 +24,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from mlstack import resources
+from mlstack.constructs.removal import RETAINED
 from mlstack.constructs.sagemaker.grants import acknowledge_wildcards, grant_vpc_and_logs
 from mlstack.constructs.scanners import skip_checkov
 from mlstack.constructs.security.groups import closed_security_group
@@ -63,7 +64,7 @@ class ApprovalDeploy(Construct):
         capture_percent: int = 100,
         monitor_instance_type: str = "ml.m7i.large",
         monitor_schedule: str = "cron(0 * ? * * *)",
-        removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
+        removal_policy: RemovalPolicy = RETAINED,
     ) -> None:
         super().__init__(scope, construct_id)
         stack = Stack.of(self)

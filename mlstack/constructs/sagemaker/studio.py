@@ -12,6 +12,7 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
+from mlstack.constructs.removal import RETAINED
 from mlstack.constructs.sagemaker.grants import acknowledge_wildcards
 from mlstack.constructs.security.groups import closed_security_group
 
@@ -20,7 +21,7 @@ class StudioDomain(Construct):
     """`AppNetworkAccessType: VpcOnly`: Studio traffic goes through the VPC (and its endpoints), never the
     SageMaker-managed internet path; the home EFS is encrypted with `key`. Users share one execution role that may
     read the artifacts bucket and describe/start this project's pipeline. The domain keeps users' home directories
-    (EFS), so it follows `removal_policy` (default RETAIN).
+    (EFS), so it follows `removal_policy` (default `RETAINED`).
 
     Props (keyword): `domain_name`, `vpc`, `subnets`, `key`, `user_names` (default none), `artifacts_bucket`,
     `pipeline_name`, `removal_policy`.
@@ -38,7 +39,7 @@ class StudioDomain(Construct):
         artifacts_bucket: s3.IBucket,
         pipeline_name: str,
         user_names: Sequence[str] = (),
-        removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
+        removal_policy: RemovalPolicy = RETAINED,
     ) -> None:
         super().__init__(scope, construct_id)
         self.security_group = closed_security_group(

@@ -10,6 +10,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
+from mlstack.constructs.removal import RETAINED
 from mlstack.constructs.scanners import skip_checkov
 
 LOGS_ACTIONS = ("kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:Describe*")
@@ -36,7 +37,7 @@ class ProjectKey(kms.Key):
     Each method adds its statements once, however often it is called.
 
     Props (keyword): `description` (required), `alias` (required, e.g. `alias/mlstack/<name>`), `removal_policy`
-    (default RETAIN: deleting the stack must never destroy the key that encrypts data elsewhere),
+    (default `RETAINED`: deleting the stack must never destroy the key that encrypts data elsewhere),
     `pending_window` (default 30 days, the longest KMS allows: time to notice a scheduled deletion).
     """
 
@@ -47,7 +48,7 @@ class ProjectKey(kms.Key):
         *,
         description: str,
         alias: str,
-        removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
+        removal_policy: RemovalPolicy = RETAINED,
         pending_window: Duration | None = None,
     ) -> None:
         super().__init__(
