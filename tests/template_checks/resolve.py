@@ -177,9 +177,12 @@ def get_att(stack: Stack, logical_id: str, attribute: str) -> Any:
         return _arn(stack, logical_id)
     if attribute in ID_ATTRIBUTES:
         return ID_ATTRIBUTES[attribute].format(h=_hex(logical_id + attribute), uuid=_uuid(logical_id))
-    if attribute == "Endpoint":
-        return f"https://{physical_name(stack, logical_id)}.example.amazonaws.com"
-    raise UnresolvableError(f"{stack.name}: no value for GetAtt {logical_id}.{attribute}; add it to resolve.get_att")
+    if attribute == "CidrBlock":
+        return "10.0.0.0/16"
+    if attribute.endswith("Arn"):
+        raise UnresolvableError(f"{stack.name}: no ARN for GetAtt {logical_id}.{attribute}; add it to resolve.get_att")
+    # Names, endpoints, IDs: no checker matches their shape, only that they are plain strings.
+    return f"{physical_name(stack, logical_id)}-{attribute.lower().replace('.', '-')}"
 
 
 def _sub(stack: Stack, args: Any) -> str:

@@ -13,7 +13,7 @@ from constructs import Construct
 
 from mlstack.constructs.common import LOG_RETENTION_DAYS, pascal_id
 from mlstack.constructs.removal import RETAINED
-from mlstack.constructs.scanners import skip_checkov
+from mlstack.constructs.scanners import skip_checkov, skip_guard
 from mlstack.constructs.security.groups import closed_security_group
 
 GatewayEndpoint = Literal["s3", "dynamodb"]
@@ -147,6 +147,13 @@ class MlVpc(Construct):
                 "operation on an error; a DLQ only receives failed asynchronous events",
                 "CKV_AWS_117": "calls only the EC2 API on the default security group and handles no data; outside the "
                 "VPC it needs no NAT or endpoint, so it also works in an isolated network",
+            },
+        )
+        skip_guard(
+            handler,
+            {
+                "CT.LAMBDA.PR.3": "calls only the EC2 API on the default security group and handles no data; outside "
+                "the VPC it needs no NAT or endpoint, so it also works in an isolated network",
             },
         )
 

@@ -11,7 +11,7 @@ from aws_cdk import aws_kms as kms
 from constructs import Construct
 
 from mlstack.constructs.removal import RETAINED
-from mlstack.constructs.scanners import skip_checkov, skip_iam_lint
+from mlstack.constructs.scanners import skip_checkov, skip_guard, skip_iam_lint
 
 LOGS_ACTIONS = ("kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*")
 """What CloudWatch Logs needs to encrypt a log group with a customer-managed key (CloudWatch Logs User Guide,
@@ -79,6 +79,14 @@ class ProjectKey(kms.Key):
                 "MISMATCHED_TYPE Type mismatch: ArnLike requires a value of type Arn but given String": "the "
                 "encryption-context key is typed String, yet CloudWatch Logs' key-policy example and AWS's "
                 "CloudWatchLogsAPIKeyAccess managed policy match it with ArnLike; its value is a log-group ARN",
+            },
+        )
+        skip_guard(
+            self,
+            {
+                "CT.KMS.PR.3": "the grants this key must allow come from AWS services for AWS resources (EBS through "
+                "EC2, SageMaker job and endpoint volumes); a deny on all others waits for `mlstack access` to "
+                "show that no run-time call needs one (issue 22)",
             },
         )
 
