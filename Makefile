@@ -42,8 +42,10 @@ $(STAMPS)/checkov-$(CHECKOV_VERSION):
 	$(CHECKOV_VENV)/bin/pip install --quiet --disable-pip-version-check 'checkov==$(CHECKOV_VERSION)'
 	@mkdir -p $(STAMPS) && rm -f $(STAMPS)/checkov-* && touch $@
 
+# --omit=peer: @cdklabs/cdk-validator-cfnguard names aws-cdk-lib as a peer; only its cfn-guard binary and rules are
+# used (tests/template_checks), so the 160 MB npm aws-cdk-lib stays out.
 $(STAMPS)/npm: package.json package-lock.json
-	npm ci --no-audit --no-fund --loglevel=error
+	npm ci --omit=peer --no-audit --no-fund --loglevel=error
 	@node --version | grep -q '^v22\.' || { echo "node_modules/.bin/node is not Node 22"; exit 1; }
 	@mkdir -p $(STAMPS) && touch $@
 

@@ -68,10 +68,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
-    schema = BlueprintConfig.model_json_schema()
-    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    schema["title"] = "mlstack blueprint"
-    print(json.dumps(schema, indent=2))
+    print(json.dumps(blueprint_config.json_schema(), indent=2))
     return 0
 
 

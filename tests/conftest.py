@@ -12,6 +12,7 @@ import pytest
 
 from mlstack.config import BLUEPRINTS_DIR
 from tests.synth import Session, synthesize
+from tests.template_checks import background
 
 
 def selected_blueprints() -> list[str]:
@@ -20,6 +21,9 @@ def selected_blueprints() -> list[str]:
 
 
 @pytest.fixture(scope="session")
-def session(tmp_path_factory: pytest.TempPathFactory) -> Session:
+def session(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Session:
     files = [BLUEPRINTS_DIR / f"{name}.yaml" for name in selected_blueprints()]
-    return synthesize(tmp_path_factory.mktemp("cdk.out"), files)
+    synthesis = synthesize(tmp_path_factory.mktemp("cdk.out"), files)
+    # cfn-guard and asl-validator start now, on the idle core, when a selected test reads their reports.
+    background.start_if_selected(synthesis, [item.nodeid for item in request.session.items])
+    return synthesis

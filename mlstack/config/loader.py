@@ -57,6 +57,20 @@ def load(ref: str | Path, blueprints_dir: Path = BLUEPRINTS_DIR) -> BlueprintCon
         raise BlueprintError(*(format_problem(path, problem) for problem in err.errors())) from None
 
 
+def json_schema() -> dict[str, Any]:
+    """JSON Schema (2020-12) of a blueprint file as a user writes it, for editors (`mlstack schema`).
+
+    The model's own schema, except that `name` is optional: `load` defaults it to the file's stem, and every
+    shipped blueprint leaves it out.
+    """
+    schema = BlueprintConfig.model_json_schema()
+    schema["required"] = [field for field in schema.get("required", []) if field != "name"]
+    schema["properties"]["name"]["description"] = "Defaults to the file name without `.yaml`."
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "mlstack blueprint"
+    return schema
+
+
 def format_problem(path: Path, problem: Any) -> str:
     """One pydantic error -> `file: field.path: problem (got value); fix`."""
     loc = ".".join(str(part) for part in problem["loc"])

@@ -27,6 +27,26 @@ def nag_id(stack: Stack, value: object) -> str:
     return _render(stack.resolve(value))
 
 
+def _cfn(resource: IConstruct) -> CfnResource:
+    cfn = resource if isinstance(resource, CfnResource) else resource.node.default_child
+    if not isinstance(cfn, CfnResource):
+        raise TypeError(f"{resource.node.path} is not a CloudFormation resource and has none as default child")
+    return cfn
+
+
+def _add_skips(resource: IConstruct, tool: str, reasons: Mapping[str, str], reason_key: str) -> None:
+    """Append `{"id", <reason_key>}` entries to `Metadata.<tool>.skip` in the caller's order (a kept first reason)."""
+    cfn = _cfn(resource)
+    for check_id, reason in reasons.items():
+        if not reason.strip():
+            raise ValueError(f"skipping {check_id} on {resource.node.path} needs a reason")
+    current = cfn.get_metadata(tool)
+    skips = list(current["skip"]) if isinstance(current, dict) else []
+    known = {entry["id"] for entry in skips}
+    skips += [{"id": check_id, reason_key: reason} for check_id, reason in reasons.items() if check_id not in known]
+    cfn.add_metadata(tool, {"skip": skips})
+
+
 def skip_checkov(resource: IConstruct, reasons: Mapping[str, str]) -> None:
     """checkov: skip each check (`CKV_AWS_117`) on this one CloudFormation resource, with its reason.
 
@@ -34,17 +54,22 @@ def skip_checkov(resource: IConstruct, reasons: Mapping[str, str]) -> None:
     `Metadata.checkov.skip` (checkov's CloudFormation suppression format) in the caller's order, after any already
     there; a check already skipped keeps its first reason. The order is the template's, so a caller keeps it stable.
     """
-    cfn = resource if isinstance(resource, CfnResource) else resource.node.default_child
-    if not isinstance(cfn, CfnResource):
-        raise TypeError(f"{resource.node.path} is not a CloudFormation resource and has none as default child")
-    for check_id, reason in reasons.items():
-        if not reason.strip():
-            raise ValueError(f"skipping {check_id} on {resource.node.path} needs a reason")
-    current = cfn.get_metadata("checkov")
-    skips = list(current["skip"]) if isinstance(current, dict) else []
-    known = {entry["id"] for entry in skips}
-    skips += [{"id": check_id, "comment": reason} for check_id, reason in reasons.items() if check_id not in known]
-    cfn.add_metadata("checkov", {"skip": skips})
+    _add_skips(resource, "checkov", reasons, "comment")
+
+
+def skip_iam_lint(resource: IConstruct, reasons: Mapping[str, str]) -> None:
+    """IAM policy lint (parliament, in `make test`): skip each finding on the resource that holds the policy
+    document (a role, policy, key, bucket policy), with its reason. A finding id is `<ISSUE> <action or detail>`
+    as the lint prints it (`RESOURCE_MISMATCH ec2:DetachNetworkInterface`); the skips land in
+    `Metadata.parliament.skip`."""
+    _add_skips(resource, "parliament", reasons, "reason")
+
+
+def skip_guard(resource: IConstruct, reasons: Mapping[str, str]) -> None:
+    """AWS Guard rules (cfn-guard, in `make test`): skip each rule (its Control Tower control ID, `CT.S3.PR.9`) on
+    this one resource, with its reason, in `Metadata.guard.skip`. The bundled rules have no suppression of their
+    own: the test drops a rule's finding on a resource that skips it, and fails on a skip without a reason."""
+    _add_skips(resource, "guard", reasons, "reason")
 
 
 def _render(value: object) -> str:

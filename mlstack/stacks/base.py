@@ -13,6 +13,7 @@ from aws_cdk import aws_sns_subscriptions as subscriptions
 from constructs import Construct
 
 from mlstack.config import BlueprintConfig
+from mlstack.constructs.removal import RETAINED
 
 
 class MlStack(Stack):
@@ -42,8 +43,10 @@ class MlStack(Stack):
 
     @property
     def removal_policy(self) -> RemovalPolicy:
-        """RETAIN (DeletionPolicy and UpdateReplacePolicy) unless the blueprint opts in to `removal: destroy`."""
-        return RemovalPolicy.RETAIN if self.blueprint.retain else RemovalPolicy.DESTROY
+        """`RETAINED` (DeletionPolicy RetainExceptOnCreate, UpdateReplacePolicy Retain: kept on delete and
+        replacement, removed when its own first create rolls back) unless the blueprint opts in to `removal: destroy`.
+        """
+        return RETAINED if self.blueprint.retain else RemovalPolicy.DESTROY
 
     def add_alarm_topic(self, key: kms.IKey, emails: Sequence[str]) -> sns.Topic:
         """One encrypted topic every alarm of the stack notifies (TLS-only publish, CloudWatch of this account).

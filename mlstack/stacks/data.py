@@ -17,7 +17,7 @@ from constructs import Construct
 
 from mlstack.config import BlueprintConfig
 from mlstack.config.inference import EcrImage
-from mlstack.constructs.scanners import acknowledge_nag, skip_checkov
+from mlstack.constructs.scanners import acknowledge_nag, skip_checkov, skip_guard
 from mlstack.precheck import MODEL_BUCKET_OUTPUT
 from mlstack.stacks.base import MlStack
 from mlstack.stacks.network import NetworkStack
@@ -28,6 +28,14 @@ NONCURRENT = s3.LifecycleRule(
     abort_incomplete_multipart_upload_after=Duration.days(7),
 )
 """Versioning keeps overwritten artifacts and results recoverable for 90 days, not forever."""
+
+GUARD_BUCKET_SKIPS = {
+    "CT.S3.PR.4": "nothing consumes this bucket's object events (no function, queue or rule reads them); a "
+    "notification configuration without a consumer would only add a target to secure",
+    "CT.S3.PR.9": "Object Lock would keep every version undeletable for its retention period, while noncurrent "
+    "versions here expire after 90 days (ExpireOldVersions); immutable records belong in a bucket made for them",
+}
+"""The Control Tower controls every data bucket skips, with the reason (AWS Guard rules, tests/template_checks)."""
 
 REPOSITORY_OUTPUT = "ImageRepositoryUri"
 
@@ -50,6 +58,15 @@ def access_log_bucket(scope: MlStack) -> s3.Bucket:
     recurse = "this is the access-log target bucket; logging it would recurse"
     acknowledge_nag(bucket, {"AwsSolutions-S1": recurse})
     skip_checkov(bucket, {"CKV_AWS_18": recurse})
+    skip_guard(
+        bucket,
+        {
+            "CT.S3.PR.2": recurse,
+            # S3 User Guide, "Enabling Amazon S3 server access logging": the target bucket must use SSE-S3.
+            "CT.S3.PR.10": "S3 delivers server access logs only to a bucket encrypted with SSE-S3, not SSE-KMS",
+            **GUARD_BUCKET_SKIPS,
+        },
+    )
     return bucket
 
 
@@ -58,7 +75,7 @@ def kms_bucket(
 ) -> s3.Bucket:
     """A versioned, TLS-only bucket encrypted with `key`, logging to `access_logs` under `log_prefix` (default
     `<construct_id>/`), retained per policy. Every stack's data bucket is made here."""
-    return s3.Bucket(
+    bucket = s3.Bucket(
         scope,
         construct_id,
         encryption=s3.BucketEncryption.KMS,
@@ -72,6 +89,8 @@ def kms_bucket(
         removal_policy=scope.removal_policy,
         lifecycle_rules=[NONCURRENT],
     )
+    skip_guard(bucket, GUARD_BUCKET_SKIPS)
+    return bucket
 
 
 class DataStack(MlStack):
@@ -127,5 +146,12 @@ class DataStack(MlStack):
                 image_tag_mutability=ecr.TagMutability.IMMUTABLE,
                 removal_policy=self.removal_policy,
                 empty_on_delete=False,
+            )
+            skip_guard(
+                self.repository,
+                {
+                    "CT.ECR.PR.1": "holds the endpoint's image, which the InferenceStack names by tag; any expiry "
+                    "rule could delete an image a model still uses, and immutable tags leave nothing to sweep",
+                },
             )
             CfnOutput(self, REPOSITORY_OUTPUT, value=self.repository.repository_uri_for_tag(image.tag))

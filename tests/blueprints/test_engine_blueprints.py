@@ -196,7 +196,7 @@ def test_batch_job_definition(batch: dict[str, Any]) -> None:
     log_id, log = _one(batch, "AWS::Logs::LogGroup")
     assert container["LogConfiguration"]["Options"]["awslogs-group"] == {"Ref": log_id}
     assert log["Properties"]["RetentionInDays"] == 90 and "KmsKeyId" in log["Properties"]
-    assert log["DeletionPolicy"] == "Retain"
+    assert log["DeletionPolicy"] == "RetainExceptOnCreate"
 
 
 def test_batch_fsx_is_mounted_by_user_data(batch: dict[str, Any]) -> None:

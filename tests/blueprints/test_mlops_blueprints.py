@@ -201,12 +201,12 @@ def test_studio_domain_is_vpc_only_with_iam_auth_and_the_blueprint_users(session
     assert domain["Properties"]["AppNetworkAccessType"] == "VpcOnly"
     assert domain["Properties"]["AuthMode"] == "IAM"
     assert domain["Properties"]["KmsKeyId"]
-    assert domain["DeletionPolicy"] == "Retain"
+    assert domain["DeletionPolicy"] == "RetainExceptOnCreate"
     profiles = _of_type(session, name, "AWS::SageMaker::UserProfile").values()
     assert [p["Properties"]["UserProfileName"] for p in profiles] == ["data-scientist"]
     groups = _of_type(session, name, "AWS::EC2::SecurityGroup")
     (studio_sg,) = [g for k, g in groups.items() if k.startswith("StudioSecurityGroup")]
-    assert studio_sg["DeletionPolicy"] == "Retain"  # a retained domain still uses it
+    assert studio_sg["DeletionPolicy"] == "RetainExceptOnCreate"  # a retained domain still uses it
 
 
 @pytest.mark.parametrize("name", EFA)

@@ -21,7 +21,9 @@ _MOTO_CANNOT_DELETE = frozenset({"AWS::Lambda::Function"})  # moto runs Lambda c
 def _deployable_in_moto(template: dict[str, Any]) -> dict[str, Any]:
     """Drop what moto cannot run: CDK's bootstrap-version check, the custom resource whose Lambda needs Docker (and
     what refers to that function, such as its log group), and tags (moto 5.2.5's KMS CloudFormation handler
-    expects TagKey/TagValue and raises on Key/Value)."""
+    expects TagKey/TagValue and raises on Key/Value). moto 5.2.5 keeps only resources whose DeletionPolicy is
+    `Retain` (cloudformation/parsing.py): `RetainExceptOnCreate` is written as `Retain`, which is what
+    CloudFormation applies to it when a stack whose create completed is deleted."""
     result = copy.deepcopy(template)
     result.pop("Rules", None)
     result.get("Parameters", {}).pop("BootstrapVersion", None)
@@ -48,6 +50,8 @@ def _deployable_in_moto(template: dict[str, Any]) -> dict[str, Any]:
         del result["Resources"][logical_id]
     for resource in result["Resources"].values():
         resource.get("Properties", {}).pop("Tags", None)
+        if resource.get("DeletionPolicy") == "RetainExceptOnCreate":
+            resource["DeletionPolicy"] = "Retain"
         depends = resource.get("DependsOn")
         if isinstance(depends, list):
             resource["DependsOn"] = [d for d in depends if d not in dropped]

@@ -218,10 +218,12 @@ def test_fsx_is_retained_encrypted_and_in_the_training_az_subnet(
 ) -> None:
     name, config, template = bp
     _, fsx = _one(template, "AWS::FSx::FileSystem")
-    assert fsx["DeletionPolicy"] == fsx["UpdateReplacePolicy"] == "Retain"
+    assert (fsx["DeletionPolicy"], fsx["UpdateReplacePolicy"]) == ("RetainExceptOnCreate", "Retain")
     props = fsx["Properties"]
     (fsx_sg,) = [g["Fn::GetAtt"][0] for g in props["SecurityGroupIds"]]
-    assert template["Resources"][fsx_sg]["DeletionPolicy"] == "Retain"  # still used by the retained file system
+    assert (
+        template["Resources"][fsx_sg]["DeletionPolicy"] == "RetainExceptOnCreate"
+    )  # still used by the retained file system
     (subnet,) = props["SubnetIds"]
     assert _subnet_zone(session, name, subnet) == config.training.zone_of(_efa_group(config), config.zones)
     assert _network_value(session, name, props["KmsKeyId"]) == {"Fn::GetAtt": ["ProjectKeyFDD03260", "Arn"]}

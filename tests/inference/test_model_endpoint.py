@@ -614,7 +614,7 @@ def test_invoke_api_reads_the_model_answer_within_its_own_timeout_and_keeps_its_
     # The API fronts the serverless endpoint `tiny`: 4 MB payloads, not the real-time 6 MB.
     assert function["Environment"]["Variables"]["MAX_PAYLOAD_BYTES"] == str(4 * 1024 * 1024)
     group = built.one("AWS::Logs::LogGroup", "InvokeApiLogGroup")
-    assert (group["DeletionPolicy"], group["UpdateReplacePolicy"]) == ("Retain", "Retain")
+    assert (group["DeletionPolicy"], group["UpdateReplacePolicy"]) == ("RetainExceptOnCreate", "Retain")
 
 
 def test_handler_directory_exists() -> None:

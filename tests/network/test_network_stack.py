@@ -64,7 +64,7 @@ def test_project_key_rotates_and_is_retained(default: Template) -> None:
         "AWS::KMS::Key",
         {
             "Properties": {"EnableKeyRotation": True},
-            "DeletionPolicy": "Retain",
+            "DeletionPolicy": "RetainExceptOnCreate",
             "UpdateReplacePolicy": "Retain",
         },
     )
@@ -100,7 +100,7 @@ def test_flow_logs_go_to_an_encrypted_retained_log_group(default: Template) -> N
                 "RetentionInDays": 365,
                 "KmsKeyId": {"Fn::GetAtt": [Match.string_like_regexp("ProjectKey"), "Arn"]},
             },
-            "DeletionPolicy": "Retain",
+            "DeletionPolicy": "RetainExceptOnCreate",
         },
     )
 

@@ -40,6 +40,6 @@ def test_flow_logs_encrypted_with_the_project_key_and_kept_three_months(result: 
     groups = [r for r in resources(template, "AWS::Logs::LogGroup") if r["Properties"].get("RetentionInDays") == 90]
     assert len(groups) == 1
     assert groups[0]["Properties"]["KmsKeyId"] == {"Fn::GetAtt": [key_id, "Arn"]}
-    assert groups[0]["DeletionPolicy"] == "Retain"
+    assert groups[0]["DeletionPolicy"] == "RetainExceptOnCreate"
     (flow_log,) = resources(template, "AWS::EC2::FlowLog")
     assert flow_log["Properties"]["TrafficType"] == "ALL"

@@ -54,7 +54,7 @@ def test_project_key_methods_add_each_statement_once_and_keep_the_plain_key_logi
     # Same construct path as `kms.Key(stack, "ProjectKey")`: an existing key keeps its logical ID.
     assert list(template.find_resources("AWS::KMS::Key")) == ["ProjectKeyFDD03260"]
     (key_resource,) = template.find_resources("AWS::KMS::Key").values()
-    assert key_resource["DeletionPolicy"] == "Retain"
+    assert key_resource["DeletionPolicy"] == "RetainExceptOnCreate"
     assert key_resource["Properties"]["EnableKeyRotation"] is True
     assert key_resource["Properties"]["PendingWindowInDays"] == 30
 

@@ -22,7 +22,7 @@ def test_file_system_defaults_and_key(result: dict[str, Any]) -> None:
     template = result["template"]
     (key_id,) = [k for k, r in template["Resources"].items() if r["Type"] == "AWS::KMS::Key"]
     (fs,) = resources(template, "AWS::FSx::FileSystem")
-    assert fs["DeletionPolicy"] == "Retain" and fs["UpdateReplacePolicy"] == "Retain"
+    assert fs["DeletionPolicy"] == "RetainExceptOnCreate" and fs["UpdateReplacePolicy"] == "Retain"
     props = fs["Properties"]
     assert props["StorageCapacity"] == 2400 and props["FileSystemTypeVersion"] == "2.15"
     assert props["KmsKeyId"] == {"Fn::GetAtt": [key_id, "Arn"]}

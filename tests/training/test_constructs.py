@@ -45,7 +45,7 @@ def built() -> dict[str, Any]:
         storage_capacity_gib=2400,
         per_unit_storage_throughput=500,
         data_repository=repo,
-        removal_policy=cdk.RemovalPolicy.RETAIN,
+        removal_policy=cdk.RemovalPolicy.RETAIN_ON_UPDATE_OR_DELETE,
     )
     scratch = FsxLustre(
         stack,
@@ -130,7 +130,7 @@ def test_fsx_persistent_2_encrypted_retained_with_data_repository(built: dict[st
     template: Template = built["template"]
     fsx_id = _logical_id(built["stack"], built["fsx"].file_system)
     resource = template.to_json()["Resources"][fsx_id]
-    assert resource["DeletionPolicy"] == resource["UpdateReplacePolicy"] == "Retain"
+    assert (resource["DeletionPolicy"], resource["UpdateReplacePolicy"]) == ("RetainExceptOnCreate", "Retain")
     props = resource["Properties"]
     assert props["StorageCapacity"] == 2400 and props["FileSystemTypeVersion"] == "2.15"
     assert props["KmsKeyId"] == {"Fn::GetAtt": [_logical_id(built["stack"], built["key"]), "Arn"]}
@@ -252,7 +252,7 @@ def test_fsx_security_group_and_its_own_rules_follow_the_file_system(built: dict
     # A retained file system still uses its group: deleting the group would fail and leave DELETE_FAILED; and the
     # servers keep talking LNET to each other through the group's self-referencing rules.
     resources = built["template"].to_json()["Resources"]
-    for name, policy in (("fsx", "Retain"), ("scratch", "Delete")):
+    for name, policy in (("fsx", "RetainExceptOnCreate"), ("scratch", "Delete")):
         sg_id = _logical_id(built["stack"], built[name].security_group)
         sg_ref = {"Fn::GetAtt": [sg_id, "GroupId"]}
         assert resources[sg_id].get("DeletionPolicy", "Delete") == policy

@@ -291,7 +291,7 @@ def test_control_plane_log_group_is_owned_encrypted_and_expires(bp: tuple[str, A
     ((log_id, log),) = groups.items()
     assert log["Properties"]["LogGroupName"] == f"/aws/eks/{name}-cluster/cluster"
     assert log["Properties"]["RetentionInDays"] == config.training.cluster.log_retention_days
-    assert "KmsKeyId" in log["Properties"] and log["DeletionPolicy"] == "Retain"
+    assert "KmsKeyId" in log["Properties"] and log["DeletionPolicy"] == "RetainExceptOnCreate"
     assert log_id in cluster.get("DependsOn", []), cluster_id
 
 

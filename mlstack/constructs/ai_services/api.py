@@ -21,6 +21,7 @@ from constructs import Construct
 
 from mlstack import resources
 from mlstack.constructs.ai_services.document_pipeline import LAMBDA_CHECKOV_SKIPS
+from mlstack.constructs.removal import RETAINED
 from mlstack.constructs.scanners import acknowledge_nag, nag_id, skip_checkov
 
 HANDLER_DIR = resources.runtime_path("ai_services")
@@ -107,7 +108,7 @@ class AiServiceApi(Construct):
         *,
         operations: Sequence[str],
         key: kms.IKey,
-        removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
+        removal_policy: RemovalPolicy = RETAINED,
         user_pool: cognito.IUserPool | None = None,
         user_pool_clients: Sequence[cognito.IUserPoolClient] = (),
         language: str = "en",

@@ -22,6 +22,7 @@ from constructs import Construct
 
 from mlstack import resources
 from mlstack.constructs.ai_services.pipeline_definition import pipeline_definition
+from mlstack.constructs.removal import RETAINED
 from mlstack.constructs.scanners import acknowledge_nag, nag_id, skip_checkov
 
 HANDLER_DIR = resources.runtime_path("ai_services", "doc_pipeline")
@@ -62,7 +63,7 @@ class DocumentPipeline(Construct):
         construct_id: str,
         *,
         key: kms.IKey,
-        removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
+        removal_policy: RemovalPolicy = RETAINED,
         access_logs_bucket: s3.IBucket | None = None,
         language: str = "en",
         pii_redaction: bool = False,

@@ -33,6 +33,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from mlstack import resources
+from mlstack.constructs.removal import RETAINED
 from mlstack.constructs.sagemaker.grants import acknowledge_wildcards, grant_volume_key, grant_vpc_and_logs
 from mlstack.constructs.scanners import skip_checkov
 from mlstack.constructs.security.groups import closed_security_group
@@ -75,7 +76,7 @@ class ApprovalDeploy(Construct):
         monitor_instance_type: str = "ml.m7i.large",
         monitor_volume_key: bool = True,
         monitor_schedule: str = "cron(0 * ? * * *)",
-        removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
+        removal_policy: RemovalPolicy = RETAINED,
         alarm_topic: sns.ITopic | None = None,
     ) -> None:
         super().__init__(scope, construct_id)

@@ -12,6 +12,7 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
+from mlstack.constructs.removal import RETAINED
 from mlstack.constructs.sagemaker.grants import acknowledge_wildcards
 from mlstack.constructs.security.groups import closed_security_group
 
@@ -21,7 +22,7 @@ class StudioDomain(Construct):
     SageMaker-managed internet path; the home EFS is encrypted with `key`. Users share one execution role that may
     read the artifacts bucket and describe/start this project's pipeline and, given `model_package_group_name`,
     review and approve or reject the group's versions (UpdateModelPackage: the approval that deploys). The domain keeps
-    users' home directories (EFS), so it follows `removal_policy` (default RETAIN).
+    users' home directories (EFS), so it follows `removal_policy` (default `RETAINED`).
 
     Props (keyword): `domain_name`, `vpc`, `subnets`, `key`, `user_names` (default none), `artifacts_bucket`,
     `pipeline_name`, `model_package_group_name` (default None: users cannot approve), `removal_policy`.
@@ -40,7 +41,7 @@ class StudioDomain(Construct):
         pipeline_name: str,
         user_names: Sequence[str] = (),
         model_package_group_name: str | None = None,
-        removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
+        removal_policy: RemovalPolicy = RETAINED,
     ) -> None:
         super().__init__(scope, construct_id)
         self.security_group = closed_security_group(

@@ -10,11 +10,16 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
-from mlstack.constructs.scanners import skip_checkov
+from mlstack.constructs.removal import RETAINED
+from mlstack.constructs.scanners import skip_checkov, skip_guard, skip_iam_lint
 
-LOGS_ACTIONS = ("kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:Describe*")
+LOGS_ACTIONS = ("kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*")
 """What CloudWatch Logs needs to encrypt a log group with a customer-managed key (CloudWatch Logs User Guide,
-"Encrypt log data in CloudWatch Logs using AWS KMS", key policy example)."""
+"Encrypt log data in CloudWatch Logs using AWS KMS", key policy example), less its `kms:Describe*`: the statement is
+conditioned on the `kms:EncryptionContext:aws:logs:arn` key, which DescribeKey requests never carry, so under that
+condition it never allowed anything (a condition key missing from the request does not match: IAM User Guide,
+"IAM JSON policy elements: Condition operators"). AWS's own CloudWatchLogsAPIKeyAccess managed policy grants
+DescribeKey in a statement of its own, without the encryption-context condition."""
 
 EBS_ACTIONS = ("kms:Encrypt", "kms:Decrypt", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:DescribeKey")
 """What EC2 needs to create and attach encrypted volumes for the account's principals (the AWS-managed `aws/ebs`
@@ -37,7 +42,7 @@ class ProjectKey(kms.Key):
     Each method adds its statements once, however often it is called.
 
     Props (keyword): `description` (required), `alias` (required, e.g. `alias/mlstack/<name>`), `removal_policy`
-    (default RETAIN: deleting the stack must never destroy the key that encrypts data elsewhere),
+    (default `RETAINED`: deleting the stack must never destroy the key that encrypts data elsewhere),
     `pending_window` (default 30 days, the longest KMS allows: time to notice a scheduled deletion).
     """
 
@@ -48,7 +53,7 @@ class ProjectKey(kms.Key):
         *,
         description: str,
         alias: str,
-        removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
+        removal_policy: RemovalPolicy = RETAINED,
         pending_window: Duration | None = None,
     ) -> None:
         super().__init__(
@@ -68,6 +73,22 @@ class ProjectKey(kms.Key):
             principal=iam.ServicePrincipal(f"logs.{stack.region}.amazonaws.com"),
             actions=LOGS_ACTIONS,
             conditions={"ArnLike": {"kms:EncryptionContext:aws:logs:arn": logs_arn}},
+        )
+        skip_iam_lint(
+            self,
+            {
+                "MISMATCHED_TYPE Type mismatch: ArnLike requires a value of type Arn but given String": "the "
+                "encryption-context key is typed String, yet CloudWatch Logs' key-policy example and AWS's "
+                "CloudWatchLogsAPIKeyAccess managed policy match it with ArnLike; its value is a log-group ARN",
+            },
+        )
+        skip_guard(
+            self,
+            {
+                "CT.KMS.PR.3": "the grants this key must allow come from AWS services for AWS resources (EBS through "
+                "EC2, SageMaker job and endpoint volumes); a deny on all others waits for `mlstack access` to "
+                "show that no run-time call needs one (issue 22)",
+            },
         )
 
     def allow_service(

@@ -13,6 +13,7 @@ from aws_cdk import aws_fsx as fsx
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
+from mlstack.constructs.removal import RETAINED
 from mlstack.constructs.security.groups import closed_security_group
 
 LUSTRE_PORTS = (ec2.Port.tcp(988), ec2.Port.tcp_range(1018, 1023))
@@ -54,13 +55,13 @@ class FsxLustre(Construct):
     `deployment_type` (PERSISTENT_2), `storage_capacity_gib` (1200, the smallest SSD size),
     `per_unit_storage_throughput` (250 MB/s per TiB; PERSISTENT_2 only, None for SCRATCH_2), `data_compression`
     (LZ4), `automatic_backup_retention_days` (0: none; FSx does not back up a file system linked to S3),
-    `data_repository` (None), `removal_policy` (RETAIN).
+    `data_repository` (None), `removal_policy` (`RETAINED`).
 
     - One subnet (Lustre is single-AZ): the training AZ's, so clients reach it without crossing AZs.
     - The security group admits Lustre ports from itself and from `clients`; clients accept them back.
     - Encrypted with `key` (customer-managed), LZ4 compression, metadata mode AUTOMATIC (PERSISTENT_2).
     - An optional data repository association links an S3 prefix (lazy import + export of changes).
-    - `removal_policy` applies to the file system (RETAIN keeps the data when the stack goes), to its security
+    - `removal_policy` applies to the file system (`RETAINED` keeps the data when the stack goes), to its security
       group (the retained file system's interfaces still use it) and to the group's self-referencing rules.
     """
 
@@ -79,7 +80,7 @@ class FsxLustre(Construct):
         data_compression: Literal["LZ4", "NONE"] = "LZ4",
         automatic_backup_retention_days: int = 0,
         data_repository: DataRepository | None = None,
-        removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
+        removal_policy: RemovalPolicy = RETAINED,
     ) -> None:
         super().__init__(scope, construct_id)
         if deployment_type == "SCRATCH_2" and per_unit_storage_throughput is not None:

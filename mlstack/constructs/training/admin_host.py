@@ -9,6 +9,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
+from mlstack.constructs.scanners import skip_guard
 from mlstack.constructs.security.groups import closed_security_group
 
 KUBECONFIG = "/etc/mlstack/kubeconfig"
@@ -113,6 +114,8 @@ class ClusterAdminHost(Construct):
         cfn_instance = self.instance.node.default_child
         assert isinstance(cfn_instance, ec2.CfnInstance)
         cfn_instance.add_property_deletion_override("AvailabilityZone")
+        private = "the host runs in a private subnet of MlVpc (MapPublicIpOnLaunch false) and is reached through SSM"
+        skip_guard(cfn_instance, {"CT.EC2.PR.8": private})
         self.access_entry = eks.AccessEntry(
             self,
             "AccessEntry",

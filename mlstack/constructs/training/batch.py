@@ -26,6 +26,7 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from mlstack.catalog import efa_interface_count, get_instance
+from mlstack.constructs.removal import RETAINED
 from mlstack.constructs.training.efa import EfaNetworking
 
 FSX_PATH = "/fsx"
@@ -71,7 +72,7 @@ class BatchMultiNodeTraining(Construct):
     - `fsx_dns_name`, `fsx_mount_name`: FSx for Lustre mounted at /fsx on the host and in the container.
     - `image_type`: Batch ECS AMI type (default `ECS_AL2_NVIDIA`, the GPU AMI).
     - `root_volume_gib` (default 200), `shared_memory_mib` (default 49152), `log_retention` (default 90 days),
-      `queue_priority` (default 1), `removal_policy` of the log group (default RETAIN).
+      `queue_priority` (default 1), `removal_policy` of the log group (default `RETAINED`).
     """
 
     def __init__(
@@ -98,7 +99,7 @@ class BatchMultiNodeTraining(Construct):
         shared_memory_mib: int = 49152,
         log_retention: logs.RetentionDays = logs.RetentionDays.THREE_MONTHS,
         queue_priority: int = 1,
-        removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
+        removal_policy: RemovalPolicy = RETAINED,
     ) -> None:
         super().__init__(scope, construct_id)
         if capacity_block and capacity_reservation_id is None:

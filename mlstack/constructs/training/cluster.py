@@ -19,6 +19,7 @@ from constructs import Construct
 
 from mlstack.catalog import get_instance
 from mlstack.constructs.common import pascal_id
+from mlstack.constructs.removal import RETAINED
 from mlstack.constructs.training import versions
 from mlstack.constructs.training.admin_host import ADMIN_POLICY
 from mlstack.constructs.training.cluster_parts import (
@@ -98,7 +99,7 @@ class TrainingCluster(Construct):
     `admin_principal_arns` (none: IAM roles or users given cluster-admin through access entries),
     `support_type` (STANDARD: EKS upgrades the control plane at the end of standard support instead of billing
     extended support), `control_plane_log_retention` (one year), `system_nodes` (`SystemNodes()`),
-    `removal_policy` (RETAIN, for the control-plane log group).
+    `removal_policy` (`RETAINED`, for the control-plane log group).
     """
 
     def __init__(
@@ -116,7 +117,7 @@ class TrainingCluster(Construct):
         support_type: Literal["STANDARD", "EXTENDED"] = "STANDARD",
         control_plane_log_retention: logs.RetentionDays = logs.RetentionDays.ONE_YEAR,
         system_nodes: SystemNodes | None = None,
-        removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
+        removal_policy: RemovalPolicy = RETAINED,
     ) -> None:
         super().__init__(scope, construct_id)
         if kubernetes_version not in KUBECTL_LAYERS:
@@ -172,7 +173,7 @@ class TrainingCluster(Construct):
         # jsii stubs: Cluster lacks a member of the ICluster protocol in Python typing only.
         self.cluster_ref = cast(eks.ICluster, self.cluster)
         acknowledge_generated(self.cluster)
-        secure_kubectl_provider(self.cluster, key)
+        secure_kubectl_provider(self.cluster, key, removal_policy)
         for i, arn in enumerate(admin_principal_arns):
             eks.AccessEntry(
                 self,

@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 import jsii
-from aws_cdk import Acknowledgment, IStableAnyProducer, Stack, Validations
+from aws_cdk import Acknowledgment, IStableAnyProducer, RemovalPolicy, Stack, Validations
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -196,15 +196,17 @@ def acknowledge_generated(cluster: eks.Cluster) -> None:
         Validations.of(provider).acknowledge(Acknowledgment(id=rule_id, reason=reason))
 
 
-def secure_kubectl_provider(cluster: eks.Cluster, key: kms.IKey) -> None:
+def secure_kubectl_provider(cluster: eks.Cluster, key: kms.IKey, removal_policy: RemovalPolicy) -> None:
     """CDK's kubectl-provider functions (the handler that runs kubectl/helm, and the provider framework's
-    onEvent): their log groups get the project key; the checkov findings CDK's code leaves open are skipped on
-    each function with the reason."""
+    onEvent): their log groups get the project key and the cluster's `removal_policy` (aws_eks_v2 would retain
+    them with `Retain`, even after a failed first create); the checkov findings CDK's code leaves open are skipped
+    on each function with the reason."""
     provider = cluster.node.find_child("KubectlProvider")
     for child in provider.node.find_all():
         if isinstance(child, logs.CfnLogGroup):
             # The key policy lets CloudWatch Logs use the key for this account's log groups (NetworkStack).
             child.kms_key_id = key.key_arn
+            child.apply_removal_policy(removal_policy)
         elif isinstance(child, lambda_.CfnFunction):
             skip_checkov(
                 child,

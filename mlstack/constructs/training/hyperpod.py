@@ -28,6 +28,7 @@ from aws_cdk import aws_s3_deployment as s3deploy
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
+from mlstack.constructs.removal import RETAINED
 from mlstack.constructs.training.hyperpod_nag import acknowledge_bucket, acknowledge_deployment
 
 NodeRole = Literal["controller", "login", "compute"]
@@ -83,7 +84,7 @@ class HyperPodCluster(Construct):
     - `on_create`: entry script in that directory (default `on_create.sh`).
     - `fsx_dns_name`, `fsx_mount_name`, `fsx_mount_path`: FSx for Lustre the scripts mount (default: none, `/fsx`).
     - `node_recovery`: `Automatic` (default) or `None`.
-    - `removal_policy`: of the script bucket (default RETAIN).
+    - `removal_policy`: of the script bucket (default `RETAINED`).
     """
 
     def __init__(
@@ -102,7 +103,7 @@ class HyperPodCluster(Construct):
         fsx_mount_name: str | None = None,
         fsx_mount_path: str = "/fsx",
         node_recovery: Literal["Automatic", "None"] = "Automatic",
-        removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
+        removal_policy: RemovalPolicy = RETAINED,
         eks_cluster_arn: str | None = None,
     ) -> None:
         super().__init__(scope, construct_id)

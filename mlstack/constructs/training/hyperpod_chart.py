@@ -25,6 +25,7 @@ from aws_cdk import custom_resources as cr
 from constructs import Construct
 
 from mlstack import resources
+from mlstack.constructs.removal import RETAINED
 from mlstack.constructs.scanners import skip_checkov
 from mlstack.constructs.security.groups import closed_security_group
 from mlstack.constructs.training import versions
@@ -62,7 +63,7 @@ class HyperPodDependencies(Construct):
         subnets: Sequence[ec2.ISubnet],
         key: kms.IKey,
         values: Mapping[str, Any] | None = None,
-        removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
+        removal_policy: RemovalPolicy = RETAINED,
     ) -> None:
         super().__init__(scope, construct_id)
         stack = Stack.of(self)

@@ -1,0 +1,1 @@
+"""Independent checkers over the synthesized templates: IAM policy lint, AWS Guard rules, States Language."""

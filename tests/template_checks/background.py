@@ -1,0 +1,35 @@
+"""The npm checkers' runs of this test session, started once the session has synthesized (see `node_tools`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from tests.synth import Session
+from tests.template_checks import node_tools
+from tests.template_checks.resolve import session_stacks
+
+READERS = {"cfn-guard": "tests/template_checks/test_guard.py", "asl-validator": "tests/template_checks/test_asl.py"}
+"""Which test file reads each run: a run starts only when one of its tests is selected."""
+
+RUNS: dict[str, node_tools.Run] = {}
+
+
+def start_if_selected(session: Session, selected: Sequence[str]) -> None:
+    wanted = {name for name, path in READERS.items() if any(nodeid.startswith(path) for nodeid in selected)}
+    if not wanted:
+        return
+    stacks = session_stacks(session.blueprints)
+    workdir = session.outdir / "checkers"
+    if "cfn-guard" in wanted and node_tools.guard_binary().exists():
+        RUNS["cfn-guard"] = node_tools.start_guard(workdir / "guard", stacks)
+    if "asl-validator" in wanted and node_tools.ASL_VALIDATOR.exists():
+        RUNS["asl-validator"] = node_tools.start_asl(workdir / "asl", node_tools.state_machines(stacks))
+
+
+def run(session: Session, name: str) -> node_tools.Run:
+    """The session's run of `name`, started now if the session fixture did not (a test run on its own)."""
+    tool = node_tools.guard_binary() if name == "cfn-guard" else node_tools.ASL_VALIDATOR
+    assert tool.exists(), f"{tool} is missing: run `make install` (npm ci installs it from package.json)"
+    if name not in RUNS:
+        start_if_selected(session, [READERS[name]])
+    return RUNS[name]
