@@ -150,22 +150,23 @@ class ApiConfig(StrictModel):
         return sorted({op.split(".")[0] for op in self.operations})
 
 
-TextractFeature = Literal["TABLES", "FORMS"]
-
-
-def _default_features() -> list[TextractFeature]:
-    return ["TABLES", "FORMS"]
+TEXTRACT_MAX_PAGES = 3000
+"""Asynchronous Textract reads PDF and TIFF documents of up to 3,000 pages (Amazon Textract quotas)."""
 
 
 class DocumentPipelineConfig(StrictModel):
-    """Upload -> Step Functions -> Textract (asynchronous) -> Comprehend -> JSON in S3 + a DynamoDB index."""
+    """Upload -> Step Functions -> Textract text detection (asynchronous) -> Comprehend -> JSON in S3 + a DynamoDB
+    index. The pipeline keeps the text (LINE blocks), so it runs text detection, not the TABLES/FORMS analysis that
+    costs many times more per page for the same lines."""
 
     language: str = "en"
     """Language of the documents (Comprehend entity detection, and PII detection when redacting)."""
     pii_redaction: bool = False
     """Also detect PII and write a redacted copy of the text."""
-    textract_features: list[TextractFeature] = Field(default_factory=_default_features, min_length=1)
-    """Textract StartDocumentAnalysis FeatureTypes (at least one)."""
+    max_pages: int = Field(default=TEXTRACT_MAX_PAGES, ge=1, le=TEXTRACT_MAX_PAGES)
+    """Longest document accepted, in pages; a longer one is failed with the reason under failed/. Default and
+    maximum: Textract's 3,000. Every step's time stays bounded up to it: the text is collected by a 15-minute
+    step (about 2 pages per Textract result call) and Comprehend runs per 100 KB piece in a Map state."""
     poll_seconds: int = Field(default=10, ge=1, le=300)
     """Wait between Textract job status checks."""
     max_polls: int = Field(default=60, ge=1, le=1000)
@@ -174,6 +175,16 @@ class DocumentPipelineConfig(StrictModel):
     pages_per_document: float = Field(default=3, gt=0)
     characters_per_page: int = Field(default=2000, gt=0)
     """The three above are for `mlstack plan` only."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_features(cls, data: object) -> object:
+        if isinstance(data, dict) and "textract_features" in data:
+            raise ValueError(
+                "textract_features: the pipeline keeps the text only and runs Textract text detection (TABLES and "
+                "FORMS analysis cost many times more for the same lines); remove textract_features"
+            )
+        return data
 
     @model_validator(mode="after")
     def _languages(self) -> DocumentPipelineConfig:

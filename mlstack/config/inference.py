@@ -24,7 +24,14 @@ from mlstack.config.inference_endpoints import (
     RealtimeEndpointConfig,
     ServerlessEndpointConfig,
 )
-from mlstack.config.inference_fit import host_memory_problem, neuron_options_problem, weights_gib
+from mlstack.config.inference_fit import (
+    LMI_MODEL_LOADING_TIMEOUT,
+    StartupLimits,
+    host_memory_problem,
+    neuron_options_problem,
+    startup_limits,
+    weights_gib,
+)
 from mlstack.config.inference_image import (
     dlc_account_problem,
     gpu_ami_for,
@@ -191,6 +198,40 @@ class InferenceConfig(StrictModel):
             )
             if problem:
                 raise ValueError(f"endpoint {endpoint!r}, variant {variant.name}: {problem}")
+        if model.neuron_compiled_graph is not None and not any(v.is_neuron for _, v in self.hosted_variants()):
+            raise ValueError(
+                "model.neuron_compiled_graph: no variant runs on a Neuron host (ml.inf2, ml.trn1); remove it or "
+                "pick an Inferentia2/Trainium instance type"
+            )
+
+    def startup(self, variant: VariantConfig) -> StartupLimits:
+        """Start-up limits of `variant`: the blueprint's, or sized from the weights and, on a Neuron host, from
+        whether the container compiles the model at start-up (no `neuron_compiled_graph`)."""
+        model = self.model
+        return startup_limits(
+            weights_gib(model.parameters_billion, model.precision),
+            variant.instance_type,
+            startup_timeout_seconds=variant.startup_timeout_seconds,
+            download_timeout_seconds=variant.download_timeout_seconds,
+            volume_size_gb=variant.volume_size_gb,
+            compiles_at_startup=variant.is_neuron and not model.precompiled_for_neuron,
+        )
+
+    def container_environment(self, endpoint: EndpointConfig) -> dict[str, str]:
+        """The model's container environment on `endpoint`: the model's (HF_TASK, the compiled graph path) and, for
+        the LMI container when a variant waits longer than LMI's own 1800 s loading timeout, that timeout raised to
+        the health check's (otherwise the model server stops loading before SageMaker stops waiting)."""
+        environment = self.model.container_environment
+        image = self.model.image
+        if not image.repository.startswith("djl-inference") or "OPTION_MODEL_LOADING_TIMEOUT" in environment:
+            return environment
+        waits = [
+            self.startup(v).startup_timeout_seconds or 0 for name, v in self.hosted_variants() if name == endpoint.name
+        ]
+        longest = max(waits, default=0)
+        if longest > LMI_MODEL_LOADING_TIMEOUT:
+            environment["OPTION_MODEL_LOADING_TIMEOUT"] = str(longest)
+        return environment
 
     def host_ami(self, variant: VariantConfig) -> str | None:
         """The InferenceAmiVersion of `variant`: the blueprint's; the Neuron AMI on Inferentia2/Trainium; on an

@@ -84,6 +84,23 @@ def neuron_options_problem(environment: Mapping[str, str], precision: str, insta
     return None
 
 
+LOAD_SECONDS_PER_GIB = 40
+"""Download, unpack and load, on the slow side, per GiB of weights."""
+NEURON_COMPILE_SECONDS_PER_GIB = 90
+"""neuronx-cc compiling a decoder for the serving options at start-up, per GiB of weights: an estimate from LMI's
+own examples (a 7B fp16 model compiled at start-up with `option.model_loading_timeout=1600`, a 13B one loaded
+pre-compiled with 3600; DJL Serving, LMI Transformers-NeuronX configurations). Measure yours and set
+`startup_timeout_seconds`."""
+MIN_LARGE_MODEL_SECONDS = 600
+MAX_STARTUP_SECONDS = 3600
+"""ContainerStartupHealthCheckTimeoutInSeconds and ModelDataDownloadTimeoutInSeconds: 60..3600 (SageMaker API
+reference, ProductionVariant)."""
+LMI_MODEL_LOADING_TIMEOUT = 1800
+"""LMI's own `option.model_loading_timeout` default (OPTION_MODEL_LOADING_TIMEOUT): the model server gives up
+loading after it, whatever SageMaker waits (DJL Serving, LMI container configurations: "On SageMaker, if you set
+this value, you should also set container_startup_health_check_timeout" to at least it)."""
+
+
 @dataclass(frozen=True)
 class StartupLimits:
     """Per-variant start-up settings of a ProductionVariant; None leaves SageMaker's default."""
@@ -91,6 +108,10 @@ class StartupLimits:
     startup_timeout_seconds: int | None
     download_timeout_seconds: int | None
     volume_size_gb: int | None
+    reason: str
+    """Why the health-check timeout is what it is (the plan prints it)."""
+    needed_seconds: int | None = None
+    """The estimate before the 3600 s cap (above the cap: the container may not start in time)."""
 
 
 def startup_limits(
@@ -100,17 +121,45 @@ def startup_limits(
     startup_timeout_seconds: int | None = None,
     download_timeout_seconds: int | None = None,
     volume_size_gb: int | None = None,
+    compiles_at_startup: bool = False,
 ) -> StartupLimits:
     """The blueprint's values, or defaults sized from the weights for a model of 1 GiB or more: an LLM needs
     minutes to download, unpack and load (about 40 s per GiB on the slow side; at least 600 s, at most SageMaker's
-    3600 s), and an EBS volume for the archive plus the unpacked weights (2.5x + 10 GB, at least 30 GB) where the
-    host has no local NVMe (SageMaker rejects VolumeSizeInGB on NVMe hosts)."""
+    3600 s), plus about 90 s per GiB when a Neuron host compiles the model at start-up (`compiles_at_startup`);
+    and an EBS volume for the archive plus the unpacked weights (2.5x + 10 GB, at least 30 GB) where the host
+    has no local NVMe (SageMaker rejects VolumeSizeInGB on NVMe hosts)."""
     large = weights >= 1.0
-    timeout = min(3600, max(600, math.ceil(weights * 40))) if large else None
+    load = max(MIN_LARGE_MODEL_SECONDS, math.ceil(weights * LOAD_SECONDS_PER_GIB)) if large else None
+    needed = load
+    if compiles_at_startup:
+        needed = max(
+            MIN_LARGE_MODEL_SECONDS, math.ceil(weights * (LOAD_SECONDS_PER_GIB + NEURON_COMPILE_SECONDS_PER_GIB))
+        )
+    timeout = None if needed is None else min(MAX_STARTUP_SECONDS, needed)
     nvme = get_instance(instance_type).has_local_nvme
     volume = min(512, max(30, math.ceil(weights * 2.5) + 10)) if large and not nvme else None
+    if startup_timeout_seconds is not None:
+        reason = f"{startup_timeout_seconds} s, set by the blueprint (startup_timeout_seconds)"
+    elif timeout is None:
+        reason = "SageMaker's default: a model under 1 GiB loads in seconds"
+    elif compiles_at_startup:
+        reason = (
+            f"{timeout} s: the Neuron container compiles the model at start-up (about "
+            f"{LOAD_SECONDS_PER_GIB + NEURON_COMPILE_SECONDS_PER_GIB} s per GiB of {weights:.1f} GiB"
+            + (f", capped at SageMaker's {MAX_STARTUP_SECONDS} s" if needed and needed > MAX_STARTUP_SECONDS else "")
+            + "); ship a pre-compiled graph (neuron_compiled_graph) to start in minutes"
+        )
+    else:
+        reason = (
+            f"{timeout} s: download, unpack and load {weights:.1f} GiB of weights (about {LOAD_SECONDS_PER_GIB} s "
+            f"per GiB, at least {MIN_LARGE_MODEL_SECONDS} s"
+            + (f", capped at SageMaker's {MAX_STARTUP_SECONDS} s" if needed and needed > MAX_STARTUP_SECONDS else "")
+            + ")"
+        )
     return StartupLimits(
         startup_timeout_seconds=startup_timeout_seconds or timeout,
-        download_timeout_seconds=download_timeout_seconds or timeout,
+        download_timeout_seconds=download_timeout_seconds or (None if load is None else min(MAX_STARTUP_SECONDS, load)),
         volume_size_gb=volume_size_gb or volume,
+        reason=reason,
+        needed_seconds=None if startup_timeout_seconds is not None else needed,
     )

@@ -85,6 +85,23 @@ class DlcImage(StrictModel):
 ImageConfig = Annotated[EcrImage | DlcImage, Field(discriminator="source")]
 
 
+HF_TOOLKIT_REPOSITORY = re.compile(r"^huggingface-(pytorch|tensorflow)-inference(-neuronx?)?$")
+"""DLC repositories that serve through the SageMaker Hugging Face Inference Toolkit (not TGI, TEI or LMI). The
+toolkit builds a `transformers` pipeline for `HF_TASK`; without it, it reads `architectures[0]` of the model's
+config.json and maps it by suffix (`infer_task_from_model_architecture` and `ARCHITECTURES_2_TASK` in
+`sagemaker_huggingface_inference_toolkit/transformers_utils.py`, aws/sagemaker-huggingface-inference-toolkit):
+every `...ForConditionalGeneration` becomes `text2text-generation`, so Whisper
+(`WhisperForConditionalGeneration`) loads as a text model with a tokenizer and fails its start-up health
+check; an architecture outside the table fails outright. The stack cannot read config.json at synth, so the
+blueprint names the task."""
+COMPILED_GRAPH_VARIABLE = "OPTION_COMPILED_GRAPH_PATH"
+"""LMI's `option.compiled_graph_path`: an S3 URI or local directory holding the pre-compiled graph (NEFF files or a
+Neuron cache) so the Transformers-NeuronX engine skips compiling at start-up (DJL Serving, LMI "Model Artifacts"
+and "Transformers-NeuronX Engine in LMI", https://docs.djl.ai/docs/serving/serving/docs/lmi/deployment_guide/
+model-artifacts.html). The graph must come from the same Neuron compiler version as the container."""
+MODEL_DIR = "/opt/ml/model"
+"""Where SageMaker puts the artifact in the container."""
+
 MODEL_ID_VARIABLES = ("HF_MODEL_ID", "OPTION_MODEL_ID", "MODEL_ID")
 """Serving-container variables naming the model to load: a hub ID or URL is downloaded at start-up (TGI,
 HuggingFace and LMI containers); a path under /opt/ml/model is the artifact SageMaker mounted."""
@@ -103,6 +120,17 @@ class InferenceModelConfig(StrictModel):
     """Run the container with no network access (real-time and async; serverless endpoints have none to
     isolate): it gets the artifact SageMaker downloads to /opt/ml/model and nothing else. Turn it off only for
     a container that must reach the network itself (a hub download, a feature store)."""
+    task: str | None = Field(default=None, pattern=r"^[a-z0-9]+(-[a-z0-9]+)*$", max_length=64)
+    """The `transformers` pipeline task, e.g. `automatic-speech-recognition`, `text-classification`: the stack sets
+    HF_TASK. Required for a Hugging Face inference DLC (`huggingface-pytorch-inference` and its TensorFlow and
+    Neuron variants), whose guess from config.json is wrong for encoder-decoder models such as Whisper; only for
+    those images."""
+    neuron_compiled_graph: str | None = Field(default=None, pattern=r"^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*/?$")
+    """Directory inside the artifact that holds the model compiled for Neuron (NEFF files or a Neuron cache dump),
+    e.g. `compiled`: the stack sets OPTION_COMPILED_GRAPH_PATH=/opt/ml/model/<dir> and the LMI container loads it
+    instead of running neuronx-cc at start-up. Compile with the container's Neuron SDK version and the serving
+    options below (tensor parallel degree, dtype, sequence length, batch size). Default: none, the container
+    compiles at start-up, and the start-up health check is sized for it (see `mlstack plan`)."""
     environment: dict[str, str] = Field(default_factory=dict, max_length=100)
     """Container environment (e.g. HF_MODEL_ID, OPTION_TENSOR_PARALLEL_DEGREE). No secrets: it is in the template.
     SageMaker takes at most 100 variables, names `[a-zA-Z_][a-zA-Z0-9_]*`, names and values up to 1024 characters."""
@@ -120,6 +148,51 @@ class InferenceModelConfig(StrictModel):
         if long:
             raise ValueError(f"environment value(s) of {', '.join(long)} exceed SageMaker's 1024 characters")
         return value
+
+    @property
+    def uses_hf_toolkit(self) -> bool:
+        """The image serves through the Hugging Face Inference Toolkit (it reads HF_TASK)."""
+        return isinstance(self.image, DlcImage) and HF_TOOLKIT_REPOSITORY.match(self.image.repository) is not None
+
+    @property
+    def precompiled_for_neuron(self) -> bool:
+        """The artifact carries its compiled Neuron graph: nothing is compiled at start-up."""
+        return self.neuron_compiled_graph is not None or COMPILED_GRAPH_VARIABLE in self.environment
+
+    @property
+    def container_environment(self) -> dict[str, str]:
+        """`environment` plus what the blueprint's own fields set: HF_TASK from `task`, the compiled graph path."""
+        result = dict(self.environment)
+        if self.task is not None:
+            result["HF_TASK"] = self.task
+        if self.neuron_compiled_graph is not None:
+            result[COMPILED_GRAPH_VARIABLE] = f"{MODEL_DIR}/{self.neuron_compiled_graph.rstrip('/')}"
+        return result
+
+    @model_validator(mode="after")
+    def _task_for_the_image(self) -> InferenceModelConfig:
+        repository = self.image.repository
+        in_env = self.environment.get("HF_TASK")
+        if self.task is not None and in_env is not None and in_env != self.task:
+            raise ValueError(f"task {self.task!r} and environment HF_TASK={in_env!r} differ; remove HF_TASK")
+        if self.task is not None and not self.uses_hf_toolkit:
+            raise ValueError(
+                f"task: only the Hugging Face inference containers read it (HF_TASK), not {repository}; remove task"
+            )
+        if self.uses_hf_toolkit and self.task is None and in_env is None:
+            raise ValueError(
+                f"task: {repository} needs the pipeline task (HF_TASK); its guess from config.json maps every "
+                "...ForConditionalGeneration model (Whisper, BART, T5) to text2text-generation; set task, e.g. "
+                "automatic-speech-recognition"
+            )
+        if self.neuron_compiled_graph is not None and COMPILED_GRAPH_VARIABLE in self.environment:
+            raise ValueError(
+                f"neuron_compiled_graph and environment {COMPILED_GRAPH_VARIABLE} both name the compiled graph; "
+                "keep one"
+            )
+        if self.neuron_compiled_graph is not None and ".." in self.neuron_compiled_graph.split("/"):
+            raise ValueError(f"neuron_compiled_graph {self.neuron_compiled_graph!r} must stay inside the artifact")
+        return self
 
     @model_validator(mode="after")
     def _isolated_model_is_local(self) -> InferenceModelConfig:

@@ -22,8 +22,11 @@ COMPREHEND_MIN_UNITS = 3
 """Comprehend meters 100-character units with a 3-unit minimum per request (Amazon Comprehend pricing)."""
 COMPREHEND_REQUEST_CHARS = 100_000
 """The pipeline sends at most 100 KB per DetectEntities call (counted here as characters: ASCII text)."""
-TRANSITIONS_ONE_CHECK = 8
-"""Document, StartAnalysis, WaitForTextract, CheckAnalysis, TextractDone?, ExtractEntities, IndexResult, Indexed."""
+TRANSITIONS_ONE_CHECK = 9
+"""Document, StartAnalysis, WaitForTextract, CheckAnalysis, TextractDone?, ExtractEntities (the Map state),
+WriteResult, IndexResult, Indexed."""
+TRANSITIONS_PER_PIECE = 1
+"""ExtractChunk, once per 100 KB piece of the text (the Map state's iterations)."""
 TRANSITIONS_PER_EXTRA_CHECK = 3
 """Each further status check: WaitForTextract, CheckAnalysis, TextractDone?."""
 
@@ -81,9 +84,10 @@ def pipeline_per_thousand(spec: DocumentPipelineConfig) -> list[Metered]:
     catalog = ai_catalog()
     characters = round(spec.pages_per_document * spec.characters_per_page)
     units = 1000 * comprehend_units(characters)
+    pieces = max(1, math.ceil(characters / COMPREHEND_REQUEST_CHARS))
     rows = [
         Metered(
-            "Textract analysis pages", 1000 * spec.pages_per_document, catalog.price("textract.analyze_document.page")
+            "Textract text detection pages", 1000 * spec.pages_per_document, catalog.price("textract.detect_text.page")
         ),
         Metered("Comprehend entity units", units, catalog.price("comprehend.nlp.unit")),
     ]
@@ -92,7 +96,7 @@ def pipeline_per_thousand(spec: DocumentPipelineConfig) -> list[Metered]:
     rows.append(
         Metered(
             "Step Functions transitions",
-            1000 * TRANSITIONS_ONE_CHECK,
+            1000 * (TRANSITIONS_ONE_CHECK + TRANSITIONS_PER_PIECE * pieces),
             catalog.price("stepfunctions.standard.transition"),
         )
     )
@@ -131,7 +135,7 @@ def plan_ai_services(config: BlueprintConfig, plan: Plan) -> None:
             Resource(STACK, "DynamoDB table", "document index (on-demand, project KMS key, PITR)"),
             Resource(STACK, "SQS queue", "dead-letter queue (SSE-SQS, 14 days)"),
             Resource(STACK, "Step Functions state machine", "Standard; logs ALL without execution data, X-Ray"),
-            Resource(STACK, "Lambda function", "pipeline tasks (Python 3.14, arm64)", 4),
+            Resource(STACK, "Lambda function", "pipeline tasks (Python 3.14, arm64)", 5),
             Resource(STACK, "EventBridge rule", "S3 Object Created under input/ -> state machine"),
         ]
         metered = pipeline_per_thousand(spec)
@@ -140,6 +144,10 @@ def plan_ai_services(config: BlueprintConfig, plan: Plan) -> None:
             f"language {spec.language}{', PII redaction' if spec.pii_redaction else ''}):"
         )
         rows += [f"  {m.row()}" for m in metered]
+        rows.append(
+            f"  documents of up to {spec.max_pages:,} pages (longer ones fail with the reason under failed/); "
+            "Textract text detection (LINE text kept), Comprehend per 100 KB piece, a few pieces at a time"
+        )
         rows.append(
             f"  known total: ${_known(metered):,.2f} per 1,000 documents (+{TRANSITIONS_PER_EXTRA_CHECK} "
             f"transitions per further {spec.poll_seconds} s status check)"

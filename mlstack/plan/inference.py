@@ -18,13 +18,14 @@ from mlstack.config import BlueprintConfig
 from mlstack.config.inference import (
     AsyncEndpointConfig,
     AsyncScalingConfig,
+    InferenceConfig,
     RealtimeEndpointConfig,
     RealtimeScalingConfig,
     ServerlessEndpointConfig,
     TrafficConfig,
     VariantConfig,
 )
-from mlstack.config.inference_fit import host_memory_warning
+from mlstack.config.inference_fit import MAX_STARTUP_SECONDS, host_memory_warning
 from mlstack.plan.model import HOURS_PER_MONTH, Cost, Plan, Quota, Resource
 
 STACK = "InferenceStack"
@@ -61,11 +62,17 @@ def plan_inference(config: BlueprintConfig, plan: Plan) -> None:
         f"artifact: s3://{where}/{artifact.key}",
         f"image: {_image(config)}",
     ]
+    if model.task is not None or "HF_TASK" in model.environment:
+        rows.append(f"Hugging Face pipeline task (HF_TASK): {model.container_environment['HF_TASK']}")
+    if model.precompiled_for_neuron:
+        rows.append(f"Neuron graph: pre-compiled, {model.container_environment.get('OPTION_COMPILED_GRAPH_PATH')}")
+    elif any(v.is_neuron for _, v in inference.hosted_variants()):
+        rows.append("Neuron graph: compiled by the container at start-up (neuronx-cc); see each variant's start-up")
     sections: list[tuple[str, list[str]]] = [("Inference model", rows)]
     first_quota = len(plan.quotas)
     region = config.env.region
     for spec in inference.endpoints:
-        sections.append(_plan_endpoint(spec, plan, weights_gib, region))
+        sections.append(_plan_endpoint(spec, plan, weights_gib, region, inference))
     # A SageMaker quota is per account and region: variants and endpoints on one instance type add up.
     plan.quotas[first_quota:] = _summed(plan.quotas[first_quota:])
     if inference.invoke_api is not None:
@@ -119,6 +126,7 @@ def _plan_endpoint(
     plan: Plan,
     weights_gib: float,
     region: str,
+    inference: InferenceConfig,
 ) -> tuple[str, list[str]]:
     title = f"Endpoint {spec.name} ({spec.mode})"
     mode = endpoint_mode(spec.mode)  # what the mode offers: the table ModelEndpoint reads too
@@ -209,6 +217,18 @@ def _plan_endpoint(
                 "instance_count and autoscaling min_instances to 2 for production"
             )
         rows.append(f"  {variant.name}: host memory {instance.memory_gib:g} GiB for {weights_gib:.1f} GiB of weights")
+        startup = inference.startup(variant)
+        rows.append(f"  {variant.name}: start-up health check {startup.reason}")
+        if startup.needed_seconds is not None and startup.needed_seconds > MAX_STARTUP_SECONDS:
+            plan.warnings.append(
+                f"{spec.name}/{variant.name}: start-up needs about {startup.needed_seconds} s, more than SageMaker's "
+                f"{MAX_STARTUP_SECONDS} s health-check maximum: the endpoint may never become InService; "
+                + (
+                    "compile the model ahead of time (inference.model.neuron_compiled_graph)"
+                    if variant.is_neuron and not inference.model.precompiled_for_neuron
+                    else "use uncompressed artifacts (artifact.uncompressed) or a smaller precision"
+                )
+            )
         tight = host_memory_warning(weights_gib, variant.instance_type)
         if tight:
             plan.warnings.append(f"{spec.name}/{variant.name}: {tight}")

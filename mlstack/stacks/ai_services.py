@@ -66,7 +66,7 @@ class AiServicesStack(MlStack):
                 access_logs_bucket=self.access_logs,
                 language=spec.language,
                 pii_redaction=spec.pii_redaction,
-                textract_features=spec.textract_features,
+                max_pages=spec.max_pages,
                 poll_interval=Duration.seconds(spec.poll_seconds),
                 max_polls=spec.max_polls,
                 log_retention=logs.RetentionDays.ONE_YEAR,

@@ -80,7 +80,7 @@ class InferenceStack(MlStack):
                 vpc=network.vpc,
                 subnets=network.network.private_subnets,
                 data_bucket=self.data_bucket,
-                environment=config.model.environment,
+                environment=config.container_environment(spec),
                 network_isolation=config.model.network_isolation,
                 alarms=AlarmThresholds(**spec.alarms.model_dump()),
                 alarm_topic=self.alarm_topic,

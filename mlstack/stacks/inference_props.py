@@ -13,7 +13,6 @@ from mlstack.config.inference import (
     ServerlessEndpointConfig,
     VariantConfig,
 )
-from mlstack.config.inference_fit import startup_limits
 from mlstack.constructs.inference import (
     AsyncScaling,
     AsyncServing,
@@ -77,14 +76,8 @@ def _seconds(value: int | None) -> Duration | None:
 
 
 def _variant(variant: VariantConfig, config: InferenceConfig, weights: float) -> Variant:
-    # Start-up limits sized from the weights unless the blueprint sets them.
-    limits = startup_limits(
-        weights,
-        variant.instance_type,
-        startup_timeout_seconds=variant.startup_timeout_seconds,
-        download_timeout_seconds=variant.download_timeout_seconds,
-        volume_size_gb=variant.volume_size_gb,
-    )
+    # Start-up limits sized from the weights (and a Neuron compile at start-up) unless the blueprint sets them.
+    limits = config.startup(variant)
     scaling = variant.autoscaling
     return Variant(
         instance_type=variant.instance_type,

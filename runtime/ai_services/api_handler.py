@@ -6,8 +6,9 @@ a 413 naming the limit instead of a service error. Service errors map to a statu
 was: 400 the request, 409 a name in use, 429 throttled (retry with backoff), 503/504 the service (retry
 later), 502 anything else (including this function lacking a permission).
 
-Environment: OPERATIONS (comma list), LANGUAGE, and per service: BEDROCK_MODEL_IDS, BEDROCK_MAX_TOKENS,
-GUARDRAIL_ID, GUARDRAIL_VERSION; MEDIA_BUCKET, MEDIA_PREFIX, TRANSCRIPT_PREFIX, OUTPUT_KEY_ID (Transcribe).
+Environment: OPERATIONS (comma list), LANGUAGE, TIMEOUT_SECONDS (the function's timeout), and per service:
+BEDROCK_MODEL_IDS, BEDROCK_MAX_TOKENS, GUARDRAIL_ID, GUARDRAIL_VERSION; MEDIA_BUCKET, MEDIA_PREFIX,
+TRANSCRIPT_PREFIX, OUTPUT_KEY_ID (Transcribe).
 """
 
 from __future__ import annotations
@@ -67,8 +68,33 @@ _STATUS = {
 }
 """Service error code -> HTTP status; any other code (AccessDeniedException included) is 502."""
 
-_RETRY = Config(retries={"mode": "standard", "max_attempts": 3}, connect_timeout=5, read_timeout=20)
+CONNECT_TIMEOUT_SECONDS = 2
+MARGIN_SECONDS = 2
+"""Left of the function's timeout (TIMEOUT_SECONDS) after the service call, to answer with a mapped error."""
 _clients: dict[str, Any] = {}
+
+
+def client_config(service: str, timeout_seconds: int) -> Config:
+    """The client settings that keep every call inside the function's `timeout_seconds`.
+
+    Bedrock: one attempt (`total_max_attempts` 1), read timeout = the function's timeout less the connect
+    timeout and a margin. A generation that times out on the read has been billed for; a retry would bill it
+    again and could not finish before the function is stopped anyway (botocore "Retries" guide, standard
+    mode; Config `read_timeout`). The other services answer in well under a second: three attempts (standard
+    mode), each with a read timeout that fits three times in the same budget.
+    """
+    budget = max(1, timeout_seconds - CONNECT_TIMEOUT_SECONDS - MARGIN_SECONDS)
+    if service == "bedrock-runtime":
+        return Config(
+            retries={"mode": "standard", "total_max_attempts": 1},
+            connect_timeout=CONNECT_TIMEOUT_SECONDS,
+            read_timeout=budget,
+        )
+    return Config(
+        retries={"mode": "standard", "total_max_attempts": 3},
+        connect_timeout=CONNECT_TIMEOUT_SECONDS,
+        read_timeout=max(1, budget // 3 - CONNECT_TIMEOUT_SECONDS),
+    )
 
 
 class RequestError(Exception):
@@ -82,7 +108,8 @@ class RequestError(Exception):
 
 def _client(service: str) -> Any:
     if service not in _clients:  # one client per container, created on first use (no AWS call at import)
-        _clients[service] = boto3.client(service, config=_RETRY)
+        timeout = int(os.environ.get("TIMEOUT_SECONDS", "25"))
+        _clients[service] = boto3.client(service, config=client_config(service, timeout))
     return _clients[service]
 
 

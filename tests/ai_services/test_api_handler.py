@@ -10,6 +10,7 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.exceptions import ReadTimeoutError
 from botocore.stub import Stubber
 
 from mlstack.constructs.ai_services.api import OPERATIONS, route_path
@@ -221,3 +222,34 @@ def test_bedrock_converse_with_guardrail_and_allowed_models_only(monkeypatch: py
     assert _call("bedrock.converse", {"prompt": "x" * 100_001})[0] == 413
     stub.add_client_error("converse", service_error_code="ModelTimeoutException", service_message="slow")
     assert _call("bedrock.converse", {"prompt": "Hi"})[0] == 504
+
+
+@pytest.mark.parametrize("timeout", [25, 10, 29])
+def test_bedrock_makes_one_attempt_whose_read_timeout_ends_before_the_function(
+    monkeypatch: pytest.MonkeyPatch, timeout: int
+) -> None:
+    """A read timeout is not retried: the generation was billed once, and a second one could not finish before
+    Lambda stops the function."""
+    monkeypatch.setenv("TIMEOUT_SECONDS", str(timeout))
+    client = h._client("bedrock-runtime")
+    config = client.meta.config
+    assert config.retries["total_max_attempts"] == 1
+    assert config.connect_timeout + config.read_timeout < timeout
+    sends: list[str] = []
+
+    def read_times_out(request: Any, **_: Any) -> None:
+        sends.append(request.url)
+        raise ReadTimeoutError(endpoint_url=request.url)
+
+    client.meta.events.register("before-send.bedrock-runtime.Converse", read_times_out)
+    status, body = _call("bedrock.converse", {"prompt": "Hi"})
+    assert (status, body["error"]) == (502, "calling the service failed: ReadTimeoutError")
+    assert len(sends) == 1
+
+
+def test_other_services_retry_within_the_function_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TIMEOUT_SECONDS", "25")
+    config = h._client("comprehend").meta.config
+    attempts = config.retries["total_max_attempts"]
+    assert attempts == 3
+    assert attempts * (config.connect_timeout + config.read_timeout) < 25

@@ -88,7 +88,13 @@ def test_shipped_blueprint_loads_with_its_stack() -> None:
         ("ai_services.api.operations", ["comprehend.pii", "comprehend.pii"], "an operation is listed twice"),
         ("ai_services.api.operations", ["speech.recognize"], "ai_services.api.operations.0: Input should be"),
         ("ai_services.api.timeout_seconds", 30, "ai_services.api.timeout_seconds:"),
-        ("ai_services.document_pipeline.textract_features", [], "textract_features:"),
+        (
+            "ai_services.document_pipeline.textract_features",
+            ["TABLES", "FORMS"],
+            "ai_services.document_pipeline: textract_features: the pipeline keeps the text only and runs Textract "
+            "text detection",
+        ),
+        ("ai_services.document_pipeline.max_pages", 3001, "ai_services.document_pipeline.max_pages:"),
         ("ai_services", {}, "ai_services: give api, document_pipeline or both"),
         ("ai_services.alarm_emails", ["oncall"], "alarm_emails 'oncall' are not e-mail addresses"),
     ],

@@ -1,7 +1,7 @@
 """The document pipeline's task handlers, run in the state machine's order on a sample document made here.
 
-S3 is moto's; Textract's asynchronous analysis and Comprehend are botocore Stubbers (moto does not run
-StartDocumentAnalysis/GetDocumentAnalysis or DetectPiiEntities with real offsets).
+S3 is moto's; Textract's asynchronous text detection and Comprehend are botocore Stubbers (moto does not run
+StartDocumentTextDetection/GetDocumentTextDetection or DetectPiiEntities with real offsets).
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ def s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
         "WORK_PREFIX": "work/",
         "RESULTS_PREFIX": "results/",
         "FAILED_PREFIX": "failed/",
-        "TEXTRACT_FEATURES": "TABLES,FORMS",
         "MAX_POLLS": "3",
+        "MAX_PAGES": "10",
         "LANGUAGE": "en",
         "PII_REDACTION": "true",
     }.items():
@@ -64,22 +64,28 @@ def _line(text: str) -> dict[str, Any]:
     return {"BlockType": "LINE", "Text": text, "Id": text[:8]}
 
 
+def _map(state: dict[str, Any]) -> dict[str, Any]:
+    """What the ExtractEntities Map state does: one extract_chunk per listed piece, results in `parts`."""
+    items = [
+        {"bucket": state["bucket"], "key": state["key"], "text_key": state["text_key"], "chunk": index}
+        for index in state["chunks"]
+    ]
+    return {**state, "parts": [tasks.extract_chunk(item) for item in items]}
+
+
 def test_tasks_in_order_turn_a_document_into_indexed_results(s3: Any) -> None:
     textract, comprehend = _stub("textract"), _stub("comprehend")
+    # Text detection, not TABLES/FORMS analysis: the pipeline keeps LINE text only.
     textract.add_response(
-        "start_document_analysis",
+        "start_document_text_detection",
         {"JobId": "job-1"},
-        {
-            "DocumentLocation": {"S3Object": {"Bucket": BUCKET, "Name": KEY}},
-            "FeatureTypes": ["TABLES", "FORMS"],
-            "ClientRequestToken": ANY,
-        },
+        {"DocumentLocation": {"S3Object": {"Bucket": BUCKET, "Name": KEY}}, "ClientRequestToken": ANY},
     )
     state = tasks.start_analysis(_event())
     assert (state["job_id"], state["status"], state["polls"]) == ("job-1", "IN_PROGRESS", 0)
 
     textract.add_response(
-        "get_document_analysis",
+        "get_document_text_detection",
         {"JobStatus": "IN_PROGRESS", "Blocks": []},
         {"JobId": "job-1", "MaxResults": 1000},
     )
@@ -88,7 +94,7 @@ def test_tasks_in_order_turn_a_document_into_indexed_results(s3: Any) -> None:
 
     # Two result pages (NextToken): all LINE blocks, in order.
     textract.add_response(
-        "get_document_analysis",
+        "get_document_text_detection",
         {
             "JobStatus": "SUCCEEDED",
             "DocumentMetadata": {"Pages": 2},
@@ -98,7 +104,7 @@ def test_tasks_in_order_turn_a_document_into_indexed_results(s3: Any) -> None:
         {"JobId": "job-1", "MaxResults": 1000},
     )
     textract.add_response(
-        "get_document_analysis",
+        "get_document_text_detection",
         {"JobStatus": "SUCCEEDED", "DocumentMetadata": {"Pages": 2}, "Blocks": [_line("Insurer: Acme Corp")]},
         {"JobId": "job-1", "MaxResults": 1000, "NextToken": "t2"},
     )
@@ -107,6 +113,7 @@ def test_tasks_in_order_turn_a_document_into_indexed_results(s3: Any) -> None:
     text = "Claimant: Ana Silva\nInsurer: Acme Corp"
     assert s3.get_object(Bucket=BUCKET, Key=state["text_key"])["Body"].read().decode() == text
     assert state["text_key"] == "work/claims/claim-7.pdf.txt"
+    assert state["chunks"] == [0]
 
     comprehend.add_response(
         "detect_pii_entities",
@@ -123,18 +130,51 @@ def test_tasks_in_order_turn_a_document_into_indexed_results(s3: Any) -> None:
         },
         {"Text": redacted, "LanguageCode": "en"},
     )
-    state = tasks.extract_entities(state)
+    state = tasks.write_result(_map(state))
     textract.assert_no_pending_responses()
     comprehend.assert_no_pending_responses()
     assert state["result_key"] == "results/claims/claim-7.pdf.json"
     assert state["entity_count"] == 1
+    assert "parts" not in state and "chunks" not in state  # the state stays small for IndexResult
     result = json.loads(s3.get_object(Bucket=BUCKET, Key=state["result_key"])["Body"].read())
     assert result["text"] == redacted
     assert "Ana" not in json.dumps(result)
     assert result["pii_types"] == ["NAME"] and result["pages"] == 2
     assert result["entities"] == [{"type": "ORGANIZATION", "text": "Acme Corp", "score": 0.97, "begin": 26, "end": 35}]
-    # The unredacted text is gone from the work prefix.
+    # The unredacted text and the pieces are gone from the work prefix.
     assert s3.list_objects_v2(Bucket=BUCKET, Prefix="work/")["KeyCount"] == 0
+
+
+def test_a_long_document_is_split_into_pieces_whose_offsets_join_up(s3: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PII_REDACTION", "false")
+    line = "Acme Corp pays " + "x" * 60_000
+    text = f"{line}\n{line}"  # two lines of 60 KB: two Comprehend requests
+    textract, comprehend = _stub("textract"), _stub("comprehend")
+    textract.add_response(
+        "get_document_text_detection",
+        {"JobStatus": "SUCCEEDED", "DocumentMetadata": {"Pages": 2}, "Blocks": [_line(line), _line(line)]},
+        None,
+    )
+    state = tasks.check_analysis({**_event(), "job_id": "job-1", "polls": 0})
+    assert state["chunks"] == [0, 1]
+    for piece in (f"{line}\n", line):
+        entity = {"Type": "ORGANIZATION", "Text": "Acme Corp", "Score": 0.9, "BeginOffset": 0, "EndOffset": 9}
+        comprehend.add_response("detect_entities", {"Entities": [entity]}, {"Text": piece, "LanguageCode": "en"})
+    state = tasks.write_result(_map(state))
+    comprehend.assert_no_pending_responses()
+    result = json.loads(s3.get_object(Bucket=BUCKET, Key=state["result_key"])["Body"].read())
+    assert result["text"] == text
+    assert [(e["begin"], e["end"]) for e in result["entities"]] == [(0, 9), (len(line) + 1, len(line) + 10)]
+    assert all(result["text"][e["begin"] : e["end"]] == "Acme Corp" for e in result["entities"])
+
+
+def test_a_document_over_the_page_limit_is_rejected(s3: Any) -> None:
+    textract = _stub("textract")
+    textract.add_response(
+        "get_document_text_detection", {"JobStatus": "SUCCEEDED", "DocumentMetadata": {"Pages": 11}, "Blocks": []}, None
+    )
+    with pytest.raises(tasks.DocumentRejectedError, match="11 pages; this pipeline takes at most 10"):
+        tasks.check_analysis({**_event(), "job_id": "job-1", "polls": 0})
 
 
 def test_failure_path_keeps_the_document_and_the_reason(s3: Any) -> None:
@@ -167,13 +207,23 @@ def test_unsupported_format_is_rejected_without_calling_textract(s3: Any) -> Non
         tasks.start_analysis({**_event(), "key": "input/memo.docx"})
 
 
-def test_throttling_becomes_retryable_and_textract_failure_does_not(s3: Any) -> None:
+@pytest.mark.parametrize(
+    "code", ["ProvisionedThroughputExceededException", "ThrottlingException", "LimitExceededException"]
+)
+def test_textract_throttling_and_quota_errors_get_the_long_backoff(s3: Any, code: str) -> None:
     textract = _stub("textract")
-    textract.add_client_error("start_document_analysis", service_error_code="ProvisionedThroughputExceededException")
-    with pytest.raises(tasks.ServiceBusyError):
+    textract.add_client_error("start_document_text_detection", service_error_code=code)
+    with pytest.raises(tasks.ThrottledError, match=code):
         tasks.start_analysis(_event())
+
+
+def test_a_service_error_is_retryable_and_textract_failure_is_not(s3: Any) -> None:
+    textract = _stub("textract")
+    textract.add_client_error("get_document_text_detection", service_error_code="InternalServerError")
+    with pytest.raises(tasks.ServiceBusyError):
+        tasks.check_analysis({**_event(), "job_id": "job-1", "polls": 0})
     textract.add_response(
-        "get_document_analysis", {"JobStatus": "FAILED", "StatusMessage": "bad scan", "Blocks": []}, None
+        "get_document_text_detection", {"JobStatus": "FAILED", "StatusMessage": "bad scan", "Blocks": []}, None
     )
     with pytest.raises(tasks.DocumentRejectedError, match="FAILED: bad scan"):
         tasks.check_analysis({**_event(), "job_id": "job-1", "polls": 0})
@@ -181,7 +231,7 @@ def test_throttling_becomes_retryable_and_textract_failure_does_not(s3: Any) -> 
 
 def test_a_job_still_running_after_max_polls_times_out(s3: Any) -> None:
     textract = _stub("textract")
-    textract.add_response("get_document_analysis", {"JobStatus": "IN_PROGRESS", "Blocks": []}, None)
+    textract.add_response("get_document_text_detection", {"JobStatus": "IN_PROGRESS", "Blocks": []}, None)
     with pytest.raises(tasks.AnalysisTimedOutError, match="3 checks"):
         tasks.check_analysis({**_event(), "job_id": "job-1", "polls": 2})
 

@@ -49,23 +49,63 @@ def test_state_machine_states_in_order(template: dict[str, Any]) -> None:
     choice = states["TextractDone?"]
     assert choice["Choices"] == [{"Variable": "$.status", "StringEquals": "IN_PROGRESS", "Next": "WaitForTextract"}]
     assert choice["Default"] == "ExtractEntities"
-    assert states["ExtractEntities"]["Next"] == "IndexResult"
+    assert states["ExtractEntities"]["Next"] == "WriteResult"
+    assert states["WriteResult"]["Next"] == "IndexResult"
     assert states["IndexResult"]["Next"] == "Indexed"
     assert states["Indexed"]["Type"] == "Succeed"
     assert states["WaitForTextract"]["Seconds"] == 10
 
 
+def test_entities_run_per_piece_in_a_bounded_map_state(template: dict[str, Any]) -> None:
+    entities = _definition(template)["States"]["ExtractEntities"]
+    assert entities["Type"] == "Map"
+    assert entities["ItemsPath"] == "$.chunks" and entities["ResultPath"] == "$.parts"
+    assert entities["MaxConcurrency"] == 4
+    assert entities["ItemSelector"]["chunk.$"] == "$$.Map.Item.Value"
+    processor = entities["ItemProcessor"]
+    assert processor["StartAt"] == "ExtractChunk"
+    (chunk,) = processor["States"].values()
+    assert chunk["End"] is True
+    fns = _of(template, "AWS::Lambda::Function")
+    handlers = {f["Properties"]["Handler"]: f["Properties"] for f in fns.values()}
+    assert {h for h in handlers if h.startswith("tasks.")} == {
+        "tasks.start_analysis",
+        "tasks.check_analysis",
+        "tasks.extract_chunk",
+        "tasks.write_result",
+        "tasks.record_failure",
+    }
+    # Collecting a 3,000-page text is the only step that grows with the document: Lambda's 15 minutes.
+    assert handlers["tasks.check_analysis"]["Timeout"] == 900
+    assert handlers["tasks.check_analysis"]["Environment"]["Variables"]["MAX_PAGES"] == "3000"
+    assert handlers["tasks.extract_chunk"]["Timeout"] == 300
+
+
+def _tasks(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    states = dict(_definition(template)["States"])
+    states.update(states["ExtractEntities"]["ItemProcessor"]["States"])
+    return states
+
+
 def test_every_task_retries_with_backoff_and_catches_to_the_failure_prefix(template: dict[str, Any]) -> None:
-    states = _definition(template)["States"]
-    for name in ("StartAnalysis", "CheckAnalysis", "ExtractEntities"):
-        (retry,) = states[name]["Retry"]
-        assert "ServiceBusyError" in retry["ErrorEquals"] and "Lambda.ServiceException" in retry["ErrorEquals"]
-        assert (retry["IntervalSeconds"], retry["MaxAttempts"], retry["BackoffRate"]) == (2, 5, 2)
-        assert retry["JitterStrategy"] == "FULL"
-    for name in ("StartAnalysis", "CheckAnalysis", "ExtractEntities", "IndexResult"):
+    states = _tasks(template)
+    for name in ("StartAnalysis", "CheckAnalysis", "ExtractChunk", "WriteResult"):
+        busy, throttled, timeout = states[name]["Retry"]
+        assert "ServiceBusyError" in busy["ErrorEquals"] and "Lambda.ServiceException" in busy["ErrorEquals"]
+        assert (busy["IntervalSeconds"], busy["MaxAttempts"], busy["BackoffRate"]) == (2, 5, 2)
+        assert busy["JitterStrategy"] == "FULL"
+        # Throttling waits for Textract's quotas: 10 s doubling to 300 s, 8 attempts (about 20 minutes).
+        assert throttled["ErrorEquals"] == ["ThrottledError"]
+        assert (throttled["IntervalSeconds"], throttled["MaxAttempts"], throttled["BackoffRate"]) == (10, 8, 2)
+        assert throttled["MaxDelaySeconds"] == 300 and throttled["JitterStrategy"] == "FULL"
+        assert timeout["ErrorEquals"] == ["States.Timeout", "Lambda.Unknown", "Sandbox.Timedout"]
+        assert timeout["MaxAttempts"] == 1
+        assert states[name]["TimeoutSeconds"] in (360, 960)
+    for name in ("StartAnalysis", "CheckAnalysis", "ExtractEntities", "WriteResult", "IndexResult"):
         assert states[name]["Catch"] == [
             {"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": "RecordFailure"}
         ]
+    states = _definition(template)["States"]
     # Failure path: copy under failed/ with the reason, index FAILED, then fail; if that breaks, the DLQ.
     assert states["RecordFailure"]["Next"] == "IndexFailure"
     assert states["IndexFailure"]["Next"] == "DocumentFailed"
@@ -75,6 +115,36 @@ def test_every_task_retries_with_backoff_and_catches_to_the_failure_prefix(templ
     assert states["SendToDeadLetterQueue"]["Resource"].endswith(":states:::sqs:sendMessage")
     assert states["SendToDeadLetterQueue"]["Next"] == "DocumentFailed"
     assert states["IndexFailure"]["Parameters"]["Item"]["status"] == {"S": "FAILED"}
+
+
+def _statements_of(template: dict[str, Any], handler: str) -> list[dict[str, Any]]:
+    fns = _of(template, "AWS::Lambda::Function")
+    (fn,) = [f for f in fns.values() if f["Properties"]["Handler"] == handler]
+    role = fn["Properties"]["Role"]["Fn::GetAtt"][0]
+    return [
+        s
+        for p in _of(template, "AWS::IAM::Policy").values()
+        if {"Ref": role} in p["Properties"]["Roles"]
+        for s in p["Properties"]["PolicyDocument"]["Statement"]
+    ]
+
+
+def test_textract_permissions_are_exactly_text_detection(template: dict[str, Any]) -> None:
+    textract = {
+        handler: sorted(
+            a
+            for s in _statements_of(template, handler)
+            for a in (s["Action"] if isinstance(s["Action"], list) else [s["Action"]])
+            if a.startswith("textract:")
+        )
+        for handler in ("tasks.start_analysis", "tasks.check_analysis", "tasks.extract_chunk", "tasks.write_result")
+    }
+    assert textract == {
+        "tasks.start_analysis": ["textract:StartDocumentTextDetection"],
+        "tasks.check_analysis": ["textract:GetDocumentTextDetection"],
+        "tasks.extract_chunk": [],
+        "tasks.write_result": [],
+    }
 
 
 def test_failure_handler_writes_under_the_failure_prefix_only(template: dict[str, Any]) -> None:
@@ -144,8 +214,8 @@ def test_iam_has_no_wildcard_actions_and_star_resources_only_for_unscoped_apis(t
         "comprehend:DetectEntities",
         "comprehend:DetectPiiEntities",
         "textract:AnalyzeDocument",
-        "textract:StartDocumentAnalysis",
-        "textract:GetDocumentAnalysis",
+        "textract:StartDocumentTextDetection",
+        "textract:GetDocumentTextDetection",
         # Step Functions' own log delivery and X-Ray calls (CDK-generated).
         "logs:CreateLogDelivery",
         "logs:GetLogDelivery",
@@ -195,6 +265,12 @@ def test_api_routes_use_iam_auth_and_the_stage_is_throttled_and_logged(template:
     assert props["StageName"] == "$default"
     assert props["DefaultRouteSettings"] == {"ThrottlingBurstLimit": 40, "ThrottlingRateLimit": 20}
     assert "DestinationArn" in props["AccessLogSettings"]
+    # HTTP API variables only: $context.resourcePath is a REST-API variable and logs nothing on an HTTP API.
+    fields = json.loads(props["AccessLogSettings"]["Format"])
+    assert fields["routeKey"] == "$context.routeKey"
+    assert fields["integrationError"] == "$context.integrationErrorMessage"
+    assert fields["status"] == "$context.status"
+    assert "resourcePath" not in props["AccessLogSettings"]["Format"]
     (fn,) = [
         f
         for f in _of(template, "AWS::Lambda::Function").values()
@@ -202,6 +278,7 @@ def test_api_routes_use_iam_auth_and_the_stage_is_throttled_and_logged(template:
     ]
     assert fn["Properties"]["Timeout"] == 25
     env = fn["Properties"]["Environment"]["Variables"]
+    assert env["TIMEOUT_SECONDS"] == "25"  # the handler sizes its clients' read timeouts from it
     assert (
         env["OPERATIONS"] == "comprehend.sentiment,comprehend.entities,comprehend.pii,textract.analyze,bedrock.converse"
     )

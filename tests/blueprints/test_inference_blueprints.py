@@ -162,6 +162,8 @@ def test_inferentia2_uses_the_neuron_ami_and_container_and_a_volume_key(session:
     (model,) = _props(session, name, "AWS::SageMaker::Model")
     assert "763104351884.dkr.ecr." in json.dumps(model["PrimaryContainer"]["Image"])
     assert "djl-inference:0.29.0-neuronx" in json.dumps(model["PrimaryContainer"]["Image"])
+    # The artifact carries the compiled graph: the container loads it instead of compiling at start-up.
+    assert model["PrimaryContainer"]["Environment"]["OPTION_COMPILED_GRAPH_PATH"] == "/opt/ml/model/compiled"
 
 
 @pytest.mark.parametrize("name", _only("inference-intel-amx"))
@@ -196,6 +198,12 @@ def test_an_llm_variant_gets_minutes_to_start_and_a_volume_for_its_weights(sessi
     assert variant["ContainerStartupHealthCheckTimeoutInSeconds"] == 600
     assert variant["ModelDataDownloadTimeoutInSeconds"] == 600
     assert variant["VolumeSizeInGB"] == 48  # inf2 has no local NVMe: 2.5 x 15 GiB + 10
+
+
+@pytest.mark.parametrize("name", _only("inference-async"))
+def test_async_whisper_runs_the_speech_recognition_pipeline(session: Session, name: str) -> None:
+    (model,) = _props(session, name, "AWS::SageMaker::Model")
+    assert model["PrimaryContainer"]["Environment"]["HF_TASK"] == "automatic-speech-recognition"
 
 
 @pytest.mark.parametrize("name", _only("inference-graviton"))

@@ -56,6 +56,7 @@ PINNED_LOGICAL_IDS: dict[str, dict[str, str]] = {
         "DocumentPipelineStartAnalysisLogsC7A40224": "AWS::Logs::LogGroup",
         "DocumentPipelineCheckAnalysisLogsD5884336": "AWS::Logs::LogGroup",
         "DocumentPipelineExtractEntitiesLogsE8EC7F1E": "AWS::Logs::LogGroup",
+        "DocumentPipelineWriteResultLogsD170CF66": "AWS::Logs::LogGroup",
         "DocumentPipelineRecordFailureLogs1025FC29": "AWS::Logs::LogGroup",
         "DocumentPipelineStateMachineLogsBE973400": "AWS::Logs::LogGroup",
         "ApiFunctionLogs4B382957": "AWS::Logs::LogGroup",

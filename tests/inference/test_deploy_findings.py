@@ -134,14 +134,10 @@ def test_start_up_limits_are_sized_from_the_weights() -> None:
     from mlstack.config.inference_fit import startup_limits
 
     # 8B at bf16 (~15 GiB): minutes, not SageMaker's short defaults; a volume only without local NVMe.
-    assert startup_limits(14.96, "ml.inf2.8xlarge").__dict__ == {
-        "startup_timeout_seconds": 600,
-        "download_timeout_seconds": 600,
-        "volume_size_gb": 48,
-    }
+    limits = startup_limits(14.96, "ml.inf2.8xlarge")
+    assert (limits.startup_timeout_seconds, limits.download_timeout_seconds, limits.volume_size_gb) == (600, 600, 48)
     assert startup_limits(14.96, "ml.g5.2xlarge").volume_size_gb is None
     assert startup_limits(140.0, "ml.g5.2xlarge").startup_timeout_seconds == 3600  # SageMaker's maximum
-    assert startup_limits(0.4, "ml.c7g.xlarge").__dict__ == dict.fromkeys(
-        ("startup_timeout_seconds", "download_timeout_seconds", "volume_size_gb")
-    )
+    small = startup_limits(0.4, "ml.c7g.xlarge")
+    assert (small.startup_timeout_seconds, small.download_timeout_seconds, small.volume_size_gb) == (None, None, None)
     assert startup_limits(14.96, "ml.g5.2xlarge", startup_timeout_seconds=900).startup_timeout_seconds == 900

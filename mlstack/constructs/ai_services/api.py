@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -50,9 +51,35 @@ MEDIA_PREFIX = "media/"
 TRANSCRIPT_PREFIX = "transcripts/"
 
 
+HTTP_API_ACCESS_LOG_FIELDS: dict[str, str] = {
+    "requestId": "$context.requestId",
+    "requestTime": "$context.requestTime",
+    "ip": "$context.identity.sourceIp",
+    "caller": "$context.identity.caller",
+    "user": "$context.identity.user",
+    "userArn": "$context.identity.userArn",
+    "httpMethod": "$context.httpMethod",
+    "routeKey": "$context.routeKey",
+    "path": "$context.path",
+    "protocol": "$context.protocol",
+    "status": "$context.status",
+    "responseLength": "$context.responseLength",
+    "responseLatency": "$context.responseLatency",
+    "integrationStatus": "$context.integration.status",
+    "integrationLatency": "$context.integration.latency",
+    "integrationError": "$context.integrationErrorMessage",
+    "authorizerError": "$context.authorizer.error",
+    "error": "$context.error.message",
+}
+"""One JSON object per request, in HTTP API variables only ("Customize HTTP API access logs", API Gateway
+Developer Guide, https://docs.aws.amazon.com/apigateway/latest/developerguide/http-api-logging-variables.html).
+REST-API variables such as `$context.resourcePath` (what `AccessLogFormat.json_with_standard_fields` writes) are
+not among them and log nothing; `routeKey` names the route, `integrationError` why the function call failed."""
+
+
 @jsii.implements(apigwv2.IAccessLogSettings)
 class _AccessLogs:
-    """JSON access logs (request ID, caller, method, path, status, latency) to `destination`."""
+    """JSON access logs with HTTP API variables (`HTTP_API_ACCESS_LOG_FIELDS`) to `destination`."""
 
     def __init__(self, destination: apigwv2.IAccessLogDestination) -> None:
         self._destination = destination
@@ -63,17 +90,7 @@ class _AccessLogs:
 
     @property
     def format(self) -> apigw.AccessLogFormat:
-        return apigw.AccessLogFormat.json_with_standard_fields(
-            caller=True,
-            http_method=True,
-            ip=True,
-            protocol=True,
-            request_time=True,
-            resource_path=True,
-            response_length=True,
-            status=True,
-            user=True,
-        )
+        return apigw.AccessLogFormat.custom(json.dumps(HTTP_API_ACCESS_LOG_FIELDS, separators=(",", ":")))
 
 
 @dataclass(frozen=True)
@@ -138,7 +155,12 @@ class AiServiceApi(Construct):
             raise ValueError("user_pool_clients: name the app clients whose tokens the API accepts")
         self.operations = tuple(operations)
         stack = Stack.of(self)
-        environment = {"OPERATIONS": ",".join(operations), "LANGUAGE": language}
+        # The handler sizes its clients' read timeouts (and Bedrock's single attempt) from the function's timeout.
+        environment = {
+            "OPERATIONS": ",".join(operations),
+            "LANGUAGE": language,
+            "TIMEOUT_SECONDS": str(int(timeout.to_seconds())),
+        }
         if bedrock_model_ids:
             environment |= {"BEDROCK_MODEL_IDS": ",".join(bedrock_model_ids), "BEDROCK_MAX_TOKENS": str(max_tokens)}
         if guardrail is not None:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from aws_cdk import Duration, RemovalPolicy, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as cw_actions
@@ -32,7 +30,9 @@ INPUT_PREFIX = "input/"
 RESULTS_PREFIX = "results/"
 FAILED_PREFIX = "failed/"
 WORK_PREFIX = "work/"
-"""Extracted text between two steps; deleted by the last step and expired after a day if a run dies."""
+"""Extracted text and per-piece results between steps; deleted by WriteResult, expired after a day if a run dies."""
+MAX_PAGES = 3000
+"""Asynchronous Textract takes PDF and TIFF documents of up to 3,000 pages (Amazon Textract quotas, "Hard limits")."""
 
 LAMBDA_CHECKOV_SKIPS = {
     "CKV_AWS_115": "no reserved concurrency: reserving takes from the account's unreserved pool, which new "
@@ -48,9 +48,11 @@ class DocumentPipeline(Construct):
 
     - An EventBridge rule (S3 Object Created, `input/` prefix) starts the state machine; events it cannot
       deliver go to `dead_letter_queue`.
-    - The state machine (Standard) starts an asynchronous Textract analysis (multi-page PDFs and TIFFs), polls
-      it, runs Comprehend entity detection (and PII redaction if asked), writes `results/<key>.json` and puts
-      an item in `table`. Throttling and service errors are retried with exponential backoff.
+    - The state machine (Standard) starts asynchronous Textract text detection (multi-page PDFs and TIFFs, up to
+      `max_pages` pages), polls it, runs Comprehend entity detection (and PII redaction if asked) over the text
+      in pieces of one Comprehend request each (a Map state, a few at a time, so no step's time grows with the
+      document), writes `results/<key>.json` and puts an item in `table`. Throttling is retried for up to about
+      20 minutes, service errors with a short backoff, a timed-out step once.
     - Any error goes to the failure path: the document is copied under `failed/` with `<key>.error.json`
       holding the reason, and the index marks it FAILED. If that path fails too, the execution input goes to
       `dead_letter_queue`.
@@ -67,7 +69,7 @@ class DocumentPipeline(Construct):
         access_logs_bucket: s3.IBucket | None = None,
         language: str = "en",
         pii_redaction: bool = False,
-        textract_features: Sequence[str] = ("TABLES", "FORMS"),
+        max_pages: int = 3000,
         poll_interval: Duration = Duration.seconds(10),  # noqa: B008 - immutable
         max_polls: int = 60,
         log_retention: logs.RetentionDays = logs.RetentionDays.ONE_YEAR,
@@ -75,11 +77,14 @@ class DocumentPipeline(Construct):
     ) -> None:
         """`key` encrypts the bucket, table, logs; `access_logs_bucket` receives S3 server access logs (None: off).
 
-        Defaults: English, no PII redaction, TABLES and FORMS, a status check every 10 s up to 60 times
-        (10 minutes), logs kept one year, everything stateful retained. Alarms (a failed document, a message
+        Defaults: English, no PII redaction, documents of up to 3,000 pages (Textract's asynchronous limit for
+        PDF and TIFF), a status check every 10 s up to 60 times (10 minutes), logs kept one year, everything
+        stateful retained. Alarms (a failed document, a message
         in the dead-letter queue) notify `alarm_topic` when given (None: alarms without an action).
         """
         super().__init__(scope, construct_id)
+        if not 1 <= max_pages <= MAX_PAGES:
+            raise ValueError(f"max_pages: {max_pages} is outside 1..{MAX_PAGES} (Textract's asynchronous page limit)")
         self.key = key
         self.bucket = s3.Bucket(
             self,
@@ -148,20 +153,30 @@ class DocumentPipeline(Construct):
         self.start_fn = self._function(
             "StartAnalysis",
             "tasks.start_analysis",
-            {**common, "TEXTRACT_FEATURES": ",".join(textract_features)},
+            common,
             log_retention,
             removal_policy,
         )
+        # Collecting the text pages through GetDocumentTextDetection (1,000 blocks a call, a few pages) is the one
+        # step whose time grows with the document: Lambda's maximum, 15 minutes, for `max_pages`.
         self.check_fn = self._function(
             "CheckAnalysis",
             "tasks.check_analysis",
-            {**common, "MAX_POLLS": str(max_polls)},
+            {**common, "MAX_POLLS": str(max_polls), "MAX_PAGES": str(max_pages)},
             log_retention,
             removal_policy,
+            timeout=Duration.minutes(15),
         )
         self.entities_fn = self._function(
             "ExtractEntities",
-            "tasks.extract_entities",
+            "tasks.extract_chunk",
+            {**common, "LANGUAGE": language, "PII_REDACTION": "true" if pii_redaction else "false"},
+            log_retention,
+            removal_policy,
+        )
+        self.result_fn = self._function(
+            "WriteResult",
+            "tasks.write_result",
             {**common, "LANGUAGE": language, "PII_REDACTION": "true" if pii_redaction else "false"},
             log_retention,
             removal_policy,
@@ -181,6 +196,7 @@ class DocumentPipeline(Construct):
                     start_fn=self.start_fn,
                     check_fn=self.check_fn,
                     entities_fn=self.entities_fn,
+                    result_fn=self.result_fn,
                     failure_fn=self.failure_fn,
                     table=self.table,
                     dead_letter_queue=self.dead_letter_queue,
@@ -249,6 +265,8 @@ class DocumentPipeline(Construct):
         environment: dict[str, str],
         retention: logs.RetentionDays,
         removal_policy: RemovalPolicy,
+        *,
+        timeout: Duration = Duration.minutes(5),  # noqa: B008 - immutable
     ) -> lambda_.Function:
         log_group = logs.LogGroup(
             self, f"{construct_id}Logs", encryption_key=self.key, retention=retention, removal_policy=removal_policy
@@ -272,7 +290,7 @@ class DocumentPipeline(Construct):
             handler=handler,
             code=lambda_.Code.from_asset(str(HANDLER_DIR), exclude=["__pycache__", "*.pyc"]),
             role=role,
-            timeout=Duration.minutes(5),
+            timeout=timeout,
             memory_size=1024,
             log_group=log_group,
             environment=environment,
@@ -284,29 +302,32 @@ class DocumentPipeline(Construct):
     def _grant(self, pii_redaction: bool) -> None:
         bucket, stack = self.bucket, Stack.of(self)
         # Textract reads the document with the caller's credentials (s3:GetObject and kms:Decrypt).
-        for fn in (self.start_fn, self.check_fn, self.entities_fn, self.failure_fn):
+        for fn in self.functions:
             self.key.grant_encrypt_decrypt(fn)
+        work = bucket.arn_for_objects(f"{WORK_PREFIX}*")
         _allow(self.start_fn, ["s3:GetObject"], [bucket.arn_for_objects(f"{INPUT_PREFIX}*")])
-        _allow(self.check_fn, ["s3:PutObject"], [bucket.arn_for_objects(f"{WORK_PREFIX}*")])
-        _allow(self.entities_fn, ["s3:GetObject", "s3:DeleteObject"], [bucket.arn_for_objects(f"{WORK_PREFIX}*")])
-        _allow(self.entities_fn, ["s3:PutObject"], [bucket.arn_for_objects(f"{RESULTS_PREFIX}*")])
+        _allow(self.check_fn, ["s3:PutObject"], [work])
+        _allow(self.entities_fn, ["s3:GetObject", "s3:PutObject"], [work])
+        _allow(self.result_fn, ["s3:GetObject", "s3:DeleteObject"], [work])
+        _allow(self.result_fn, ["s3:PutObject"], [bucket.arn_for_objects(f"{RESULTS_PREFIX}*")])
         _allow(self.failure_fn, ["s3:GetObject"], [bucket.arn_for_objects(f"{INPUT_PREFIX}*")])
         _allow(self.failure_fn, ["s3:PutObject"], [bucket.arn_for_objects(f"{FAILED_PREFIX}*")])
         # Textract, Comprehend detect APIs: no resource-level permissions ("Actions, resources, and condition keys
         # for Amazon Textract" / "... for Amazon Comprehend" list no resource type for these actions), so "*".
-        _allow(self.start_fn, ["textract:StartDocumentAnalysis"], ["*"])
-        _allow(self.check_fn, ["textract:GetDocumentAnalysis"], ["*"])
+        _allow(self.start_fn, ["textract:StartDocumentTextDetection"], ["*"])
+        _allow(self.check_fn, ["textract:GetDocumentTextDetection"], ["*"])
         comprehend = ["comprehend:DetectEntities"] + (["comprehend:DetectPiiEntities"] if pii_redaction else [])
         _allow(self.entities_fn, comprehend, ["*"])
         reasons = {
-            self.start_fn: "textract:StartDocumentAnalysis supports no resource-level permissions",
-            self.check_fn: "textract:GetDocumentAnalysis supports no resource-level permissions",
+            self.start_fn: "textract:StartDocumentTextDetection supports no resource-level permissions",
+            self.check_fn: "textract:GetDocumentTextDetection supports no resource-level permissions",
             self.entities_fn: "comprehend:Detect* (built-in models) supports no resource-level permissions",
         }
         prefixes = {
             self.start_fn: [INPUT_PREFIX],
             self.check_fn: [WORK_PREFIX],
-            self.entities_fn: [WORK_PREFIX, RESULTS_PREFIX],
+            self.entities_fn: [WORK_PREFIX],
+            self.result_fn: [WORK_PREFIX, RESULTS_PREFIX],
             self.failure_fn: [INPUT_PREFIX, FAILED_PREFIX],
         }
         for fn, fn_prefixes in prefixes.items():
@@ -327,7 +348,7 @@ class DocumentPipeline(Construct):
     def _acknowledge_generated(self) -> None:
         role = self.state_machine.role
         stack = Stack.of(self)
-        functions = [self.start_fn, self.check_fn, self.entities_fn, self.failure_fn]
+        functions = self.functions
         findings = {
             "AwsSolutions-IAM5[Resource::*]": "X-Ray PutTraceSegments/PutTelemetryRecords and the CloudWatch Logs "
             "log-delivery APIs Step Functions calls support no resource-level permissions",
@@ -339,6 +360,11 @@ class DocumentPipeline(Construct):
                 "invoke any version of this pipeline's own function"
             )
         acknowledge_nag(role, findings)
+
+    @property
+    def functions(self) -> list[lambda_.Function]:
+        """The task functions, in the order the state machine runs them (the failure handler last)."""
+        return [self.start_fn, self.check_fn, self.entities_fn, self.result_fn, self.failure_fn]
 
 
 def _allow(function: lambda_.Function, actions: list[str], resources: list[str]) -> None:
