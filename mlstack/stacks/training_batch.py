@@ -72,6 +72,7 @@ class BatchTrainingStack(MlStack):
             name=settings.name,
             subnet=subnet,
             efa=self.efa,
+            vpc_default_security_group_id=network.vpc.vpc_default_security_group,
             security_groups=[self.node_security_group],
             key=network.key,
             instance_type=group.instance_type,
