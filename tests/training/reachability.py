@@ -153,7 +153,9 @@ class Network:
 
 
 def _holds(cidr: str | None, address: str) -> bool:
-    return bool(cidr and address) and ipaddress.ip_address(address) in ipaddress.ip_network(cidr)
+    if not cidr or not address:
+        return False
+    return ipaddress.ip_address(address) in ipaddress.ip_network(cidr)
 
 
 def batch_container_groups(net: Network, stack: str) -> list[Group]:

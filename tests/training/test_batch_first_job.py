@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import email
+import email.message
 import json
 import subprocess
 import sys
@@ -39,7 +40,7 @@ def net(session: Session) -> Network:
 
 def _resource(net: Network, kind: str) -> dict[str, Any]:
     (found,) = [r for r in net.templates[STACK]["Resources"].values() if r["Type"] == kind]
-    return found
+    return dict(found)
 
 
 # ------------------------------------------------------------------------------------------ 8: network of the job
@@ -78,7 +79,7 @@ def test_hosts_reach_each_other_and_fsx(net: Network) -> None:
 
 def _fsx_id(net: Network) -> str:
     (logical,) = [k for k, r in net.templates[STACK]["Resources"].items() if r["Type"] == "AWS::FSx::FileSystem"]
-    return logical
+    return str(logical)
 
 
 # ------------------------------------------------------------------------------------------------- 9: updates
@@ -101,7 +102,7 @@ def _user_data(net: Network) -> str:
     """The decoded user data with every token replaced by its logical id (as CloudFormation would fill it)."""
     data = _resource(net, "AWS::EC2::LaunchTemplate")["Properties"]["LaunchTemplateData"]["UserData"]
     pieces = data["Fn::Base64"]["Fn::Join"][1]
-    return "".join(p if isinstance(p, str) else f"<{json.dumps(p)}>" for p in pieces)
+    return "".join(str(p) if isinstance(p, str) else f"<{json.dumps(p)}>" for p in pieces)
 
 
 def test_amazon_linux_2023_gpu_ami_and_dnf(net: Network) -> None:
@@ -183,6 +184,6 @@ def test_the_user_data_is_mime_multipart_with_one_shell_part_per_step() -> None:
     text = value if isinstance(value, str) else "".join(value["Fn::Join"][1])
     message = email.message_from_string(text)
     assert message.is_multipart()
-    payloads = [str(p.get_payload()) for p in message.get_payload()]
+    payloads = [str(p.get_payload()) for p in message.get_payload() if isinstance(p, email.message.Message)]
     assert [p.splitlines()[0] for p in payloads] == ["#!/bin/bash", "#!/bin/bash"]
     assert "FSX_DNS_NAME=fs-1.fsx" in payloads[0] and "fi_info" in payloads[1]
