@@ -188,9 +188,12 @@ class BatchMultiNodeTraining(Construct):
                 instance_market_options=market,
             ),
         )
+        # Construct id "Compute" (was "ComputeEnvironment" with BEST_FIT): a compute environment cannot change its
+        # strategy from BEST_FIT in place, so a stack deployed before gets a new one; CloudFormation moves the
+        # queue to it and deletes the old one.
         self.compute_environment = batch.CfnComputeEnvironment(
             self,
-            "ComputeEnvironment",
+            "Compute",
             type="MANAGED",
             state="ENABLED",
             replace_compute_environment=False,
