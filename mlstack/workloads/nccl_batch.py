@@ -24,6 +24,8 @@ from mlstack.workloads.nccl import ALL_REDUCE_ARGS, acceptance_groups, acceptanc
 
 NODE_SCRIPT = resources.runtime_path("batch", "nccl_tests_node.sh")
 STACK_ID = "TrainingClusterStack"
+NCCL_SOCKET_IFNAME = "^lo,docker,ecs"
+"""As the training job definition (mlstack.constructs.training.batch): not the ECS agent's link-local `ecs-eth0`."""
 
 
 def stack_name(config: BlueprintConfig) -> str:
@@ -61,6 +63,7 @@ def job_definition(config: BlueprintConfig, group: NodeGroupConfig, image: str) 
             {"name": "GPUS_PER_NODE", "value": str(gpus)},
             {"name": "ALL_REDUCE_ARGS", "value": " ".join(ALL_REDUCE_ARGS)},
             {"name": "AWS_REGION", "value": config.env.region},
+            {"name": "NCCL_SOCKET_IFNAME", "value": NCCL_SOCKET_IFNAME},
         ],
         "volumes": [{"name": "fsx", "host": {"sourcePath": "/fsx"}}],
         "mountPoints": [{"sourceVolume": "fsx", "containerPath": "/fsx"}],

@@ -12,6 +12,10 @@ exchange=${EXCHANGE_DIR:-/fsx/.mlstack-nccl-tests}/${AWS_BATCH_JOB_ID%%#*}
 mpirun=${MPIRUN:-/opt/amazon/openmpi/bin/mpirun}
 all_reduce=${ALL_REDUCE_PERF:-/opt/nccl-tests/build/all_reduce_perf}
 ssh_port=2222
+# ecs-eth0: the ECS agent's link-local interface in every awsvpc container (the same 169.254.172.0/22 on each
+# node), which no other node can reach; Open MPI must not pick it.
+not_between_nodes=lo,docker0,ecs-eth0
+export NCCL_SOCKET_IFNAME=${NCCL_SOCKET_IFNAME:-^lo,docker,ecs}
 wait_seconds=${WAIT_SECONDS:-900}
 address=$(hostname -i | cut -d' ' -f1)
 mkdir -p "$exchange/hosts"
@@ -59,6 +63,7 @@ status=0
 "$mpirun" --allow-run-as-root --hostfile "$exchange/hostfile" \
   -np $((GPUS_PER_NODE * AWS_BATCH_JOB_NUM_NODES)) -npernode "$GPUS_PER_NODE" --bind-to none \
   --mca plm_rsh_args "-p $ssh_port -i $exchange/key -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null" \
-  -x PATH -x LD_LIBRARY_PATH -x NCCL_DEBUG=INFO "$all_reduce" $ALL_REDUCE_ARGS || status=$?
+  --mca oob_tcp_if_exclude "$not_between_nodes" --mca btl_tcp_if_exclude "$not_between_nodes" \
+  -x PATH -x LD_LIBRARY_PATH -x NCCL_DEBUG=INFO -x NCCL_SOCKET_IFNAME "$all_reduce" $ALL_REDUCE_ARGS || status=$?
 rm -rf "$exchange"
 exit "$status"

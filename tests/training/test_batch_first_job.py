@@ -137,6 +137,14 @@ def test_metadata_hop_limit_is_one_and_awsvpc_containers_are_kept_from_imds(net:
     assert "AWS_REGION" in env and not env & {"FI_PROVIDER", "FI_EFA_USE_DEVICE_RDMA"}
 
 
+def test_nccl_never_bootstraps_over_the_ecs_agents_link_local_interface(net: Network) -> None:
+    from mlstack.workloads import nccl_batch
+
+    job = _resource(net, "AWS::Batch::JobDefinition")["Properties"]
+    env = {e["Name"]: e["Value"] for e in job["NodeProperties"]["NodeRangeProperties"][0]["Container"]["Environment"]}
+    assert env["NCCL_SOCKET_IFNAME"] == "^lo,docker,ecs" == nccl_batch.NCCL_SOCKET_IFNAME
+
+
 def test_user_data_scripts_pass_shellcheck() -> None:
     shellcheck = Path(sys.executable).with_name("shellcheck")
     scripts = [str(MOUNT_FSX), str(HOST_SETUP)]

@@ -256,6 +256,7 @@ def test_batch_node_script_runs_main_and_worker_through_the_shared_directory(tmp
     assert "10.0.0.1 slots=8\n10.0.0.2 slots=8" in text
     mpirun = next(line for line in text.splitlines() if line.startswith("mpirun"))
     assert "-np 16 -npernode 8" in mpirun and "-p 2222 -i " in mpirun and mpirun.endswith("-b 8 -e 8G")
+    assert "--mca oob_tcp_if_exclude lo,docker0,ecs-eth0 --mca btl_tcp_if_exclude lo,docker0,ecs-eth0" in mpirun
     assert (root / ".ssh" / "authorized_keys").exists()
     assert not (tmp_path / "fsx" / "abc").exists()  # the job's key is removed when mpirun ends
 

@@ -40,6 +40,8 @@ from mlstack.constructs.training.efa import EfaNetworking
 
 FSX_PATH = "/fsx"
 TORCHRUN_PORT = 29500
+NCCL_SOCKET_IFNAME = "^lo,docker,ecs"
+"""Every interface of an awsvpc container but loopback, Docker's and the ECS agent's link-local `ecs-eth0`."""
 ImageType = Literal["ECS_AL2023_NVIDIA", "ECS_AL2023", "ECS_AL2_NVIDIA", "ECS_AL2"]
 ALLOCATION_STRATEGY = "BEST_FIT_PROGRESSIVE"
 """Batch applies a launch-template, AMI or user-data change to a running compute environment ("infrastructure
@@ -309,8 +311,12 @@ class BatchMultiNodeTraining(Construct):
             # Only what aws-ofi-nccl's doc/efa-env-var.md still recommends for current plugin versions: no
             # FI_PROVIDER (plugin <= 1.5 only) and no FI_EFA_USE_DEVICE_RDMA (aborts on GPUs without RDMA read,
             # aws/aws-ofi-nccl#981). AWS_REGION: the containers cannot ask IMDS (host_setup.sh blocks it).
+            # NCCL_SOCKET_IFNAME: an awsvpc container has its ENI (ethN) and `ecs-eth0`, a link-local interface to
+            # the ECS credential endpoint (169.254.172.0/22, aws/amazon-ecs-agent#1230), which NCCL's default
+            # choice (any interface but lo and docker*) may pick for its bootstrap; other nodes cannot reach it.
             environment=[
                 batch.CfnJobDefinition.EnvironmentProperty(name="NCCL_DEBUG", value="WARN"),
+                batch.CfnJobDefinition.EnvironmentProperty(name="NCCL_SOCKET_IFNAME", value=NCCL_SOCKET_IFNAME),
                 batch.CfnJobDefinition.EnvironmentProperty(name="AWS_REGION", value=Aws.REGION),
             ],
             volumes=volumes or None,
