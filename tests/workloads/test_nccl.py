@@ -231,7 +231,7 @@ def test_batch_node_script_runs_main_and_worker_through_the_shared_directory(tmp
 
     calls = tmp_path / "calls"
     bin_dir = _stubs(tmp_path, {
-        "hostname": 'echo "10.0.0.$NODE_IP"',
+        "hostname": 'echo "169.254.172.3 10.0.0.$NODE_IP "',  # hostname -I: ecs-eth0 first
         "ssh-keygen": f'echo "ssh-keygen $*" >>"{calls}"; '
         'case "$*" in *-f*) f="${@: -1}"; touch "$f" "$f.pub";; esac',
         "sshd": f'echo "sshd $*" >>"{calls}"',
