@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+
 from mlstack.catalog import get_instance
 from mlstack.config import BLUEPRINTS_DIR, load
 from mlstack.plan import build_plan, render
@@ -47,4 +49,5 @@ def test_batch_plan_names_the_ami_the_update_strategy_and_the_container_network(
     assert "mlstack acceptance batch-training --image" in text
     # the plan's constants are the construct's defaults
     assert batch.ALLOCATION_STRATEGY == "BEST_FIT_PROGRESSIVE"
-    assert batch.BatchMultiNodeTraining.__init__.__kwdefaults__["image_type"] == "ECS_AL2023_NVIDIA"
+    default = inspect.signature(batch.BatchMultiNodeTraining.__init__).parameters["image_type"].default
+    assert default == "ECS_AL2023_NVIDIA"

@@ -19,7 +19,7 @@ import yaml
 from mlstack.cli import main
 from mlstack.config import load
 from mlstack.errors import InputError
-from mlstack.workloads import nccl, nccl_k8s
+from mlstack.workloads import nccl, nccl_batch, nccl_k8s
 from tests.training.test_config import BASE
 
 DATA = Path(__file__).parent / "data"
@@ -309,3 +309,20 @@ def _stubs(tmp_path: Path, commands: dict[str, str]) -> Path:
         (bin_dir / name).write_text(f"#!/bin/bash\n{body}\n")
         (bin_dir / name).chmod(0o755)
     return bin_dir
+
+
+def test_hyperpod_eks_acceptance_spans_the_instance_count(capsys: pytest.CaptureFixture[str]) -> None:
+    config = load("hyperpod-eks-training")
+    (group,) = nccl.acceptance_groups(config)
+    assert main(["acceptance", "hyperpod-eks-training", "--image", "img:1"]) == 0
+    runtime, job = list(yaml.safe_load_all(capsys.readouterr().out))
+    assert job["spec"]["trainer"]["numNodes"] == runtime["spec"]["mlPolicy"]["numNodes"] == group.desired_size
+
+
+def test_batch_acceptance_without_fsx_names_the_missing_section(tmp_path: Path) -> None:
+    data = yaml.safe_load((ROOT / "blueprints" / "batch-training.yaml").read_text())
+    del data["training"]["fsx"]
+    path = tmp_path / "bp.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(InputError, match=r"shares its SSH key and node list through /fsx; add training.fsx"):
+        nccl_batch.render(load(path), "img:1")
