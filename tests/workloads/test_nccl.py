@@ -321,7 +321,7 @@ def test_hyperpod_eks_acceptance_spans_the_instance_count(capsys: pytest.Capture
 
 def test_batch_acceptance_without_fsx_names_the_missing_section(tmp_path: Path) -> None:
     data = yaml.safe_load((ROOT / "blueprints" / "batch-training.yaml").read_text())
-    del data["training"]["fsx"]
+    data["training"]["fsx"] = None
     path = tmp_path / "bp.yaml"
     path.write_text(yaml.safe_dump(data))
     with pytest.raises(InputError, match=r"shares its SSH key and node list through /fsx; add training.fsx"):
