@@ -11,7 +11,6 @@ and the job role come from the deployed TrainingClusterStack's outputs, read wit
 from __future__ import annotations
 
 import json
-import shlex
 from typing import Any
 
 from mlstack import resources
@@ -108,8 +107,7 @@ def render_group(config: BlueprintConfig, group: NodeGroupConfig, image: str) ->
     def output(key: str) -> str:
         query = f"Stacks[0].Outputs[?OutputKey=='{key}'].OutputValue"
         return (
-            f"aws cloudformation describe-stacks --region {region} --stack-name {stack} "
-            f"--query {shlex.quote(query)} --output text"
+            f'aws cloudformation describe-stacks --region {region} --stack-name {stack} --query "{query}" --output text'
         )
 
     return f"""#!/bin/bash

@@ -195,3 +195,22 @@ def test_the_user_data_is_mime_multipart_with_one_shell_part_per_step() -> None:
     payloads = [str(p.get_payload()) for p in message.get_payload() if isinstance(p, email.message.Message)]
     assert [p.splitlines()[0] for p in payloads] == ["#!/bin/bash", "#!/bin/bash"]
     assert "FSX_DNS_NAME=fs-1.fsx" in payloads[0] and "fi_info" in payloads[1]
+
+
+def test_the_acceptance_script_reads_outputs_and_names_the_stack_has(net: Network) -> None:
+    """`mlstack acceptance batch-training` runs against the deployed stack: every output it reads exists, the job
+    queue it submits to is the stack's, and its job definition differs from the training one."""
+    from mlstack.config import load
+    from mlstack.workloads import nccl_batch
+
+    config = load(BLUEPRINT)
+    (script,) = nccl_batch.render(config, "img:1").values()
+    template = net.templates[STACK]
+    for key in ("BatchJobLogGroup", "BatchJobRoleArn"):
+        assert f"OutputKey=='{key}'" in script and key in template["Outputs"]
+    queue = _resource(net, "AWS::Batch::JobQueue")["Properties"]["JobQueueName"]
+    assert f"--job-queue {queue} " in script
+    training = _resource(net, "AWS::Batch::JobDefinition")["Properties"]["JobDefinitionName"]
+    assert (
+        f"--job-definition {training}-" not in script and "--job-definition " + nccl_batch.stack_name(config) in script
+    )
