@@ -35,6 +35,9 @@ from mlstack.plan.training import (
 )
 
 STACK = "TrainingClusterStack"
+BATCH_IMAGE_TYPE = "ECS_AL2023_NVIDIA"
+ALLOCATION_STRATEGY = "BEST_FIT_PROGRESSIVE"
+"""What the Batch stack sets (mlstack.constructs.training.batch defaults; the plan imports no CDK)."""
 HYPERPOD_PRICE_SOURCE = (
     "SageMaker HyperPod ml.* rates (Amazon SageMaker pricing page, HyperPod tab) are not in mlstack's catalog; "
     "look them up for the region"
@@ -173,8 +176,18 @@ def _plan_batch(config: BlueprintConfig, training: TrainingConfig, plan: Plan) -
     efa = efa_interface_count(it.name)
     placement = "cluster placement group" if group.efa and group.uses_placement_group else "no placement group"
     plan.resources += [
-        Resource(STACK, "Batch compute environment", f"managed EC2 {it.name}, 0..{group.max_size} nodes, {placement}"),
-        Resource(STACK, "Launch template", f"{efa} EFA interfaces, IMDSv2, encrypted gp3 root"),
+        Resource(
+            STACK,
+            "Batch compute environment",
+            f"managed EC2 {it.name}, 0..{group.max_size} nodes, {placement}, {BATCH_IMAGE_TYPE} AMI, "
+            f"{ALLOCATION_STRATEGY} (takes launch-template updates)",
+        ),
+        Resource(STACK, "Launch template", f"{efa} EFA interfaces, IMDSv2 (hop limit 1), encrypted gp3 root"),
+        Resource(
+            STACK,
+            "Security group rules",
+            "VPC default group (the interface of every job container): TCP between containers, HTTPS out",
+        ),
         Resource(STACK, "Batch job queue", f"priority {settings.job_queue_priority}"),
         Resource(STACK, "Batch job definition", f"multinode, {nodes} nodes, torchrun, {efa} uverbs devices"),
         Resource(STACK, "Log group", f"job logs, {settings.log_retention_days} days, KMS"),
@@ -202,6 +215,8 @@ def _plan_batch(config: BlueprintConfig, training: TrainingConfig, plan: Plan) -
                 f"{group.name}: {it.name}, {efa} EFA per node, {nodes} nodes per job, capacity {group.capacity.type}",
                 f"a {nodes}-node job costs {job_cost} while it runs; instances run only while a job does "
                 "(minvCpus 0); AWS Batch itself has no charge",
+                f"first job: `mlstack acceptance {config.name} --image <nccl-tests image> | bash` runs nccl-tests "
+                "over the job's nodes; then `aws batch submit-job` with the training job definition",
             ],
         )
     )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from aws_cdk import CfnOutput
 from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
@@ -72,6 +73,7 @@ class BatchTrainingStack(MlStack):
             name=settings.name,
             subnet=subnet,
             efa=self.efa,
+            vpc_default_security_group_id=network.vpc.vpc_default_security_group,
             security_groups=[self.node_security_group],
             key=network.key,
             instance_type=group.instance_type,
@@ -89,3 +91,8 @@ class BatchTrainingStack(MlStack):
             queue_priority=settings.job_queue_priority,
             removal_policy=self.removal_policy,
         )
+        # What `mlstack acceptance` reads after the deploy to register its nccl-tests job definition beside the
+        # training one (the job queue's name is fixed: stack name and training.batch.name).
+        CfnOutput(self, "BatchJobLogGroup", value=self.batch.log_group.log_group_name)
+        CfnOutput(self, "BatchJobRoleArn", value=self.batch.job_role.role_arn)
+        CfnOutput(self, "BatchJobQueue", value=self.batch.job_queue.ref)

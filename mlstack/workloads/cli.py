@@ -1,5 +1,5 @@
-"""`mlstack acceptance` (render the nccl-tests job), `mlstack nccl-check` (read its log) and
-`mlstack deepspeed-config` (the ZeRO config the training job gets)."""
+"""`mlstack acceptance` (render what the blueprint's engine runs for nccl-tests), `mlstack nccl-check` (read its
+log, in any engine's shape) and `mlstack deepspeed-config` (the ZeRO config the training job gets)."""
 
 from __future__ import annotations
 
@@ -12,19 +12,33 @@ from typing import Any
 import yaml
 
 from mlstack import config as blueprint_config
+from mlstack.config.training_engines import EKS_ENGINES
 from mlstack.errors import InputError
-from mlstack.workloads import nccl
+from mlstack.workloads import nccl, nccl_batch, nccl_k8s, nccl_slurm
 from mlstack.workloads.deepspeed_config import deepspeed_config
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("acceptance", help="nccl-tests all-reduce job per EFA GPU node group (kubectl apply -f -)")
+    p = sub.add_parser(
+        "acceptance",
+        help="nccl-tests all-reduce over every EFA GPU node: a Kubeflow job (EKS, HyperPod-EKS; kubectl apply -f -), "
+        "an sbatch script (HyperPod Slurm) or a Batch register-and-submit script (AWS Batch)",
+    )
     p.add_argument("blueprint", help="name or path of a training blueprint")
-    p.add_argument("--image", default=nccl.IMAGE_PLACEHOLDER, help="nccl-tests image (runtime/containers/)")
+    p.add_argument(
+        "--image",
+        default=nccl.IMAGE_PLACEHOLDER,
+        help="nccl-tests image built from runtime/containers/nccl-tests.Dockerfile (EKS engines and batch)",
+    )
     p.set_defaults(handler=cmd_acceptance)
 
     p = sub.add_parser("nccl-check", help="read all_reduce_perf output: PASS/FAIL against the expectation")
-    p.add_argument("log", nargs="?", default="-", help="file with the launcher's log (default: stdin)")
+    p.add_argument(
+        "log",
+        nargs="?",
+        default="-",
+        help="the log (default: stdin): Slurm output, kubectl logs, aws logs tail or get-log-events JSON",
+    )
     p.add_argument("--instance-type", required=True, help="the node group's instance type, e.g. p5.48xlarge")
     p.add_argument("--expect-gbytes", type=float, default=None, help="minimum busbw, GB/s, at the largest size")
     p.set_defaults(handler=cmd_nccl_check)
@@ -36,13 +50,26 @@ def register(sub: Any) -> None:
 
 def cmd_acceptance(args: argparse.Namespace) -> int:
     config = blueprint_config.load(args.blueprint)
-    docs = nccl.render_acceptance(config, args.image)
-    if not docs:
+    if not nccl.acceptance_groups(config):
         raise InputError(
-            f"blueprint {config.name!r} has no GPU node group with EFA and max_size >= {nccl.MIN_NODES}: "
+            f"blueprint {config.name!r} has no GPU node group with EFA and >= {nccl.MIN_NODES} nodes: "
             "nothing for nccl-tests to check across nodes"
         )
-    sys.stdout.write(yaml.safe_dump_all(docs, sort_keys=False, default_flow_style=False))
+    assert config.training is not None
+    engine = config.training.engine
+    if engine != "hyperpod-slurm" and args.image == nccl.IMAGE_PLACEHOLDER:
+        raise InputError(
+            f"--image: engine {engine} runs the nccl-tests image you push; build "
+            "runtime/containers/nccl-tests.Dockerfile, push it to ECR and pass its URI"
+        )
+    if engine in EKS_ENGINES:
+        sys.stdout.write(yaml.safe_dump_all(nccl_k8s.render(config, args.image), sort_keys=False))
+        return 0
+    scripts = nccl_slurm.render(config) if engine == "hyperpod-slurm" else nccl_batch.render(config, args.image)
+    for i, (name, text) in enumerate(scripts.items()):
+        if len(scripts) > 1:
+            sys.stdout.write(("\n" if i else "") + f"# ===== {name} =====\n")
+        sys.stdout.write(text)
     return 0
 
 

@@ -1,9 +1,14 @@
-"""EFA acceptance test: an nccl-tests all-reduce job per EFA GPU node group, and a parser of its output.
+"""EFA acceptance test: what each engine runs (nccl-tests `all_reduce_perf` over every GPU of every node), and
+the parser of its output.
 
-`render_acceptance(config)` gives, for each GPU node group with EFA and room for 2+ nodes, a Kubeflow Trainer v2
-`TrainingRuntime` (MPI policy: a launcher runs `mpirun`, every node runs sshd) and a `TrainJob` that runs
-`all_reduce_perf` from NVIDIA's nccl-tests across `nodes` nodes, one process per GPU, with NCCL_DEBUG=INFO so the
-log shows which network plugin NCCL chose. `parse(text)` reads that log; `verdict()` says pass or fail:
+`mlstack acceptance` renders, per GPU node group with EFA and room for 2+ nodes, what the blueprint's engine runs:
+a Kubeflow Trainer MPI job on EKS and HyperPod-EKS (`nccl_k8s`), an `sbatch` script on HyperPod Slurm
+(`nccl_slurm`), and a multi-node job definition with its `aws batch submit-job` on AWS Batch (`nccl_batch`). Each
+runs with NCCL_DEBUG=INFO so the log shows which network plugin NCCL chose.
+
+`parse(text)` reads the log as each engine hands it over: Slurm's output file, CloudWatch Logs (the JSON of
+`aws logs get-log-events` / `filter-log-events`, or `aws logs tail` lines), `kubectl logs` (with or without
+`--prefix`), or Open MPI's `--tag-output` lines. `verdict()` says pass or fail:
  - fail when nccl-tests counted wrong values (-c 1 validates every result) or reports out-of-bounds values;
  - fail when the log shows NCCL did not use the aws-ofi-nccl plugin over EFA (it falls back to TCP sockets);
  - fail when the bus bandwidth of the largest message is below the expectation, when one is known or given.
@@ -13,21 +18,21 @@ Neuron node groups are not rendered: nccl-tests is CUDA-only (Trainium's equival
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
-from typing import Any
 
-from mlstack.catalog import efa_layout
 from mlstack.config import BlueprintConfig
 from mlstack.config.training import NodeGroupConfig
 from mlstack.errors import InputError
-from mlstack.k8s.job import HUGEPAGES_2MI
-from mlstack.k8s.kube import EFA_TAINT, LABEL_PREFIX, accelerator_resource, accelerator_taint_key
 
 IMAGE_PLACEHOLDER = "SET-efa-acceptance-image"
 """Built from runtime/containers/nccl-tests.Dockerfile and pushed to the account's ECR."""
-SSH_PATH = "/home/mpiuser/.ssh"
 MIN_NODES = 2
+NCCL_TESTS_VERSION = "v2.16.4"
+"""The NVIDIA/nccl-tests tag every engine builds (the Dockerfile's NCCL_TESTS_VERSION, the Slurm script's)."""
+ALL_REDUCE_ARGS = ("-b", "8", "-e", "8G", "-f", "2", "-g", "1", "-c", "1", "-n", "20")
+"""8 B to 8 GiB, doubling; one GPU per process; validate every result (-c 1); 20 timed iterations."""
 
 EXPECTED_BUSBW_GBYTES: dict[str, tuple[float, str]] = {}
 """Instance type -> (all_reduce_perf bus bandwidth in GB/s at the largest size, 2 nodes, public source).
@@ -46,6 +51,12 @@ _AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(?P<avg>[\d.]+)", re.MULTILINE)
 _OOB = re.compile(r"^#\s*Out of bounds values\s*:\s*(?P<n>\d+)\s+(?P<status>\w+)", re.MULTILINE)
 _OFI = re.compile(r"NET/OFI Selected provider is (?P<provider>\S+?),?\s", re.IGNORECASE)
 _SOCKET = re.compile(r"NET/Socket|Using network Socket", re.IGNORECASE)
+_PREFIXES = (
+    re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?\s+\S+\s"),  # aws logs tail
+    re.compile(r"^\[pod/[^\]]+\]\s?"),  # kubectl logs --prefix
+    re.compile(r"^\[\d+,\d+\]<std(?:out|err)>:\s?"),  # mpirun --tag-output
+    re.compile(r"^\s*\d+:\s"),  # srun --label
+)
 
 
 @dataclass(frozen=True)
@@ -89,8 +100,28 @@ class Verdict:
         return f"{head}: " + "; ".join(parts) + "".join(f"\n  - {r}" for r in self.reasons)
 
 
+def log_text(raw: str) -> str:
+    """The plain output lines of a log in any shape the engines hand it over (see the module docstring)."""
+    stripped = raw.lstrip()
+    if stripped.startswith("{"):
+        try:
+            document = json.loads(stripped)
+        except json.JSONDecodeError:
+            document = None
+        if isinstance(document, dict) and isinstance(document.get("events"), list):
+            events = sorted(document["events"], key=lambda e: (e.get("timestamp", 0), e.get("eventId", "")))
+            raw = "\n".join(str(e.get("message", "")).rstrip("\n") for e in events)
+    lines = []
+    for line in raw.splitlines():
+        for prefix in _PREFIXES:
+            line = prefix.sub("", line, count=1)
+        lines.append(line)
+    return "\n".join(lines)
+
+
 def parse(text: str) -> NcclResult:
-    """Read all_reduce_perf output (the launcher's log). Raises InputError when it holds no result row."""
+    """Read all_reduce_perf output in any engine's log shape. Raises InputError when it holds no result row."""
+    text = log_text(text)
     rows = []
     for line in text.splitlines():
         m = _ROW.match(line)
@@ -136,83 +167,16 @@ def verdict(result: NcclResult, *, instance_type: str, expected_gbytes: float | 
     return Verdict(not reasons, largest.busbw, expected_gbytes, line_rate, tuple(reasons))
 
 
-def _group_docs(config: BlueprintConfig, group: NodeGroupConfig, image: str) -> list[dict[str, Any]]:
+def acceptance_nodes(config: BlueprintConfig, group: NodeGroupConfig) -> int:
+    """How many nodes of `group` the acceptance run spans: HyperPod runs `desired_size` instances; Batch starts
+    the job's node count (`training.job.nodes`, default `max_size`); EKS scales the group up to `max_size`."""
     assert config.training is not None
-    it = group.instance
-    assert it.accelerator is not None
-    gpus = it.accelerator.count
-    nodes = group.max_size
-    name = f"nccl-tests-{group.name}"
-    namespace = config.training.job.namespace
-    resources: dict[str, str | int] = {
-        str(accelerator_resource(it)): gpus,
-        "vpc.amazonaws.com/efa": sum(1 for nic in efa_layout(it.name) if nic.is_efa),
-        "hugepages-2Mi": HUGEPAGES_2MI,
-        "memory": f"{int(it.memory_gib * 0.8)}Gi",
-        "cpu": str(max(1, int(it.vcpus * 0.9))),
-    }
-    taints = [k for k in (accelerator_taint_key(it), EFA_TAINT) if k]
-    mpirun = [
-        "mpirun", "--allow-run-as-root", "-np", str(nodes * gpus), "-npernode", str(gpus), "--bind-to", "none",
-        "-x", "PATH", "-x", "LD_LIBRARY_PATH", "-x", "NCCL_DEBUG=INFO",
-        "/opt/nccl-tests/build/all_reduce_perf", "-b", "8", "-e", "8G", "-f", "2", "-g", "1", "-c", "1", "-n", "20",
-    ]  # fmt: skip
-    node_pod = {
-        "nodeSelector": {f"{LABEL_PREFIX}/node-group": group.name},
-        "tolerations": [{"key": k, "operator": "Exists", "effect": "NoSchedule"} for k in taints],
-        "volumes": [{"name": "shm", "emptyDir": {"medium": "Memory"}}],
-        "containers": [
-            {
-                "name": "node",
-                "image": image,
-                "command": ["/usr/sbin/sshd", "-De"],
-                "resources": {"requests": dict(resources), "limits": dict(resources)},
-                "volumeMounts": [{"name": "shm", "mountPath": "/dev/shm"}],
-            }
-        ],
-    }
-    launcher_pod = {
-        "containers": [
-            {
-                "name": "node",
-                "image": image,
-                "command": mpirun,
-                "resources": {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"cpu": "1", "memory": "2Gi"}},
-            }
-        ]
-    }
-
-    def replicated(job: str, pod: dict[str, Any]) -> dict[str, Any]:
-        meta = {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}} if job == "node" else {}
-        return {"name": job, "template": {"metadata": meta, "spec": {"template": {"spec": pod}}}}
-
-    runtime = {
-        "apiVersion": "trainer.kubeflow.org/v1alpha1",
-        "kind": "TrainingRuntime",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "mlPolicy": {
-                "numNodes": nodes,
-                "mpi": {"numProcPerNode": gpus, "mpiImplementation": "OpenMPI", "sshAuthMountPath": SSH_PATH},
-            },
-            "template": {
-                "spec": {
-                    "successPolicy": {"operator": "All", "targetReplicatedJobs": ["launcher"]},
-                    "replicatedJobs": [replicated("launcher", launcher_pod), replicated("node", node_pod)],
-                }
-            },
-        },
-    }
-    job = {
-        "apiVersion": "trainer.kubeflow.org/v1alpha1",
-        "kind": "TrainJob",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "runtimeRef": {"apiGroup": "trainer.kubeflow.org", "kind": "TrainingRuntime", "name": name},
-            "trainer": {"numNodes": nodes},
-        },
-    }
-    return [runtime, job]
+    engine = config.training.engine
+    if engine in ("hyperpod-slurm", "hyperpod-eks"):
+        return group.desired_size
+    if engine == "batch":
+        return config.training.job.nodes or group.max_size
+    return group.max_size
 
 
 def acceptance_groups(config: BlueprintConfig) -> list[NodeGroupConfig]:
@@ -222,10 +186,7 @@ def acceptance_groups(config: BlueprintConfig) -> list[NodeGroupConfig]:
     return [
         g
         for g in config.training.efa_groups
-        if g.instance.accelerator is not None and g.instance.accelerator.kind == "gpu" and g.max_size >= MIN_NODES
+        if g.instance.accelerator is not None
+        and g.instance.accelerator.kind == "gpu"
+        and acceptance_nodes(config, g) >= MIN_NODES
     ]
-
-
-def render_acceptance(config: BlueprintConfig, image: str = IMAGE_PLACEHOLDER) -> list[dict[str, Any]]:
-    """TrainingRuntime + TrainJob per acceptance group (empty when the blueprint has none)."""
-    return [doc for g in acceptance_groups(config) for doc in _group_docs(config, g, image)]

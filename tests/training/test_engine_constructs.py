@@ -34,11 +34,12 @@ def test_batch_devices_and_interfaces_follow_the_one_efa_count(instance_type: st
         name="t",
         subnet=subnet,
         efa=efa,
+        vpc_default_security_group_id=vpc.vpc_default_security_group,
         key=key,
         instance_type=instance_type,
         max_nodes=2,
         image="example.com/train:1",
-        image_type="ECS_AL2023" if instance_type.startswith("trn") else "ECS_AL2_NVIDIA",
+        image_type="ECS_AL2023" if instance_type.startswith("trn") else "ECS_AL2023_NVIDIA",
     )
     template = Template.from_stack(stack).to_json()
     res = template["Resources"]
@@ -62,6 +63,7 @@ def test_batch_capacity_block_has_no_placement_group_and_targets_the_block() -> 
         name="t",
         subnet=subnet,
         efa=efa,
+        vpc_default_security_group_id=vpc.vpc_default_security_group,
         key=key,
         instance_type="p5.48xlarge",
         max_nodes=2,
@@ -90,6 +92,7 @@ def test_batch_rejects_a_placement_group_with_a_reservation() -> None:
             name="t",
             subnet=subnet,
             efa=efa,
+            vpc_default_security_group_id=vpc.vpc_default_security_group,
             key=key,
             instance_type="p5.48xlarge",
             max_nodes=2,

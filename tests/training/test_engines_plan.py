@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+
 from mlstack.catalog import get_instance
 from mlstack.config import BLUEPRINTS_DIR, load
 from mlstack.plan import build_plan, render
@@ -35,3 +37,17 @@ def test_batch_plan_costs_nothing_idle_and_prices_a_job() -> None:
     assert "multinode, 2 nodes, torchrun, 32 uverbs devices" in text
     (quota,) = [q for q in plan.quotas if q.code == "L-417A185B"]
     assert quota.needed == 2 * 192
+
+
+def test_batch_plan_names_the_ami_the_update_strategy_and_the_container_network() -> None:
+    from mlstack.constructs.training import batch
+
+    plan = build_plan(load(BLUEPRINTS_DIR / "batch-training.yaml"))
+    text = render(plan)
+    assert "ECS_AL2023_NVIDIA AMI, BEST_FIT_PROGRESSIVE (takes launch-template updates)" in text
+    assert "VPC default group (the interface of every job container): TCP between containers, HTTPS out" in text
+    assert "mlstack acceptance batch-training --image" in text
+    # the plan's constants are the construct's defaults
+    assert batch.ALLOCATION_STRATEGY == "BEST_FIT_PROGRESSIVE"
+    default = inspect.signature(batch.BatchMultiNodeTraining.__init__).parameters["image_type"].default
+    assert default == "ECS_AL2023_NVIDIA"

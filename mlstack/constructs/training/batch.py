@@ -5,6 +5,15 @@ instances from a launch template with every EFA the catalog lays out, in a clust
 reservation fixes placement; a job queue; a `multinode` job definition that runs `torchrun` on every node with one
 `/dev/infiniband/uverbsN` device per EFA, FSx for Lustre at /fsx, logs in a KMS-encrypted log group.
 
+Two networks per node. The host's interfaces (the launch template's, with the EFA group and `security_groups`)
+carry EFA, Lustre and the ECS agent. Each multi-node container gets an interface of its own (`awsvpc` mode) with
+the compute environment's security groups, or the VPC's default group when it names none (AWS Batch User Guide,
+"Compute environment considerations for MNP", docs.aws.amazon.com/batch/latest/userguide/mnp-ce.html);
+and Batch accepts either compute-environment groups or launch-template interfaces, never both ("Either compute
+environment Security Groups or Network Interfaces in Launch template are exclusively allowed", aws/aws-cdk#21577).
+EFA needs the interfaces, so the containers get the default group: `vpc_default_security_group_id`, to which this
+construct adds what a job needs (node to node TCP: torchrun rendezvous, NCCL bootstrap, ssh for MPI; HTTPS out).
+
 Usable from any CDK app (no blueprint needed)::
 
     efa = EfaNetworking(stack, "Efa", vpc=vpc, subnet=subnet)
@@ -17,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
-from aws_cdk import Acknowledgment, Aws, Fn, RemovalPolicy, Stack, Validations
+from aws_cdk import Acknowledgment, Aws, RemovalPolicy, Stack, Validations
 from aws_cdk import aws_batch as batch
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
@@ -27,11 +36,19 @@ from constructs import Construct
 
 from mlstack.catalog import efa_interface_count, get_instance
 from mlstack.constructs.removal import RETAINED
+from mlstack.constructs.training.batch_user_data import user_data
 from mlstack.constructs.training.efa import EfaNetworking
 
 FSX_PATH = "/fsx"
 TORCHRUN_PORT = 29500
-_BOUNDARY = "==MLSTACK-BATCH=="
+NCCL_SOCKET_IFNAME = "^lo,docker,ecs"
+"""Every interface of an awsvpc container but loopback, Docker's and the ECS agent's link-local `ecs-eth0`."""
+ImageType = Literal["ECS_AL2023_NVIDIA", "ECS_AL2023", "ECS_AL2_NVIDIA", "ECS_AL2"]
+ALLOCATION_STRATEGY = "BEST_FIT_PROGRESSIVE"
+"""Batch applies a launch-template, AMI or user-data change to a running compute environment ("infrastructure
+update") only with BEST_FIT_PROGRESSIVE or a Spot strategy; with BEST_FIT such an update fails and the stack update
+rolls back (AWS Batch User Guide, "Update a compute environment", updating-compute-environments.html). Multi-node
+jobs cannot use Spot, and with one instance type BEST_FIT_PROGRESSIVE picks exactly what BEST_FIT picks."""
 
 
 def uverbs_devices(instance_type: str) -> list[batch.CfnJobDefinition.DeviceProperty]:
@@ -64,13 +81,16 @@ class BatchMultiNodeTraining(Construct):
     Props (keyword):
     - `name`: suffix of the queue and job definition names.
     - `subnet`, `efa`: the one subnet and the EFA networking (security group, placement group or None).
+    - `vpc_default_security_group_id`: the VPC's default group, the group of every container's interface (see the
+      module docstring); this construct adds node-to-node TCP and HTTPS out to it.
     - `security_groups`: more groups on every interface, e.g. one with outbound access (default none).
     - `key`: encrypts the root volume and the log group.
     - `instance_type`: EC2 name; `max_nodes`: compute environment ceiling (max vCPUs = nodes x vCPUs).
     - `nodes`: nodes per job (default `max_nodes`); `image`, `script`: the container and torchrun entry point.
     - `capacity_reservation_id`, `capacity_block`: launch into an ODCR or a Capacity Block (default on-demand).
     - `fsx_dns_name`, `fsx_mount_name`: FSx for Lustre mounted at /fsx on the host and in the container.
-    - `image_type`: Batch ECS AMI type (default `ECS_AL2_NVIDIA`, the GPU AMI).
+    - `image_type`: Batch ECS AMI type (default `ECS_AL2023_NVIDIA`, the Amazon Linux 2023 GPU AMI; Amazon Linux 2
+      is past its end of support).
     - `root_volume_gib` (default 200), `shared_memory_mib` (default 49152), `log_retention` (default 90 days),
       `queue_priority` (default 1), `removal_policy` of the log group (default `RETAINED`).
     """
@@ -83,6 +103,7 @@ class BatchMultiNodeTraining(Construct):
         name: str,
         subnet: ec2.ISubnet,
         efa: EfaNetworking,
+        vpc_default_security_group_id: str,
         key: kms.IKey,
         instance_type: str,
         max_nodes: int,
@@ -94,7 +115,7 @@ class BatchMultiNodeTraining(Construct):
         capacity_block: bool = False,
         fsx_dns_name: str | None = None,
         fsx_mount_name: str | None = None,
-        image_type: Literal["ECS_AL2_NVIDIA", "ECS_AL2", "ECS_AL2023"] = "ECS_AL2_NVIDIA",
+        image_type: ImageType = "ECS_AL2023_NVIDIA",
         root_volume_gib: int = 200,
         shared_memory_mib: int = 49152,
         log_retention: logs.RetentionDays = logs.RetentionDays.THREE_MONTHS,
@@ -109,6 +130,7 @@ class BatchMultiNodeTraining(Construct):
         it = get_instance(instance_type)
         self.instance_type = it.name
         self.nodes = nodes or max_nodes
+        self.task_security_group = self._task_security_group(vpc_default_security_group_id)
 
         self.instance_role = iam.Role(
             self,
@@ -146,8 +168,11 @@ class BatchMultiNodeTraining(Construct):
             "LaunchTemplate",
             launch_template_data=ec2.CfnLaunchTemplate.LaunchTemplateDataProperty(
                 network_interfaces=interfaces,
+                # Hop limit 1: only the host reads IMDS (user data, and the ECS agent, which runs in the host's
+                # network namespace); containers get the job role from the ECS agent's credential endpoint, and
+                # host_setup.sh sets ECS_AWSVPC_BLOCK_IMDS for the awsvpc containers, which a hop limit cannot stop.
                 metadata_options=ec2.CfnLaunchTemplate.MetadataOptionsProperty(
-                    http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=2
+                    http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=1
                 ),
                 block_device_mappings=[
                     ec2.CfnLaunchTemplate.BlockDeviceMappingProperty(
@@ -161,20 +186,23 @@ class BatchMultiNodeTraining(Construct):
                         ),
                     )
                 ],
-                user_data=_user_data(fsx_dns_name, fsx_mount_name),
+                user_data=user_data(fsx_path=FSX_PATH, fsx_dns_name=fsx_dns_name, fsx_mount_name=fsx_mount_name),
                 capacity_reservation_specification=reservation,
                 instance_market_options=market,
             ),
         )
+        # Construct id "Compute" (was "ComputeEnvironment" with BEST_FIT): a compute environment cannot change its
+        # strategy from BEST_FIT in place, so a stack deployed before gets a new one; CloudFormation moves the
+        # queue to it and deletes the old one.
         self.compute_environment = batch.CfnComputeEnvironment(
             self,
-            "ComputeEnvironment",
+            "Compute",
             type="MANAGED",
             state="ENABLED",
             replace_compute_environment=False,
             compute_resources=batch.CfnComputeEnvironment.ComputeResourcesProperty(
                 type="EC2",
-                allocation_strategy="BEST_FIT",
+                allocation_strategy=ALLOCATION_STRATEGY,
                 minv_cpus=0,
                 maxv_cpus=max_nodes * it.vcpus,
                 instance_types=[it.name],
@@ -227,6 +255,26 @@ class BatchMultiNodeTraining(Construct):
             retry_strategy=batch.CfnJobDefinition.RetryStrategyProperty(attempts=1),
         )
 
+    def _task_security_group(self, group_id: str) -> ec2.ISecurityGroup:
+        """The VPC's default group, which every container's interface gets, with what a multi-node job needs.
+
+        TCP only, and not the default group's own all-traffic self rule: the network stack's restriction of the
+        default group revokes exactly that rule, so a rule of the same shape here could be taken away again.
+        DNS (the VPC resolver) and the ECS credential endpoint need no rule: security groups do not filter
+        traffic to the Amazon DNS server (Amazon VPC User Guide, "Security group rules"), and the credential
+        endpoint is reached through the host. Lustre needs none either: the host mounts /fsx and the container
+        bind-mounts it, so Lustre traffic uses the host's interfaces.
+        """
+        group = ec2.SecurityGroup.from_security_group_id(
+            self, "TaskSecurityGroup", group_id, allow_all_outbound=False, mutable=True
+        )
+        group.add_ingress_rule(group, ec2.Port.all_tcp(), "multi-node job containers: rendezvous, NCCL bootstrap, ssh")
+        group.add_egress_rule(group, ec2.Port.all_tcp(), "multi-node job containers: to the other nodes of the job")
+        group.add_egress_rule(
+            ec2.Peer.any_ipv4(), ec2.Port.tcp(443), "multi-node job containers: HTTPS to VPC endpoints, S3, NAT"
+        )
+        return group
+
     def _container(
         self, image: str, script: str, shared_memory_mib: int, fsx_dns_name: str | None
     ) -> batch.CfnJobDefinition.ContainerPropertiesProperty:
@@ -261,10 +309,16 @@ class BatchMultiNodeTraining(Construct):
                 batch.CfnJobDefinition.UlimitProperty(name="stack", soft_limit=67108864, hard_limit=67108864),
                 batch.CfnJobDefinition.UlimitProperty(name="nofile", soft_limit=1024000, hard_limit=1024000),
             ],
+            # Only what aws-ofi-nccl's doc/efa-env-var.md still recommends for current plugin versions: no
+            # FI_PROVIDER (plugin <= 1.5 only) and no FI_EFA_USE_DEVICE_RDMA (aborts on GPUs without RDMA read,
+            # aws/aws-ofi-nccl#981). AWS_REGION: the containers cannot ask IMDS (host_setup.sh blocks it).
+            # NCCL_SOCKET_IFNAME: an awsvpc container has its ENI (ethN) and `ecs-eth0`, a link-local interface to
+            # the ECS credential endpoint (169.254.172.0/22, aws/amazon-ecs-agent#1230), which NCCL's default
+            # choice (any interface but lo and docker*) may pick for its bootstrap; other nodes cannot reach it.
             environment=[
-                batch.CfnJobDefinition.EnvironmentProperty(name="FI_PROVIDER", value="efa"),
-                batch.CfnJobDefinition.EnvironmentProperty(name="FI_EFA_USE_DEVICE_RDMA", value="1"),
                 batch.CfnJobDefinition.EnvironmentProperty(name="NCCL_DEBUG", value="WARN"),
+                batch.CfnJobDefinition.EnvironmentProperty(name="NCCL_SOCKET_IFNAME", value=NCCL_SOCKET_IFNAME),
+                batch.CfnJobDefinition.EnvironmentProperty(name="AWS_REGION", value=Aws.REGION),
             ],
             volumes=volumes or None,
             mount_points=mounts or None,
@@ -279,36 +333,3 @@ class BatchMultiNodeTraining(Construct):
             privileged=False,
             readonly_root_filesystem=False,
         )
-
-
-def _user_data(fsx_dns_name: str | None, fsx_mount_name: str | None) -> str:
-    """MIME multi-part user data (Batch merges it with its own): install the EFA software (the ECS GPU AMI has the
-    NVIDIA driver but not the EFA driver) and mount FSx for Lustre at /fsx before the ECS agent starts jobs."""
-    lines = [
-        "MIME-Version: 1.0",
-        f'Content-Type: multipart/mixed; boundary="{_BOUNDARY}"',
-        "",
-        f"--{_BOUNDARY}",
-        'Content-Type: text/x-shellscript; charset="us-ascii"',
-        "",
-        "#!/bin/bash",
-        "set -euo pipefail",
-        "cd /tmp",
-        "curl -fsSLO https://efa-installer.amazonaws.com/aws-efa-installer-latest.tar.gz",
-        "tar -xf aws-efa-installer-latest.tar.gz",
-        "(cd aws-efa-installer && ./efa_installer.sh -y)",
-    ]
-    parts: list[str] = ["\n".join(lines) + "\n"]
-    if fsx_dns_name is not None and fsx_mount_name is not None:
-        parts += [
-            "amazon-linux-extras install -y lustre || dnf install -y lustre-client\n",
-            f"mkdir -p {FSX_PATH}\n",
-            "echo '",
-            fsx_dns_name,
-            "@tcp:/",
-            fsx_mount_name,
-            f" {FSX_PATH} lustre defaults,_netdev,flock,noatime 0 0' >> /etc/fstab\n",
-            f"mount {FSX_PATH}\n",
-        ]
-    parts.append(f"--{_BOUNDARY}--\n")
-    return Fn.base64(Fn.join("", parts))

@@ -1,0 +1,39 @@
+"""User data of the AWS Batch container instances: MIME multi-part (Batch merges it with its own part), one
+shell part per step, so a failure in one step cannot skip another (cloud-init runs every part).
+
+1. `runtime/batch/mount_fsx.sh`: FSx for Lustre at /fsx, with retries (only when the blueprint has FSx).
+2. `runtime/batch/host_setup.sh`: the ECS agent's IMDS block for awsvpc containers, and the EFA software only
+   where the AMI lacks it (`fi_info -p efa`).
+"""
+
+from __future__ import annotations
+
+from aws_cdk import Fn
+
+from mlstack import resources
+
+BOUNDARY = "==MLSTACK-BATCH=="
+SCRIPTS_DIR = resources.runtime_path("batch")
+MOUNT_FSX = SCRIPTS_DIR / "mount_fsx.sh"
+HOST_SETUP = SCRIPTS_DIR / "host_setup.sh"
+
+
+def _part(header_lines: list[str], script: str) -> list[str]:
+    return [
+        f"--{BOUNDARY}\n",
+        'Content-Type: text/x-shellscript; charset="us-ascii"\n\n',
+        "#!/bin/bash\n",
+        *header_lines,
+        script if script.endswith("\n") else script + "\n",
+    ]
+
+
+def user_data(*, fsx_path: str, fsx_dns_name: str | None, fsx_mount_name: str | None) -> str:
+    """Base64 MIME multi-part user data; `fsx_dns_name`/`fsx_mount_name` may be tokens (None: no FSx part)."""
+    parts: list[str] = ["MIME-Version: 1.0\n", f'Content-Type: multipart/mixed; boundary="{BOUNDARY}"\n\n']
+    if fsx_dns_name is not None and fsx_mount_name is not None:
+        header = ["FSX_DNS_NAME=", fsx_dns_name, "\nFSX_MOUNT_NAME=", fsx_mount_name, f"\nFSX_PATH={fsx_path}\n"]
+        parts += _part(header, MOUNT_FSX.read_text(encoding="utf-8"))
+    parts += _part([], HOST_SETUP.read_text(encoding="utf-8"))
+    parts.append(f"--{BOUNDARY}--\n")
+    return Fn.base64(Fn.join("", parts))
