@@ -13,7 +13,6 @@ from mlstack.config import BlueprintConfig
 from mlstack.config.training import TrainingConfig
 from mlstack.config.training_engines import HYPERPOD_ENGINES, BatchConfig, HyperPodConfig
 from mlstack.constructs.training.versions import HYPERPOD_CHART_INSTALL
-from mlstack.k8s.job import render_job_yaml
 from mlstack.plan.model import HOURS_PER_MONTH, Cost, Plan, Quota, Resource
 from mlstack.plan.training import (
     ADMIN_HOST_TYPE,
@@ -24,6 +23,7 @@ from mlstack.plan.training import (
     ON_DEMAND_QUOTAS,
     access_path,
     cluster_name,
+    job_sections,
     memory_warnings,
     quota_family,
 )
@@ -141,7 +141,7 @@ def _plan_eks_control_plane(config: BlueprintConfig, training: TrainingConfig, p
     if not hyperpod.eks_dependencies_installed:
         steps.append("then set training.hyperpod.eks_dependencies_installed: true and deploy again")
     sections.append(("HyperPod on EKS: before the nodes join", steps))
-    sections.append(("Job manifest (kubectl apply -f -)", render_job_yaml(config).rstrip().splitlines()))
+    sections += job_sections(config)
     plan.warnings.append(
         f"Kubernetes {cluster.kubernetes_version}: check that SageMaker HyperPod supports it (SageMaker HyperPod docs, "
         "'Getting started with Amazon EKS support in SageMaker HyperPod' lists the versions)"
