@@ -10,7 +10,7 @@ the context, and so the image tag (a hash of it), changes only when those files 
 from __future__ import annotations
 
 from mlstack.config import BlueprintConfig
-from mlstack.config.training import TrainingConfig
+from mlstack.config.training import SHIPPED_SCRIPT, TrainingConfig
 from mlstack.config.training_engines import EKS_ENGINES
 
 TRAIN_DOCKERFILE = "containers/train.Dockerfile"
@@ -71,7 +71,11 @@ def image_rows(config: BlueprintConfig) -> list[str]:
         ]
     else:
         rows = [f"image: {job.image} (training.job.image, not built by the deploy)"]
-    rows.append(f"script: {job.script}")
+    if job.script == SHIPPED_SCRIPT:
+        rows.append(f"script: {job.script} (the reference script, in the image)")
+    else:
+        where = "on FSx: copy it there before the job starts" if job.script.startswith("/fsx/") else "in the image"
+        rows.append(f"script: {job.script} (yours, {where}; no mlstack flags are passed)")
     return rows
 
 

@@ -10,7 +10,7 @@ import yaml
 
 from mlstack.config import load
 from mlstack.k8s.image import BUILT_IMAGE
-from mlstack.k8s.job import LEGACY_ENV, render_job, render_job_yaml
+from mlstack.k8s.job import LEGACY_ENV, render_job
 from mlstack.plan import build_plan, render
 from tests.training.test_config import BASE
 
@@ -132,10 +132,19 @@ def test_job_without_an_image_runs_the_image_the_deploy_builds_and_the_plan_says
     rows = dict(plan.details["sections"])["Job image"]
     assert rows[0].startswith("image: built by `cdk deploy` from runtime/containers/train.Dockerfile")
     assert "cdk-hnb659fds-container-assets-<account>-<region>" in rows[1] and "TrainingImageUri" in rows[1]
-    assert rows[2] == "script: /opt/mlstack/runtime/workloads/train.py"
+    assert rows[2] == "script: /opt/mlstack/runtime/workloads/train.py (the reference script, in the image)"
     start = dict(plan.details["sections"])["First job"]
     assert start[1] == (
         "kubectl -n training get configmap mlstack-job -o jsonpath='{.data.job\\.yaml}' | kubectl apply -f -"
+    )
+
+
+def test_plan_says_trainium_runs_your_script_from_fsx_in_your_image() -> None:
+    rows = dict(build_plan(load("eks-trn1-training")).details["sections"])["Job image"]
+    assert rows[0].startswith("image: 763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training-neuronx:")
+    assert (
+        rows[1] == "script: /fsx/code/train.py (yours, on FSx: copy it there before the job starts; "
+        "no mlstack flags are passed)"
     )
 
 
@@ -143,7 +152,10 @@ def test_plan_names_the_blueprints_own_image(tmp_path: Path) -> None:
     data = copy.deepcopy(BASE)
     data["training"]["job"] = {"image": "111122223333.dkr.ecr.us-east-1.amazonaws.com/mine:1"}
     rows = dict(build_plan(_load(tmp_path, data)).details["sections"])["Job image"]
-    assert rows[0] == "image: 111122223333.dkr.ecr.us-east-1.amazonaws.com/mine:1 (training.job.image, not built by the deploy)"
+    assert (
+        rows[0]
+        == "image: 111122223333.dkr.ecr.us-east-1.amazonaws.com/mine:1 (training.job.image, not built by the deploy)"
+    )
 
 
 def test_job_on_a_group_scaled_below_its_node_count_warns(tmp_path: Path) -> None:
