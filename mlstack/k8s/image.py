@@ -70,7 +70,10 @@ def image_rows(config: BlueprintConfig) -> list[str]:
             f"output {IMAGE_OUTPUT}; needs a Docker engine where `cdk deploy` runs (or -c {IMAGE_CONTEXT_KEY}=URI)",
         ]
     else:
-        rows = [f"image: {job.image} (training.job.image, not built by the deploy)"]
+        where = (
+            "written into the Batch job definition" if config.training.engine == "batch" else "not built by the deploy"
+        )
+        rows = [f"image: {job.image} (training.job.image, {where})"]
     if job.script == SHIPPED_SCRIPT:
         rows.append(f"script: {job.script} (the reference script, in the image)")
     else:

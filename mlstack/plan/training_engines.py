@@ -13,6 +13,7 @@ from mlstack.config import BlueprintConfig
 from mlstack.config.training import TrainingConfig
 from mlstack.config.training_engines import HYPERPOD_ENGINES, BatchConfig, HyperPodConfig
 from mlstack.constructs.training.versions import HYPERPOD_CHART_INSTALL
+from mlstack.k8s.image import image_rows
 from mlstack.plan.model import HOURS_PER_MONTH, Cost, Plan, Quota, Resource
 from mlstack.plan.training import (
     ADMIN_HOST_TYPE,
@@ -188,6 +189,7 @@ def _plan_batch(config: BlueprintConfig, training: TrainingConfig, plan: Plan) -
             ],
         )
     )
+    plan.details["sections"].append(("Job image", image_rows(config)))
 
 
 def _plan_fsx(config: BlueprintConfig, training: TrainingConfig, plan: Plan) -> None:

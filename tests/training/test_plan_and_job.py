@@ -184,3 +184,9 @@ def test_efa_summary_counts_only_efa_interfaces(tmp_path: Path) -> None:
     rows = dict(build_plan(_load(tmp_path, data)).details["sections"])["EFA and network"]
     assert "16 EFA interfaces per node (0 with an IP, 16 efa-only)" in rows[0]
     assert "1 interface IP(s) per node" in rows[0]
+
+
+def test_plan_names_the_batch_job_image_and_script() -> None:
+    rows = dict(build_plan(load("batch-training")).details["sections"])["Job image"]
+    assert rows[0].endswith("(training.job.image, written into the Batch job definition)")
+    assert rows[1].startswith("script: /fsx/code/train.py (yours, on FSx")
