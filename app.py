@@ -3,6 +3,7 @@
 
 `npx cdk synth` builds the default blueprint; `-c blueprint=<name>` picks `blueprints/<name>.yaml` and
 `-c blueprint=<path>` any file. A bad blueprint prints one line per problem and exits 1, no traceback.
+`-c training-image=<uri>`: the training job runs that image instead of one `cdk deploy` builds with Docker.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from cdk_nag import AwsSolutionsChecks
 from mlstack import blueprint, config
 from mlstack.console import print_problems
 from mlstack.errors import MlstackError
+from mlstack.k8s.image import IMAGE_CONTEXT_KEY, with_job_image
 
 
 def main() -> int:
@@ -25,6 +27,9 @@ def main() -> int:
     except MlstackError as err:
         print_problems(err)
         return 1
+    image = app.node.try_get_context(IMAGE_CONTEXT_KEY)
+    if image:
+        loaded = with_job_image(loaded, str(image))
     blueprint.build(app, loaded)
     if app.node.try_get_context("nag") not in (False, "false"):
         # cdk-nag 3 is a validation plugin: unacknowledged AwsSolutions findings fail the synth.

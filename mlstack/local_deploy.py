@@ -21,6 +21,8 @@ What moto cannot do, and what is done instead:
 - Anything moto only stores (no EKS control plane, no FSx, no endpoint that serves): a local deploy proves the
   app synthesizes, its assets publish, its templates are accepted and references resolve in order; it does
   not prove the service accepts each property. `mlstack plan` and the quota checks cover the rest.
+- Docker: an EKS blueprint's training image is a Docker image asset that `cdk deploy` would build; the local
+  deploy passes `-c training-image=LOCAL_TRAINING_IMAGE`, so the job names that URI and nothing is built.
 - Retries: `AWS_MAX_ATTEMPTS=1`, so a moto error fails fast instead of ~55 s of SDK retries.
 """
 
@@ -47,6 +49,7 @@ import yaml
 
 from mlstack.config import DEFAULT_BLUEPRINT, load, resolve
 from mlstack.errors import MlstackError
+from mlstack.k8s.image import IMAGE_CONTEXT_KEY
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -54,6 +57,8 @@ MOTO_ACCOUNT = "123456789012"
 """moto's default account: what the dummy credentials resolve to (STS GetCallerIdentity)."""
 CDK: tuple[str, ...] = ("npx", "--no-install", "cdk")
 NO_PREVIOUS = "--no-previous-parameters"
+LOCAL_TRAINING_IMAGE = f"{MOTO_ACCOUNT}.dkr.ecr.us-east-1.amazonaws.com/mlstack-train:local"
+"""The training image a local deploy names instead of building one (`-c training-image`): no Docker engine here."""
 DEPLOY_FLAGS: tuple[str, ...] = ("--require-approval", "never", "--method=direct", NO_PREVIOUS, "--progress", "events")
 
 
@@ -237,6 +242,7 @@ def local_deploy(
             assembly = workdir / f"{step}.out"
             print(f"== {step}: {file.relative_to(ROOT) if file.is_relative_to(ROOT) else file}", flush=True)
             deploy = [*cdk, "deploy", "--all", "-c", f"blueprint={file}", "-c", "nag=false", "-o", str(assembly)]
+            deploy += ["-c", f"{IMAGE_CONTEXT_KEY}={LOCAL_TRAINING_IMAGE}"]  # no Docker engine: build nothing
             deploy += [f for f in DEPLOY_FLAGS if step != "no-change" or f != NO_PREVIOUS]
             outputs[step] = runner(deploy, env)
             outputs[f"report-{step}"] = report(port, region, f"{config.name}-", assembly)

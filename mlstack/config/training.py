@@ -11,7 +11,7 @@ the network's zones) are in `BlueprintConfig` (`mlstack/config/blueprint.py`), w
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -38,6 +38,7 @@ from mlstack.config.training_fsx import (
     FsxDeployment,
     RepositoryEvent,
 )
+from mlstack.config.training_job import HYPERPOD_JOB_NAMESPACE, SHIPPED_SCRIPT, job_problems
 
 if TYPE_CHECKING:
     from mlstack.config.network import NetworkConfig
@@ -47,6 +48,7 @@ __all__ = [
     "HYPERPOD_KUBERNETES_VERSIONS",
     "PERSISTENT_2_THROUGHPUT",
     "RESERVATION_KINDS",
+    "SHIPPED_SCRIPT",
     "CapacityConfig",
     "CapacityKind",
     "ClusterConfig",
@@ -80,19 +82,28 @@ class ModelConfig(StrictModel):
 
 
 class JobConfig(StrictModel):
-    """The example multi-node job that `mlstack plan` renders (runtime/k8s/)."""
+    """The example multi-node job: `mlstack plan` prints it and the deploy puts it on the cluster (ConfigMap
+    `mlstack-job` in the job namespace) with the image it will run."""
 
     name: str = Field(default="train", pattern=r"^[a-z][a-z0-9-]{0,40}[a-z0-9]$")
     image: str | None = None
-    """Training image with EFA, libfabric and aws-ofi-nccl (or the Neuron SDK); unset: a placeholder is printed."""
-    script: str = "/opt/mlstack/runtime/workloads/train.py"
+    """Training image (EFA, libfabric and aws-ofi-nccl, or the Neuron SDK). Unset (the default): `cdk deploy` builds
+    runtime/containers/train.Dockerfile (an AWS Deep Learning Container plus DeepSpeed and the reference script)
+    and pushes it to the CDK bootstrap repository. A stock image with the shipped script is an error."""
+    script: str = SHIPPED_SCRIPT
     """Entry point passed to torchrun; the default is the reference script baked into the image built from
-    runtime/containers/train.Dockerfile (DDP/FSDP/DeepSpeed, checkpoints on FSx)."""
+    runtime/containers/train.Dockerfile (DDP/FSDP/DeepSpeed, checkpoints on FSx). CUDA or CPU only: a Neuron node
+    group needs a script (and image) of your own."""
     node_group: str | None = None
     """Node group the job runs on; default: the first EFA group."""
     nodes: int | None = Field(default=None, ge=1)
     """Nodes per job; default: the node group's max_size."""
     namespace: str = Field(default="training", pattern=r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+    """Job namespace (created by the deploy). Default `training`, on engine hyperpod-eks `hyperpod-training`:
+    HyperPod job auto-resume only acts on jobs in `kubeflow` or a namespace starting with `hyperpod`."""
+    max_retries: int = Field(default=3, ge=1, le=100)
+    """hyperpod-eks: how often HyperPod job auto-resume restarts the job after a failure (annotation
+    sagemaker.amazonaws.com/job-max-retry-count)."""
 
 
 class TrainingConfig(StrictModel):
@@ -113,6 +124,16 @@ class TrainingConfig(StrictModel):
     """Engines hyperpod-slurm and hyperpod-eks: instance groups, lifecycle scripts (default settings when omitted)."""
     batch: BatchConfig | None = None
     """Engine batch: job queue, job definition and logs (default settings when omitted)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _engine_namespace(cls, data: Any) -> Any:
+        """hyperpod-eks: the job namespace defaults to one HyperPod job auto-resume watches."""
+        if isinstance(data, dict) and data.get("engine") == "hyperpod-eks":
+            job = data.get("job")
+            if job is None or (isinstance(job, dict) and "namespace" not in job):
+                data = {**data, "job": {**(job or {}), "namespace": HYPERPOD_JOB_NAMESPACE}}
+        return data
 
     @model_validator(mode="after")
     def _engine(self) -> TrainingConfig:
@@ -150,6 +171,13 @@ class TrainingConfig(StrictModel):
                 f"job.nodes {self.job.nodes} exceeds node group {self.job_group.name!r} max_size "
                 f"{self.job_group.max_size}; lower job.nodes or raise max_size"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _job(self) -> TrainingConfig:
+        problems = job_problems(self)
+        if problems:
+            raise ValueError(problems[0])
         return self
 
     @property

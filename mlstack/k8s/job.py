@@ -2,7 +2,9 @@
 
 The template is a Kubeflow Trainer v2 `TrainingRuntime` (a JobSet pod template) plus a `TrainJob` that uses it.
 This module fills in what the blueprint decides: which nodes, how many, and what each pod requests (every
-accelerator, every EFA interface of the node, 2 MiB huge pages), the FSx claim, and a minimal NCCL environment.
+accelerator, every EFA interface of the node, 2 MiB huge pages), the FSx claim, a minimal NCCL environment and
+the image (`mlstack.k8s.image`). On engine hyperpod-eks the same pod runs in a Kubeflow `PyTorchJob` instead
+(`mlstack.k8s.pytorchjob`), the job type HyperPod's job auto-resume works with.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ import yaml
 from mlstack import resources
 from mlstack.catalog import efa_layout
 from mlstack.config import BlueprintConfig
-from mlstack.config.training import TrainingConfig
+from mlstack.config.training import SHIPPED_SCRIPT, TrainingConfig
+from mlstack.k8s.image import BUILT_IMAGE
 from mlstack.k8s.kube import (
     EFA_TAINT,
     LABEL_PREFIX,
@@ -32,9 +35,7 @@ FSX_MOUNT = "/fsx"
 HUGEPAGES_2MI = "5120Mi"
 """EFA-driver hosts pre-allocate 5128 2 MiB pages; the EKS example job requests 5120Mi (EKS User Guide, "Run
 machine learning training on Amazon EKS with Elastic Fabric Adapter")."""
-IMAGE_PLACEHOLDER = "SET-training.job.image"
-SHIPPED_SCRIPT = "/opt/mlstack/runtime/workloads/train.py"
-"""Where runtime/containers/train.Dockerfile puts the reference script (runtime/workloads/train.py)."""
+__all__ = ["BUILT_IMAGE", "FSX_CLAIM", "LEGACY_ENV", "SHIPPED_SCRIPT", "render_job", "render_job_yaml"]
 
 # NCCL jobs: variables only needed for old aws-ofi-nccl / libfabric, or harmful on current ones (aws-ofi-nccl
 # README, environment variables). Never emitted for a GPU job.
@@ -107,30 +108,32 @@ def script_args(training: TrainingConfig) -> list[str]:
     return args
 
 
-def render_job(config: BlueprintConfig) -> list[dict[str, Any]]:
-    """The TrainingRuntime and TrainJob documents for the blueprint's job node group."""
-    if config.training is None:
-        raise ValueError(f"blueprint {config.name!r} has no training section")
-    training = config.training
+def processes_per_node(training: TrainingConfig) -> int:
+    """torchrun processes per node: one per GPU, or per NeuronCore."""
+    accel = training.job_group.instance.accelerator
+    if accel is None:
+        return 1
+    return accel.count * (accel.neuron_cores_per_device or 1)
+
+
+def pod_spec(training: TrainingConfig, image: str | None) -> dict[str, Any]:
+    """The pod of one job node: node selector, tolerations, requests = limits, FSx, environment, command.
+
+    `image`: the job's image (`training.job.image` wins; None: `BUILT_IMAGE`, what the plan shows for the image the
+    deploy builds)."""
     group = training.job_group
     it = group.instance
-    nodes = training.job.nodes or group.max_size
-    namespace = training.job.namespace
-    runtime, job = (copy.deepcopy(doc) for doc in yaml.safe_load_all(_template_text()))
-
-    runtime["metadata"].update(name=runtime_name(training), namespace=namespace)
-    runtime["spec"]["mlPolicy"]["numNodes"] = nodes
-    pod = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    runtime = next(iter(yaml.safe_load_all(_template_text())))
+    replicated = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]
+    pod: dict[str, Any] = copy.deepcopy(replicated["template"]["spec"]["template"]["spec"])
     pod["nodeSelector"] = {f"{LABEL_PREFIX}/node-group": group.name}
     taints = [k for k in (accelerator_taint_key(it), EFA_TAINT if group.efa else None) if k]
     pod["tolerations"] = [{"key": k, "operator": "Exists", "effect": "NoSchedule"} for k in taints]
 
     resources: dict[str, str | int] = {}
-    procs = 1
     accel = accelerator_resource(it)
     if accel is not None and it.accelerator is not None:
         resources[accel] = it.accelerator.count
-        procs = it.accelerator.count * (it.accelerator.neuron_cores_per_device or 1)
     if group.efa:
         resources["vpc.amazonaws.com/efa"] = sum(1 for nic in efa_layout(it.name) if nic.is_efa)
         resources["hugepages-2Mi"] = HUGEPAGES_2MI
@@ -138,20 +141,46 @@ def render_job(config: BlueprintConfig) -> list[dict[str, Any]]:
     resources["cpu"] = str(max(1, int(it.vcpus * 0.9)))
 
     container = pod["containers"][0]
-    container["image"] = training.job.image or IMAGE_PLACEHOLDER
-    container["command"] = ["torchrun", f"--nproc-per-node={procs}", training.job.script, *script_args(training)]
+    container["image"] = training.job.image or image or BUILT_IMAGE
+    container["command"] = [
+        "torchrun",
+        f"--nproc-per-node={processes_per_node(training)}",
+        training.job.script,
+        *script_args(training),
+    ]
     container["env"] = job_environment(training)
     container["resources"] = {"requests": dict(resources), "limits": dict(resources)}
     if training.fsx is not None:
         pod["volumes"].append({"name": "fsx", "persistentVolumeClaim": {"claimName": FSX_CLAIM}})
         container["volumeMounts"].append({"name": "fsx", "mountPath": FSX_MOUNT})
+    return pod
 
+
+def render_job(config: BlueprintConfig, image: str | None = None) -> list[dict[str, Any]]:
+    """The job documents for the blueprint's job node group: a TrainingRuntime and a TrainJob (eks), or one
+    PyTorchJob with HyperPod auto-resume (hyperpod-eks). `image`: see `pod_spec`."""
+    if config.training is None:
+        raise ValueError(f"blueprint {config.name!r} has no training section")
+    training = config.training
+    if training.engine == "hyperpod-eks":
+        from mlstack.k8s.pytorchjob import render_pytorchjob
+
+        return [render_pytorchjob(training, pod_spec(training, image))]
+    nodes = training.job.nodes or training.job_group.max_size
+    namespace = training.job.namespace
+    runtime, job = (copy.deepcopy(doc) for doc in yaml.safe_load_all(_template_text()))
+
+    runtime["metadata"].update(name=runtime_name(training), namespace=namespace)
+    runtime["spec"]["mlPolicy"]["numNodes"] = nodes
+    runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"] = pod_spec(
+        training, image
+    )
     job["metadata"].update(name=training.job.name, namespace=namespace)
     job["spec"]["runtimeRef"]["name"] = runtime_name(training)
     job["spec"]["trainer"]["numNodes"] = nodes
     return [runtime, job]
 
 
-def render_job_yaml(config: BlueprintConfig) -> str:
+def render_job_yaml(config: BlueprintConfig, image: str | None = None) -> str:
     """The documents as one YAML stream (`kubectl apply -f -`)."""
-    return yaml.safe_dump_all(render_job(config), sort_keys=False, default_flow_style=False)
+    return yaml.safe_dump_all(render_job(config, image), sort_keys=False, default_flow_style=False)

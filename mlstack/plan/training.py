@@ -15,6 +15,7 @@ from mlstack.catalog.prices import MAX_PRICE_AGE_DAYS, DatedPrice, oldest, stale
 from mlstack.catalog.prices import price as ec2_price
 from mlstack.config import BlueprintConfig
 from mlstack.config.training import NodeGroupConfig, TrainingConfig
+from mlstack.k8s.image import JOB_CONFIGMAP, first_job_command, image_rows
 from mlstack.k8s.job import render_job_yaml
 from mlstack.k8s.kube import UPDATE_STRATEGY
 from mlstack.plan.model import HOURS_PER_MONTH, Cost, Plan, Quota, Resource
@@ -355,12 +356,27 @@ def plan_training(config: BlueprintConfig, plan: Plan) -> None:
                 f"node group {group.name!r} uses {group.capacity.type} {group.capacity.reservation_id}: it must be in "
                 f"{training.zone_of(group, zones)} and hold {group.instance_type}; {quota_note}"
             )
-    sections.append(("Job manifest (kubectl apply -f -)", render_job_yaml(config).rstrip().splitlines()))
+    sections += job_sections(config)
     plan.details.setdefault("sections", []).extend(sections)
     plan.warnings.extend(memory_warnings(training))
     plan.warnings.extend(price_age_warnings(used_prices, dt.date.today()))
-    if training.job.image is None:
-        plan.warnings.append("training.job.image is not set: the rendered job has a placeholder image")
+
+
+def job_sections(config: BlueprintConfig) -> list[tuple[str, list[str]]]:
+    """The example job's image (which, and where it comes from), how it starts, and its manifest (eks and
+    hyperpod-eks: the deploy puts this manifest, with the image's URI, in a ConfigMap of the job namespace)."""
+    assert config.training is not None
+    training = config.training
+    start = [
+        f"the deploy stores the manifest below, with the image's URI, in ConfigMap {JOB_CONFIGMAP} (namespace "
+        f"{training.job.namespace}); once the job's nodes are Ready, on the admin host (stack output FirstJobCommand):",
+        first_job_command(training),
+    ]
+    return [
+        ("Job image", image_rows(config)),
+        ("First job", start),
+        ("Job manifest", render_job_yaml(config).rstrip().splitlines()),
+    ]
 
 
 def access_path(config: BlueprintConfig) -> list[str]:

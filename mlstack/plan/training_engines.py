@@ -19,7 +19,7 @@ from mlstack.constructs.training.versions import (
     HYPERPOD_CHART_SHA256,
     HYPERPOD_CLI_COMMIT,
 )
-from mlstack.k8s.job import render_job_yaml
+from mlstack.k8s.image import image_rows
 from mlstack.plan.model import HOURS_PER_MONTH, Cost, Plan, Quota, Resource
 from mlstack.plan.training import (
     ADMIN_HOST_TYPE,
@@ -30,6 +30,7 @@ from mlstack.plan.training import (
     access_path,
     cluster_name,
     control_plane_per_hour,
+    job_sections,
     memory_warnings,
     quota_family,
 )
@@ -165,7 +166,7 @@ def _plan_eks_control_plane(config: BlueprintConfig, training: TrainingConfig, p
         "HyperPod')",
     ]
     sections.append(("HyperPod on EKS: before the nodes join", steps))
-    sections.append(("Job manifest (kubectl apply -f -)", render_job_yaml(config).rstrip().splitlines()))
+    sections += job_sections(config)
 
 
 def _plan_batch(config: BlueprintConfig, training: TrainingConfig, plan: Plan) -> None:
@@ -220,6 +221,7 @@ def _plan_batch(config: BlueprintConfig, training: TrainingConfig, plan: Plan) -
             ],
         )
     )
+    plan.details["sections"].append(("Job image", image_rows(config)))
 
 
 def _plan_fsx(config: BlueprintConfig, training: TrainingConfig, plan: Plan) -> None:

@@ -21,6 +21,7 @@ from mlstack.k8s.job import FSX_CLAIM
 from mlstack.plan.training import ADMIN_HOST_TYPE, cluster_name, job_disruption_budget, memory_warnings
 from mlstack.stacks.base import MlStack
 from mlstack.stacks.network import NetworkStack
+from mlstack.stacks.training_image import add_first_job
 
 STACK = "TrainingClusterStack"
 
@@ -77,12 +78,13 @@ class TrainingClusterStack(MlStack):
         self.efa = {name: group.efa for name, group in self.node_groups.items() if group.efa is not None}
 
         namespace = training.job.namespace
-        self.cluster.add_manifest(
+        namespace_manifest = self.cluster.add_manifest(
             "JobNamespace", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
         )
+        self.job_image = add_first_job(self, blueprint, self.cluster, namespace_manifest)
         # Node-group updates drain without force: this budget keeps them from evicting a running job.
         budget = self.cluster.add_manifest("JobDisruptionBudget", job_disruption_budget(namespace))
-        budget.node.add_dependency(self.cluster.cluster.node.find_child("manifest-JobNamespace"))
+        budget.node.add_dependency(namespace_manifest)
         self.fsx: FsxLustre | None = None
         if training.fsx is not None:
             fsx_zone = training.fsx_zone(zones)

@@ -1,6 +1,7 @@
 """`TrainingClusterStack` for `training.engine: hyperpod-eks`: the training layer's EKS cluster (system nodes,
 add-ons, Kubeflow Trainer) whose accelerated nodes are SageMaker HyperPod instance groups from
-`training.node_groups`, FSx for Lustre through the CSI driver, jobs rendered as for EKS.
+`training.node_groups`, FSx for Lustre through the CSI driver, the example job as a PyTorchJob HyperPod
+auto-resumes (`mlstack.k8s.pytorchjob`), in the image the deploy builds.
 
 One deploy: HyperPod needs its dependencies Helm chart on the cluster before its nodes join, and the chart is a
 folder of aws/sagemaker-hyperpod-cli with local `file://` sub-charts (no chart repository), which CDK's Helm
@@ -32,6 +33,7 @@ from mlstack.stacks.base import MlStack
 from mlstack.stacks.network import NetworkStack
 from mlstack.stacks.training import admin_host, cluster_props, fsx_props
 from mlstack.stacks.training_hyperpod import worker_groups
+from mlstack.stacks.training_image import add_first_job
 
 
 def eks_cluster(
@@ -77,9 +79,10 @@ class HyperPodEksTrainingStack(MlStack):
         groups: list[ec2.ISecurityGroup] = [self.efa.security_group, eks.cluster_security_group]
 
         namespace = training.job.namespace
-        self.cluster.add_manifest(
+        namespace_manifest = self.cluster.add_manifest(
             "JobNamespace", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
         )
+        self.job_image = add_first_job(self, blueprint, self.cluster, namespace_manifest)
         self.fsx: FsxLustre | None = None
         if training.fsx is not None:
             self.fsx = FsxLustre(

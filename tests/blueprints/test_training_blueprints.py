@@ -427,6 +427,8 @@ def _manifest_documents(value: Any) -> list[dict[str, Any]]:
             parts.append(part)
         elif "Ref" in part:
             parts.append(f"<Ref {part['Ref']}>")
+        elif "Fn::Sub" in part:  # the training image's URI (a Docker image asset in the bootstrap repository)
+            parts.append("<Sub>")
         else:
             parts.append("<GetAtt {}.{}>".format(*part["Fn::GetAtt"]))
     return list(json.loads("".join(parts)))

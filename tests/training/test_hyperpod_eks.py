@@ -278,10 +278,12 @@ def test_instance_groups_recovery_and_labels_for_the_job(second: dict[str, Any])
     assert group["InstanceGroupName"] == "p5" and group["InstanceType"] == "ml.p5.48xlarge"
     assert group["InstanceCount"] == 2 and group["ThreadsPerCore"] == 1
     assert group["OnStartDeepHealthChecks"] == ["InstanceStress", "InstanceConnectivity"]
-    # The rendered TrainJob selects exactly the label HyperPod puts on the group's nodes.
-    job_pod = render_job(load(BLUEPRINT))[0]["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]
-    selector = job_pod["template"]["spec"]["nodeSelector"]
-    assert selector == {f"{LABEL_PREFIX}/node-group": "p5"} == group["KubernetesConfig"]["Labels"]
+    # The rendered PyTorchJob selects exactly the label HyperPod puts on the group's nodes (and healthy ones).
+    (job,) = render_job(load(BLUEPRINT))
+    for replica in job["spec"]["pytorchReplicaSpecs"].values():
+        selector = dict(replica["template"]["spec"]["nodeSelector"])
+        assert selector.pop("sagemaker.amazonaws.com/node-health-status") == "Schedulable"
+        assert selector == {f"{LABEL_PREFIX}/node-group": "p5"} == group["KubernetesConfig"]["Labels"]
 
 
 def test_lifecycle_script_uri_and_order(second: dict[str, Any]) -> None:
@@ -423,7 +425,7 @@ def test_plan_names_ml_groups_unknown_prices_and_the_job() -> None:
     chart_rows = sections["HyperPod on EKS: before the nodes join"]
     assert any(HYPERPOD_CHART_SHA256 in row and "one deploy" in row for row in chart_rows)
     assert not any("deploy again" in row or "git clone" in row for row in chart_rows)
-    assert any("kind: TrainJob" in row for row in sections["Job manifest (kubectl apply -f -)"])
+    assert any("kind: PyTorchJob" in row for row in sections["Job manifest"])
     assert not any(c.item.startswith("ml.m7i") for c in plan.costs)  # no Slurm controller on EKS
     eks = {c.item for c in plan.costs}
     assert {"EKS control plane", "m7i.xlarge system nodes (desired)", "m7i.large cluster admin host"} <= eks

@@ -9,7 +9,8 @@ from typing import Any
 import yaml
 
 from mlstack.config import load
-from mlstack.k8s.job import IMAGE_PLACEHOLDER, LEGACY_ENV, render_job, render_job_yaml
+from mlstack.k8s.image import BUILT_IMAGE
+from mlstack.k8s.job import LEGACY_ENV, render_job
 from mlstack.plan import build_plan, render
 from tests.training.test_config import BASE
 
@@ -30,7 +31,9 @@ def test_default_blueprint_plan_lists_nodes_efa_storage_costs_and_quotas() -> No
         "Accelerators",
         "EFA and network",
         "FSx for Lustre",
-        "Job manifest (kubectl apply -f -)",
+        "Job image",
+        "First job",
+        "Job manifest",
     ]
     assert "p5: p5.48xlarge x desired 0 (min 0, max 4) in use1-az4" in sections["Nodes"][0]
     assert (
@@ -117,10 +120,42 @@ def test_trainium_job_requests_neuron_devices_and_runs_one_process_per_core() ->
     assert job["spec"]["runtimeRef"]["name"] == runtime["metadata"]["name"] == "torch-efa-trn1"
 
 
-def test_job_without_an_image_renders_a_placeholder_and_warns(tmp_path: Path) -> None:
+def test_job_without_an_image_runs_the_image_the_deploy_builds_and_the_plan_says_where_it_comes_from(
+    tmp_path: Path,
+) -> None:
     config = _load(tmp_path, copy.deepcopy(BASE))
-    assert IMAGE_PLACEHOLDER in render_job_yaml(config)
-    assert any("training.job.image is not set" in w for w in build_plan(config).warnings)
+    runtime, _ = render_job(config)
+    pod = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    assert pod["containers"][0]["image"] == BUILT_IMAGE
+    plan = build_plan(config)
+    assert not any("training.job.image" in w for w in plan.warnings)
+    rows = dict(plan.details["sections"])["Job image"]
+    assert rows[0].startswith("image: built by `cdk deploy` from runtime/containers/train.Dockerfile")
+    assert "cdk-hnb659fds-container-assets-<account>-<region>" in rows[1] and "TrainingImageUri" in rows[1]
+    assert rows[2] == "script: /opt/mlstack/runtime/workloads/train.py (the reference script, in the image)"
+    start = dict(plan.details["sections"])["First job"]
+    assert start[1] == (
+        "kubectl -n training get configmap mlstack-job -o jsonpath='{.data.job\\.yaml}' | kubectl apply -f -"
+    )
+
+
+def test_plan_says_trainium_runs_your_script_from_fsx_in_your_image() -> None:
+    rows = dict(build_plan(load("eks-trn1-training")).details["sections"])["Job image"]
+    assert rows[0].startswith("image: 763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training-neuronx:")
+    assert (
+        rows[1] == "script: /fsx/code/train.py (yours, on FSx: copy it there before the job starts; "
+        "no mlstack flags are passed)"
+    )
+
+
+def test_plan_names_the_blueprints_own_image(tmp_path: Path) -> None:
+    data = copy.deepcopy(BASE)
+    data["training"]["job"] = {"image": "111122223333.dkr.ecr.us-east-1.amazonaws.com/mine:1"}
+    rows = dict(build_plan(_load(tmp_path, data)).details["sections"])["Job image"]
+    assert (
+        rows[0]
+        == "image: 111122223333.dkr.ecr.us-east-1.amazonaws.com/mine:1 (training.job.image, not built by the deploy)"
+    )
 
 
 def test_job_on_a_group_scaled_below_its_node_count_warns(tmp_path: Path) -> None:
@@ -149,3 +184,9 @@ def test_efa_summary_counts_only_efa_interfaces(tmp_path: Path) -> None:
     rows = dict(build_plan(_load(tmp_path, data)).details["sections"])["EFA and network"]
     assert "16 EFA interfaces per node (0 with an IP, 16 efa-only)" in rows[0]
     assert "1 interface IP(s) per node" in rows[0]
+
+
+def test_plan_names_the_batch_job_image_and_script() -> None:
+    rows = dict(build_plan(load("batch-training")).details["sections"])["Job image"]
+    assert rows[0].endswith("(training.job.image, written into the Batch job definition)")
+    assert rows[1].startswith("script: /fsx/code/train.py (yours, on FSx")

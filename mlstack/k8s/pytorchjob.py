@@ -1,0 +1,62 @@
+"""The example job on engine hyperpod-eks: a Kubeflow `PyTorchJob` that HyperPod's job auto-resume restarts.
+
+HyperPod resumes a job after a node fault when it is a PyTorchJob of the Kubeflow Training Operator (which the
+HyperPod dependencies chart installs), carries the annotations `sagemaker.amazonaws.com/enable-job-auto-resume:
+"true"` and `sagemaker.amazonaws.com/job-max-retry-count`, restarts its replicas `OnFailure`, and runs in the
+`kubeflow` namespace or one whose name starts with `hyperpod`; the guide also selects nodes whose
+`sagemaker.amazonaws.com/node-health-status` is `Schedulable` (SageMaker HyperPod docs, "Running jobs using
+kubectl", "To enable job auto-resume", and "Running jobs using the SageMaker HyperPod CLI"). The Kubeflow Trainer
+`TrainJob` of the eks engine is not a type auto-resume knows.
+
+The pod is the eks engine's (`mlstack.k8s.job.pod_spec`): same requests, EFA, FSx, environment and script. The
+operator gives each pod PET_NNODES, PET_NODE_RANK, PET_NPROC_PER_NODE and, with a Master replica, MASTER_ADDR and
+MASTER_PORT (kubeflow/training-operator pkg/controller.v1/pytorch/envvar.go), which torchrun's command line takes.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from mlstack.config.training import TrainingConfig
+
+AUTO_RESUME = "sagemaker.amazonaws.com/enable-job-auto-resume"
+MAX_RETRY = "sagemaker.amazonaws.com/job-max-retry-count"
+HEALTH_LABEL = "sagemaker.amazonaws.com/node-health-status"
+CONTAINER = "pytorch"
+"""The container name the training operator looks for (its default port and environment go there)."""
+
+
+def render_pytorchjob(training: TrainingConfig, pod: dict[str, Any]) -> dict[str, Any]:
+    """The PyTorchJob: one Master (node rank 0) and `nodes - 1` Workers, each pod `pod`."""
+    nodes = training.job.nodes or training.job_group.max_size
+    pod = copy.deepcopy(pod)
+    pod["nodeSelector"] = {**pod["nodeSelector"], HEALTH_LABEL: "Schedulable"}
+    container = pod["containers"][0]
+    container["name"] = CONTAINER
+    torchrun, nproc, *rest = container["command"]
+    # $(VAR) is expanded by the kubelet from the container's environment, where the operator puts these.
+    container["command"] = [
+        torchrun,
+        nproc,
+        "--nnodes=$(PET_NNODES)",
+        "--node-rank=$(PET_NODE_RANK)",
+        "--master-addr=$(MASTER_ADDR)",
+        "--master-port=$(MASTER_PORT)",
+        *rest,
+    ]
+    replicas: dict[str, Any] = {
+        "Master": {"replicas": 1, "restartPolicy": "OnFailure", "template": {"spec": copy.deepcopy(pod)}}
+    }
+    if nodes > 1:
+        replicas["Worker"] = {"replicas": nodes - 1, "restartPolicy": "OnFailure", "template": {"spec": pod}}
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {
+            "name": training.job.name,
+            "namespace": training.job.namespace,
+            "annotations": {AUTO_RESUME: "true", MAX_RETRY: str(training.job.max_retries)},
+        },
+        "spec": {"nprocPerNode": nproc.split("=", 1)[1], "pytorchReplicaSpecs": replicas},
+    }
