@@ -1,0 +1,388 @@
+"""The calls each kind of run-time principal makes, by service: the one table `mlstack access` checks.
+
+The table describes services, not blueprints. A `CallSpec` names an action, a resource pattern and the
+context keys the request carries; `each` names a list of facts that `principals` reads from the blueprint's
+templates (one call per fact: every input of a job, every image, every volume key), and the pattern's
+`{fields}` come from that fact plus `{region}` and `{account}`. Calls a service makes with the caller's or the
+role's credentials (SageMaker granting itself a volume key, listing an `S3Prefix` input, writing its log
+streams) are listed like any other call, with the page that documents them.
+
+`either` names a fact field holding a second role: the call is allowed when either principal's policies allow
+it (the SageMaker API permissions reference: `kms:CreateGrant` for a volume key is needed "only if ... the
+associated role does not have a policy that permits this action").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+SOURCES: dict[str, tuple[str, str]] = {
+    "sm-api": (
+        "SageMaker API permissions reference",
+        "https://docs.aws.amazon.com/sagemaker/latest/dg/api-permissions-reference.html",
+    ),
+    "sm-roles": ("SageMaker roles", "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-roles.html"),
+    "sm-logs": (
+        "Log groups and streams that SageMaker sends to CloudWatch Logs",
+        "https://docs.aws.amazon.com/sagemaker/latest/dg/logging-cloudwatch.html",
+    ),
+    "sm-pipelines": (
+        "SageMaker Pipelines: IAM access management",
+        "https://docs.aws.amazon.com/sagemaker/latest/dg/build-and-manage-access.html",
+    ),
+    "sm-property-files": (
+        "SageMaker Pipelines: pass data between steps (property files, JsonGet)",
+        "https://docs.aws.amazon.com/sagemaker/latest/dg/build-and-manage-propertyfile.html",
+    ),
+    "sm-async": (
+        "SageMaker asynchronous inference: prerequisites",
+        "https://docs.aws.amazon.com/sagemaker/latest/dg/async-inference-create-endpoint-prerequisites.html",
+    ),
+    "sm-hyperpod": (
+        "IAM role for SageMaker HyperPod",
+        "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-prerequisites-iam.html",
+    ),
+    "kms-via": (
+        "AWS KMS condition keys: kms:ViaService",
+        "https://docs.aws.amazon.com/kms/latest/developerguide/conditions-kms.html",
+    ),
+    "s3-kms": (
+        "Amazon S3: using server-side encryption with AWS KMS keys (SSE-KMS)",
+        "https://docs.aws.amazon.com/AmazonS3/latest/userguide/UsingKMSEncryption.html",
+    ),
+    "sns-kms": (
+        "Amazon SNS: key management (publishers need kms:GenerateDataKey and kms:Decrypt)",
+        "https://docs.aws.amazon.com/sns/latest/dg/sns-key-management.html",
+    ),
+    "lambda-role": (
+        "Lambda execution role",
+        "https://docs.aws.amazon.com/lambda/latest/dg/lambda-intro-execution-role.html",
+    ),
+    "lambda-vpc": (
+        "Giving Lambda functions access to resources in a VPC",
+        "https://docs.aws.amazon.com/lambda/latest/dg/configuration-vpc.html",
+    ),
+    "lambda-env-kms": (
+        "Securing Lambda environment variables",
+        "https://docs.aws.amazon.com/lambda/latest/dg/configuration-envvars-encryption.html",
+    ),
+    "sfn-lambda": (
+        "Step Functions: IAM policies for invoking Lambda",
+        "https://docs.aws.amazon.com/step-functions/latest/dg/connect-lambda.html",
+    ),
+    "sfn-ddb": (
+        "Step Functions: IAM policies for DynamoDB",
+        "https://docs.aws.amazon.com/step-functions/latest/dg/connect-ddb.html",
+    ),
+    "sfn-sqs": (
+        "Step Functions: IAM policies for Amazon SQS",
+        "https://docs.aws.amazon.com/step-functions/latest/dg/connect-sqs.html",
+    ),
+    "sfn-logs": (
+        "Step Functions: logging with CloudWatch Logs",
+        "https://docs.aws.amazon.com/step-functions/latest/dg/cw-logs.html",
+    ),
+    "sfn-xray": (
+        "Step Functions: AWS X-Ray",
+        "https://docs.aws.amazon.com/step-functions/latest/dg/concepts-xray-tracing.html",
+    ),
+    "events-sfn": (
+        "EventBridge: permissions for targets (states:StartExecution)",
+        "https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-use-resource-based.html",
+    ),
+    "sqs-kms": (
+        "Amazon SQS: key management (producers need kms:GenerateDataKey and kms:Decrypt)",
+        "https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-key-management.html",
+    ),
+    "batch-instance": (
+        "AWS Batch: Amazon ECS instance role",
+        "https://docs.aws.amazon.com/batch/latest/userguide/instance_IAM_role.html",
+    ),
+    "batch-logs": (
+        "AWS Batch: using the awslogs log driver",
+        "https://docs.aws.amazon.com/batch/latest/userguide/using_awslogs.html",
+    ),
+    "ecr-pull": (
+        "Amazon ECR: private repository policies (pulling images)",
+        "https://docs.aws.amazon.com/AmazonECR/latest/userguide/image-pull.html",
+    ),
+    "eks-node": ("Amazon EKS node IAM role", "https://docs.aws.amazon.com/eks/latest/userguide/create-node-role.html"),
+    "eks-pod-identity": (
+        "EKS Pod Identity: set up the agent and the role",
+        "https://docs.aws.amazon.com/eks/latest/userguide/pod-id-role.html",
+    ),
+    "eks-cni": (
+        "Amazon VPC CNI plugin: IAM role",
+        "https://docs.aws.amazon.com/eks/latest/userguide/cni-iam-role.html",
+    ),
+    "cw-agent": (
+        "Container Insights prerequisites (CloudWatch agent permissions)",
+        "https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/Container-Insights-prerequisites.html",
+    ),
+    "eks-kubeconfig": (
+        "Connect kubectl to an EKS cluster (aws eks update-kubeconfig needs eks:DescribeCluster)",
+        "https://docs.aws.amazon.com/eks/latest/userguide/create-kubeconfig.html",
+    ),
+    "ssm-instance": (
+        "Systems Manager: instance permissions",
+        "https://docs.aws.amazon.com/systems-manager/latest/userguide/setup-instance-permissions.html",
+    ),
+    "sar": (
+        "Service Authorization Reference",
+        "https://docs.aws.amazon.com/service-authorization/latest/reference/reference_policies_actions-resources-contextkeys.html",
+    ),
+    "textract-s3": (
+        "Amazon Textract: asynchronous operations read the document with the caller's permissions",
+        "https://docs.aws.amazon.com/textract/latest/dg/api-async.html",
+    ),
+    "bedrock-invoke": (
+        "Amazon Bedrock: Converse API permissions (bedrock:InvokeModel)",
+        "https://docs.aws.amazon.com/bedrock/latest/userguide/conversation-inference-call.html",
+    ),
+}
+
+
+@dataclass(frozen=True)
+class CallSpec:
+    action: str
+    resource: str
+    source: str
+    each: str = ""
+    context: tuple[tuple[str, str], ...] = ()
+    either: str = ""
+
+
+def _c(action: str, resource: str, source: str, each: str = "") -> CallSpec:
+    return CallSpec(action, resource, source, each)
+
+
+def _ctx(action: str, resource: str, source: str, each: str, context: dict[str, str], either: str = "") -> CallSpec:
+    return CallSpec(action, resource, source, each, tuple(context.items()), either)
+
+
+_S3_VIA = {"kms:ViaService": "s3.{region}.amazonaws.com"}
+_SM_VIA = {"kms:ViaService": "sagemaker.{region}.amazonaws.com", "kms:GrantIsForAWSResource": "true"}
+_ENI = "arn:aws:ec2:{region}:{account}:network-interface/eni-0123456789abcdef0"
+_VPC_CTX = {"ec2:Vpc": "{vpc_arn}", "ec2:Subnet": "{subnet_arn}"}
+
+# Calls of a SageMaker job (processing, training, monitoring) or endpoint in a VPC, made with its role.
+_SAGEMAKER_VPC = [
+    _ctx("ec2:CreateNetworkInterface", "{subnet_arn}", "sm-roles", "vpcs", {"ec2:Vpc": "{vpc_arn}"}),
+    _ctx("ec2:CreateNetworkInterface", "{sg_arn}", "sm-roles", "vpcs", {"ec2:Vpc": "{vpc_arn}"}),
+    _ctx("ec2:CreateNetworkInterface", _ENI, "sm-roles", "vpcs", _VPC_CTX),
+    _ctx("ec2:CreateNetworkInterfacePermission", _ENI, "sm-roles", "vpcs", _VPC_CTX),
+    _ctx("ec2:DeleteNetworkInterface", _ENI, "sm-roles", "vpcs", _VPC_CTX),
+    _ctx("ec2:DeleteNetworkInterfacePermission", _ENI, "sm-roles", "vpcs", _VPC_CTX),
+    _c("ec2:DescribeNetworkInterfaces", "*", "sm-roles", "vpcs"),
+    _c("ec2:DescribeVpcs", "*", "sm-roles", "vpcs"),
+    _c("ec2:DescribeDhcpOptions", "*", "sm-roles", "vpcs"),
+    _c("ec2:DescribeSubnets", "*", "sm-roles", "vpcs"),
+    _c("ec2:DescribeSecurityGroups", "*", "sm-roles", "vpcs"),
+]
+_IMAGES = [
+    _c("ecr:GetAuthorizationToken", "*", "sm-roles", "images"),
+    _c("ecr:BatchCheckLayerAvailability", "{repository}", "sm-roles", "images"),
+    _c("ecr:BatchGetImage", "{repository}", "sm-roles", "images"),
+    _c("ecr:GetDownloadUrlForLayer", "{repository}", "sm-roles", "images"),
+]
+_LOG_STREAM = "arn:aws:logs:{region}:{account}:log-group:{group}:log-stream:{stream}"
+_SAGEMAKER_LOGS = [
+    _c("logs:CreateLogGroup", "arn:aws:logs:{region}:{account}:log-group:{group}", "sm-roles", "logs"),
+    _c("logs:CreateLogStream", _LOG_STREAM, "sm-logs", "logs"),
+    _c("logs:PutLogEvents", _LOG_STREAM, "sm-logs", "logs"),
+    _c("logs:DescribeLogStreams", "arn:aws:logs:{region}:{account}:log-group:{group}", "sm-roles", "logs"),
+    _ctx("cloudwatch:PutMetricData", "*", "sm-roles", "logs", {"cloudwatch:namespace": "{group}"}),
+]
+_DATA = [
+    _ctx("s3:ListBucket", "{bucket_arn}", "sm-roles", "s3_prefix_inputs", {"s3:prefix": "{prefix}"}),
+    _c("s3:GetObject", "{object_arn}", "sm-roles", "inputs"),
+    _ctx("kms:Decrypt", "{key}", "s3-kms", "input_keys", _S3_VIA),
+    _c("s3:PutObject", "{object_arn}", "sm-roles", "outputs"),
+    _ctx("kms:GenerateDataKey", "{key}", "s3-kms", "output_keys", _S3_VIA),
+    _ctx("kms:Decrypt", "{key}", "s3-kms", "output_keys", _S3_VIA),
+]
+
+KINDS: dict[str, tuple[str, list[CallSpec]]] = {
+    "sagemaker-job": (
+        "SageMaker processing, training or monitoring job (execution role)",
+        _DATA + _IMAGES + _SAGEMAKER_LOGS + _SAGEMAKER_VPC,
+    ),
+    "sagemaker-job-caller": (
+        "starts SageMaker jobs (passes the job role; SageMaker grants itself the volume key as the caller)",
+        [
+            _c("sagemaker:{create}", "{job_arn}", "sm-api", "jobs"),
+            _c("sagemaker:{describe}", "{job_arn}", "sm-api", "jobs"),
+            _c("sagemaker:AddTags", "{job_arn}", "sm-api", "jobs"),
+            _ctx("iam:PassRole", "{role}", "sm-api", "jobs", {"iam:PassedToService": "sagemaker.amazonaws.com"}),
+            _ctx("kms:CreateGrant", "{key}", "sm-api", "volume_keys", _SM_VIA, either="role"),
+            _ctx(
+                "kms:DescribeKey",
+                "{key}",
+                "sm-api",
+                "volume_keys",
+                {"kms:ViaService": _SM_VIA["kms:ViaService"]},
+                either="role",
+            ),
+        ],
+    ),
+    "sagemaker-pipeline": (
+        "SageMaker pipeline execution role (reads property files for JsonGet, registers models)",
+        [
+            _c("s3:GetObject", "{object_arn}", "sm-property-files", "property_files"),
+            _ctx("kms:Decrypt", "{key}", "s3-kms", "property_file_keys", _S3_VIA),
+            _c("sagemaker:CreateModelPackage", "{package_arn}", "sm-api", "model_packages"),
+            _c("sagemaker:DescribeModelPackage", "{package_arn}", "sm-api", "model_packages"),
+        ],
+    ),
+    "sagemaker-endpoint": (
+        "SageMaker model / endpoint execution role",
+        [
+            _c("s3:GetObject", "{object_arn}", "sm-roles", "inputs"),
+            _ctx("kms:Decrypt", "{key}", "s3-kms", "input_keys", _S3_VIA),
+            _c("s3:PutObject", "{object_arn}", "sm-async", "outputs"),
+            _ctx("kms:GenerateDataKey", "{key}", "s3-kms", "output_keys", _S3_VIA),
+            _c("sns:Publish", "{topic}", "sm-async", "topics"),
+            _c("kms:GenerateDataKey", "{key}", "sns-kms", "topic_keys"),
+            _c("kms:Decrypt", "{key}", "sns-kms", "topic_keys"),
+            *_IMAGES,
+            *_SAGEMAKER_LOGS,
+            *_SAGEMAKER_VPC,
+        ],
+    ),
+    "lambda": (
+        "Lambda function (execution role)",
+        [
+            _c("logs:CreateLogStream", _LOG_STREAM, "lambda-role", "logs"),
+            _c("logs:PutLogEvents", _LOG_STREAM, "lambda-role", "logs"),
+            _c("ec2:CreateNetworkInterface", _ENI, "lambda-vpc", "vpcs"),
+            _c("ec2:DescribeNetworkInterfaces", "*", "lambda-vpc", "vpcs"),
+            _c("ec2:DeleteNetworkInterface", _ENI, "lambda-vpc", "vpcs"),
+            _c("ec2:AssignPrivateIpAddresses", _ENI, "lambda-vpc", "vpcs"),
+            _c("ec2:UnassignPrivateIpAddresses", _ENI, "lambda-vpc", "vpcs"),
+            _c("kms:Decrypt", "{key}", "lambda-env-kms", "env_keys"),
+        ],
+    ),
+    "handler": (
+        "the function's own calls (from its handler in runtime/)",
+        [_ctx("{action}", "{resource}", "{source}", "handler_calls", {})],
+    ),
+    "step-functions": (
+        "Step Functions state machine role",
+        [
+            _c("lambda:InvokeFunction", "{function}", "sfn-lambda", "functions"),
+            _c("dynamodb:PutItem", "{table}", "sfn-ddb", "tables"),
+            _c("sqs:SendMessage", "{queue}", "sfn-sqs", "queues"),
+            _c("kms:GenerateDataKey", "{key}", "sqs-kms", "queue_keys"),
+            _c("logs:CreateLogDelivery", "*", "sfn-logs", "log_delivery"),
+            _c("logs:GetLogDelivery", "*", "sfn-logs", "log_delivery"),
+            _c("logs:UpdateLogDelivery", "*", "sfn-logs", "log_delivery"),
+            _c("logs:DeleteLogDelivery", "*", "sfn-logs", "log_delivery"),
+            _c("logs:ListLogDeliveries", "*", "sfn-logs", "log_delivery"),
+            _c("logs:PutResourcePolicy", "*", "sfn-logs", "log_delivery"),
+            _c("logs:DescribeResourcePolicies", "*", "sfn-logs", "log_delivery"),
+            _c("logs:DescribeLogGroups", "*", "sfn-logs", "log_delivery"),
+            _c("xray:PutTraceSegments", "*", "sfn-xray", "tracing"),
+            _c("xray:PutTelemetryRecords", "*", "sfn-xray", "tracing"),
+        ],
+    ),
+    "events-target": (
+        "EventBridge rule target role",
+        [_c("states:StartExecution", "{state_machine}", "events-sfn", "state_machines")],
+    ),
+    "hyperpod": (
+        "SageMaker HyperPod cluster execution role",
+        [
+            _ctx("s3:ListBucket", "{bucket_arn}", "sm-hyperpod", "s3_prefix_inputs", {"s3:prefix": "{prefix}"}),
+            _c("s3:GetObject", "{object_arn}", "sm-hyperpod", "inputs"),
+            _ctx("kms:Decrypt", "{key}", "s3-kms", "input_keys", _S3_VIA),
+            _c("logs:CreateLogStream", _LOG_STREAM, "sm-hyperpod", "logs"),
+            _c("logs:PutLogEvents", _LOG_STREAM, "sm-hyperpod", "logs"),
+            _ctx(
+                "cloudwatch:PutMetricData",
+                "*",
+                "sm-hyperpod",
+                "logs",
+                {"cloudwatch:namespace": "/aws/sagemaker/Clusters"},
+            ),
+            _c("ec2:DetachNetworkInterface", _ENI, "sm-hyperpod", "vpcs"),
+            *_SAGEMAKER_VPC,
+        ],
+    ),
+    "batch-instance": (
+        "AWS Batch container instance role (ECS agent)",
+        [
+            _c("ecs:DiscoverPollEndpoint", "*", "batch-instance", "agent"),
+            _c(
+                "ecs:RegisterContainerInstance",
+                "arn:aws:ecs:{region}:{account}:cluster/AWSBatch-x",
+                "batch-instance",
+                "agent",
+            ),
+            _c("ecs:Poll", "arn:aws:ecs:{region}:{account}:container-instance/AWSBatch-x/0", "batch-instance", "agent"),
+            _c(
+                "ecs:SubmitTaskStateChange",
+                "arn:aws:ecs:{region}:{account}:cluster/AWSBatch-x",
+                "batch-instance",
+                "agent",
+            ),
+            _c("logs:CreateLogStream", _LOG_STREAM, "batch-logs", "logs"),
+            _c("logs:PutLogEvents", _LOG_STREAM, "batch-logs", "logs"),
+        ]
+        + [_c(c.action, c.resource, "ecr-pull", "images") for c in _IMAGES],
+    ),
+    "batch-job": ("AWS Batch job role (the workload's own calls only; services make none with it)", []),
+    "eks-node": (
+        "EKS node role (kubelet, node agents, image pulls)",
+        [
+            _c("ec2:DescribeInstances", "*", "eks-node", "agent"),
+            _c("eks-auth:AssumeRoleForPodIdentity", "{cluster}", "eks-pod-identity", "pod_identity"),
+        ]
+        + [_c(c.action, c.resource, "eks-node", "images") for c in _IMAGES],
+    ),
+    "eks-pod-identity": (
+        "EKS Pod Identity role, assumed for a service account",
+        [
+            _ctx("sts:AssumeRole", "{role}", "eks-pod-identity", "trust", {}),
+            _c("sts:TagSession", "{role}", "eks-pod-identity", "trust"),
+        ],
+    ),
+    "vpc-cni": (
+        "Amazon VPC CNI plugin (aws-node)",
+        [
+            _c("ec2:AssignPrivateIpAddresses", _ENI, "eks-cni", "agent"),
+            _c("ec2:AttachNetworkInterface", _ENI, "eks-cni", "agent"),
+            _c("ec2:CreateNetworkInterface", _ENI, "eks-cni", "agent"),
+            _c("ec2:DeleteNetworkInterface", _ENI, "eks-cni", "agent"),
+            _c("ec2:DescribeInstances", "*", "eks-cni", "agent"),
+            _c("ec2:DescribeNetworkInterfaces", "*", "eks-cni", "agent"),
+            _c("ec2:ModifyNetworkInterfaceAttribute", _ENI, "eks-cni", "agent"),
+            _c("ec2:UnassignPrivateIpAddresses", _ENI, "eks-cni", "agent"),
+            _c("ec2:CreateTags", _ENI, "eks-cni", "agent"),
+        ],
+    ),
+    "cloudwatch-agent": (
+        "CloudWatch agent (Container Insights)",
+        [
+            _c("cloudwatch:PutMetricData", "*", "cw-agent", "agent"),
+            _c("logs:CreateLogStream", _LOG_STREAM, "cw-agent", "logs"),
+            _c("logs:PutLogEvents", _LOG_STREAM, "cw-agent", "logs"),
+            _c("logs:DescribeLogStreams", "arn:aws:logs:{region}:{account}:log-group:{group}:*", "cw-agent", "logs"),
+        ],
+    ),
+    "eks-admin-host": (
+        "EKS admin host instance role (SSM session, update-kubeconfig)",
+        [
+            _c("eks:DescribeCluster", "{cluster}", "eks-kubeconfig", "clusters"),
+            _c(
+                "ssm:UpdateInstanceInformation",
+                "arn:aws:ec2:{region}:{account}:instance/i-0123456789abcdef0",
+                "ssm-instance",
+                "agent",
+            ),
+            _c("ssmmessages:CreateControlChannel", "*", "ssm-instance", "agent"),
+            _c("ssmmessages:CreateDataChannel", "*", "ssm-instance", "agent"),
+            _c("ssmmessages:OpenControlChannel", "*", "ssm-instance", "agent"),
+            _c("ssmmessages:OpenDataChannel", "*", "ssm-instance", "agent"),
+        ],
+    ),
+}
