@@ -262,6 +262,22 @@ def pod_identity(f: Finder, stack: str, lid: str, props: Props) -> None:
         f.add(role, kind, f"{account} on {cluster}", {"agent": [{}]}, logs if kind == "cloudwatch-agent" else {})
 
 
+def addon(f: Finder, stack: str, lid: str, props: Props) -> None:
+    """An add-on's own Pod Identity associations (the VPC CNI's `aws-node` in kube-system)."""
+    for association in f.stacks.resolve(stack, props.get("PodIdentityAssociations", [])):
+        pod_identity(
+            f,
+            stack,
+            lid,
+            {
+                "RoleArn": association["RoleArn"],
+                "ServiceAccount": association["ServiceAccount"],
+                "Namespace": "kube-system",
+                "ClusterName": props["ClusterName"],
+            },
+        )
+
+
 def instance(f: Finder, stack: str, lid: str, props: Props) -> None:
     s = f.stacks
     clusters = [
@@ -286,5 +302,6 @@ BY_TYPE: dict[str, Callable[[Finder, str, str, Props], None]] = {
     "AWS::Batch::JobDefinition": job_definition,
     "AWS::EKS::Nodegroup": nodegroup,
     "AWS::EKS::PodIdentityAssociation": pod_identity,
+    "AWS::EKS::Addon": addon,
     "AWS::EC2::Instance": instance,
 }
