@@ -116,9 +116,9 @@ def _request(action: str, resource: str, statement: dict[str, Any], context: dic
 
 def test_conditions_use_the_context_keys_the_call_carries() -> None:
     bucket = "arn:aws:s3:::b"
-    listing = {"Effect": "Allow", "Action": "s3:ListBucket", "Resource": bucket}
+    listing: dict[str, Any] = {"Effect": "Allow", "Action": "s3:ListBucket", "Resource": bucket}
     listing["Condition"] = {"StringLike": {"s3:prefix": ["runs/*"]}}
-    deny_unless_tls = {"Sid": "Tls", "Effect": "Deny", "Action": "s3:*", "Resource": "*"}
+    deny_unless_tls: dict[str, Any] = {"Sid": "Tls", "Effect": "Deny", "Action": "s3:*", "Resource": "*"}
     deny_unless_tls["Condition"] = {"Bool": {"aws:SecureTransport": "false"}}
     results = run_batch(
         [
