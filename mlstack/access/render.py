@@ -24,11 +24,12 @@ def render(report: Report) -> str:
         uses = "; ".join(f"{KINDS[u.kind][0]}: {u.what}" for u in principal.uses)
         lines.append(f"{principal.label}  ({principal.arn})")
         lines.append(f"  {uses}")
-        rows = [
-            [c.action, c.resource, "allowed" if c.allowed else c.decision.lower(), c.statement, SOURCES[c.source][0]]
-            for c in report.calls
-            if c.role_arn == principal.arn
-        ]
+        rows: list[list[str]] = []
+        for c in report.calls:
+            row = [c.action, c.resource, "allowed" if c.allowed else c.decision.lower(), c.statement]
+            row.append(SOURCES[c.source][0])
+            if c.role_arn == principal.arn and row not in rows:  # same call with other context values: one row
+                rows.append(row)
         if rows:
             table = render_table(["call", "resource", "decision", "statement", "source"], rows)
             lines += ["  " + line for line in table.split("\n")]

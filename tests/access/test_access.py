@@ -155,3 +155,16 @@ def test_render_has_one_table_per_principal(reports: dict[str, Report]) -> None:
     for report in reports.values():
         text = render(report)
         assert all(p.label in text for p in report.principals)
+
+
+def test_plan_shows_the_access_summary(
+    reports: dict[str, Report], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    name = next(iter(reports))
+    monkeypatch.setattr(access_cli, "check", lambda _path: reports[name])
+    assert cli.main(["plan", name, "--access"]) == 0
+    assert summary(reports[name]) in capsys.readouterr().out
+    assert cli.main(["plan", name, "--access", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["access"]["denied"] == len(reports[name].denied)
+    assert cli.main(["plan", name]) == 0
+    assert f"mlstack access {name}" in capsys.readouterr().out
