@@ -127,6 +127,10 @@ SOURCES: dict[str, tuple[str, str]] = {
         "Systems Manager: instance permissions",
         "https://docs.aws.amazon.com/systems-manager/latest/userguide/setup-instance-permissions.html",
     ),
+    "iam-trust": (
+        "IAM: service roles and their trust policies (the service calls sts:AssumeRole)",
+        "https://docs.aws.amazon.com/IAM/latest/UserGuide/id_roles_create_for-service.html",
+    ),
     "sar": (
         "Service Authorization Reference",
         "https://docs.aws.amazon.com/service-authorization/latest/reference/reference_policies_actions-resources-contextkeys.html",
@@ -342,7 +346,6 @@ KINDS: dict[str, tuple[str, list[CallSpec]]] = {
     "eks-pod-identity": (
         "EKS Pod Identity role, assumed for a service account",
         [
-            _ctx("sts:AssumeRole", "{role}", "eks-pod-identity", "trust", {}),
             _c("sts:TagSession", "{role}", "eks-pod-identity", "trust"),
         ],
     ),
@@ -385,4 +388,22 @@ KINDS: dict[str, tuple[str, list[CallSpec]]] = {
             _c("ssmmessages:OpenDataChannel", "*", "ssm-instance", "agent"),
         ],
     ),
+}
+
+
+# The service that assumes a role of each kind: every principal's trust policy must let it call sts:AssumeRole
+# (Pod Identity also needs sts:TagSession; the `eks-pod-identity` kind lists both).
+ASSUMED_BY: dict[str, str] = {
+    "sagemaker-job": "sagemaker.amazonaws.com",
+    "sagemaker-pipeline": "sagemaker.amazonaws.com",
+    "sagemaker-endpoint": "sagemaker.amazonaws.com",
+    "hyperpod": "sagemaker.amazonaws.com",
+    "lambda": "lambda.amazonaws.com",
+    "step-functions": "states.amazonaws.com",
+    "events-target": "events.amazonaws.com",
+    "batch-instance": "ec2.amazonaws.com",
+    "batch-job": "ecs-tasks.amazonaws.com",
+    "eks-node": "ec2.amazonaws.com",
+    "eks-admin-host": "ec2.amazonaws.com",
+    "eks-pod-identity": "pods.eks.amazonaws.com",
 }

@@ -18,7 +18,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from mlstack.access.calls import KINDS, SOURCES, CallSpec
+from mlstack.access.calls import ASSUMED_BY, KINDS, SOURCES, CallSpec
 from mlstack.access.principals import Finder, Principal
 from mlstack.access.resolve import Stacks
 from mlstack.errors import MlstackError
@@ -35,6 +35,8 @@ class Call:
     context: dict[str, str]
     source: str
     either: str = ""
+    assumed_by: str = ""
+    """For sts calls a service makes to assume the role: that service (the trust policy decides)."""
     decision: str = ""
     statement: str = ""
 
@@ -76,10 +78,22 @@ def expand(principal: Principal, region: str, account: str) -> list[Call]:
     calls: list[Call] = []
     seen: set[tuple[str, str, str]] = set()
     for use in principal.uses:
+        service = ASSUMED_BY.get(use.kind)
+        if service and ("sts:AssumeRole", service) not in {(c.action, c.assumed_by) for c in calls}:
+            trust = CallSpec("sts:AssumeRole", principal.arn, "iam-trust")
+            call = _call(principal, use.kind, use.what, trust, {"region": region, "account": account})
+            call.assumed_by = service
+            # The service names what it acts for (aws:SourceArn, aws:SourceAccount: IAM global condition keys).
+            source = use.facts.get("assumed_for", [])
+            if source:
+                call.context["aws:SourceArn"] = source[0]["arn"]
+            calls.append(call)
         for spec in KINDS[use.kind][1]:
             items = use.facts.get(spec.each, []) if spec.each else [{}]
             for item in items:
                 call = _call(principal, use.kind, use.what, spec, {"region": region, "account": account, **item})
+                if spec.each == "trust":
+                    call.assumed_by = ASSUMED_BY[use.kind]
                 ident = (call.action, call.resource, json.dumps(call.context, sort_keys=True))
                 if ident not in seen:
                     seen.add(ident)
@@ -162,9 +176,9 @@ class Policies:
 
 
 def simulation(call: Call, role_arn: str, policies: Policies, account: str) -> dict[str, Any]:
-    if call.kind == "eks-pod-identity":  # the service assumes the role: the trust policy decides
+    if call.assumed_by:  # the service assumes the role: the trust policy decides
         return {
-            "principal": "pods.eks.amazonaws.com",
+            "principal": call.assumed_by,
             "action": call.action,
             "resource": call.resource,
             "account": account,

@@ -54,6 +54,7 @@ def pipeline(f: Finder, stack: str, lid: str, props: Props) -> None:
                 facts = merge(
                     facts, {"property_files": read["inputs"], "property_file_keys": read.get("input_keys", [])}
                 )
+    facts["assumed_for"] = [{"arn": f.stacks.arn(stack, lid)}]
     f.add(role, "sagemaker-pipeline", f"pipeline {f.stacks.name(stack, lid)}", facts)
 
 
@@ -106,7 +107,7 @@ def model(f: Finder, stack: str, lid: str, props: Props) -> None:
             parts.append(f.s3(capture["DestinationS3Uri"], prefix=True, kind="out"))
             if capture.get("KmsKeyId"):
                 parts.append({"output_keys": [{"key": f._key_arn(capture["KmsKeyId"])}]})
-    f.add(role, "sagemaker-endpoint", f"model {model_name}", *parts)
+    f.add(role, "sagemaker-endpoint", f"model {model_name}", {"assumed_for": [{"arn": s.arn(stack, lid)}]}, *parts)
 
 
 def function(f: Finder, stack: str, lid: str, props: Props) -> None:
@@ -128,7 +129,7 @@ def function(f: Finder, stack: str, lid: str, props: Props) -> None:
         parts.append(f.vpc(vpc.get("SubnetIds", []), vpc.get("SecurityGroupIds", [])))
     if props.get("KmsKeyArn"):
         parts.append({"env_keys": [{"key": s.text(stack, props["KmsKeyArn"])}]})
-    f.add(role, "lambda", f"function {name} ({kind})", *parts)
+    f.add(role, "lambda", f"function {name} ({kind})", {"assumed_for": [{"arn": s.arn(stack, lid)}]}, *parts)
 
 
 def state_machine(f: Finder, stack: str, lid: str, props: Props) -> None:
@@ -155,6 +156,7 @@ def state_machine(f: Finder, stack: str, lid: str, props: Props) -> None:
         facts["log_delivery"] = [{}]
     if props.get("TracingConfiguration", {}).get("Enabled"):
         facts["tracing"] = [{}]
+    facts["assumed_for"] = [{"arn": s.arn(stack, lid)}]
     f.add(role, "step-functions", f"state machine {s.name(stack, lid)}", facts)
 
 
@@ -172,7 +174,10 @@ def _states(definition: dict[str, Any]) -> list[dict[str, Any]]:
 def rule(f: Finder, stack: str, lid: str, props: Props) -> None:
     for target in f.stacks.resolve(stack, props.get("Targets", [])):
         if target.get("RoleArn") and str(target["Arn"]).startswith("arn:aws:states:"):
-            facts = {"state_machines": [{"state_machine": target["Arn"]}]}
+            facts = {
+                "state_machines": [{"state_machine": target["Arn"]}],
+                "assumed_for": [{"arn": f.stacks.arn(stack, lid)}],
+            }
             f.add(target["RoleArn"], "events-target", f"rule {lid} -> state machine", facts)
 
 

@@ -171,6 +171,7 @@ class Finder:
             parts.append({"output_keys": [{"key": self._key_arn(str(output["KmsKeyId"]))}]})
         if vpc:
             parts.append(self.vpc([str(s) for s in vpc["Subnets"]], [str(g) for g in vpc["SecurityGroupIds"]]))
+        parts.append({"assumed_for": [{"arn": job_arn}]})
         self.add(role, "sagemaker-job", f"{kind} {name}", *parts)
         caller_facts: Facts = {
             "jobs": [{"create": f"Create{kind}", "describe": f"Describe{kind}", "job_arn": job_arn, "role": role}]

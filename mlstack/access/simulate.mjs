@@ -47,6 +47,19 @@ function deciding(result) {
   return parts.join('; ') || String(analysis.result)
 }
 
+// Keys every request of this kind carries (IAM global condition context keys): a role's calls carry its ARN
+// and account and go over TLS; a service assuming a role names the account it acts for.
+function requestContext(r) {
+  if (!r.principal.startsWith('arn:')) return { 'aws:SourceAccount': r.account, 'aws:SecureTransport': 'true' }
+  const context = {
+    'aws:PrincipalArn': r.principal,
+    'aws:PrincipalAccount': r.account,
+    'aws:SecureTransport': 'true',
+  }
+  if (r.action.startsWith('kms:')) context['kms:CallerAccount'] = r.account
+  return context
+}
+
 const requests = JSON.parse(readFileSync(0, 'utf8'))
 const out = []
 for (const r of requests) {
@@ -57,7 +70,7 @@ for (const r of requests) {
         principal: r.principal,
         action: r.action,
         resource: { resource: r.resource, accountId: r.account },
-        contextVariables: { 'aws:SourceAccount': r.account, ...r.context },
+        contextVariables: { ...requestContext(r), ...r.context },
       },
       identityPolicies,
       serviceControlPolicies: [],
