@@ -204,9 +204,16 @@ def simulation(call: Call, role_arn: str, policies: Policies, account: str) -> d
         "context": call.context,
         "identity": identity,
         "managed": managed,
-        "boundary": [b["arn"] for b in policies.boundary.get(role_arn, [])],
+        "boundary": [_document(b["arn"], policies) for b in policies.boundary.get(role_arn, [])],
         "resourcePolicy": policies.resource_policy(call.resource),
     }
+
+
+def _document(arn: str, policies: Policies) -> dict[str, Any]:
+    """A managed policy by ARN: the blueprint's own document, or the AWS managed policy's name for Node to load."""
+    if arn in policies.customer_managed:
+        return {"name": arn, "policy": policies.customer_managed[arn]}
+    return {"name": arn, "managed": arn}
 
 
 def node_modules() -> Path:

