@@ -182,3 +182,13 @@ def test_a_permission_boundary_limits_what_the_identity_policy_allows(session: S
     denied = {c.action for c in report.denied}
     assert "ecr:BatchGetImage" in denied and "kms:Decrypt" in denied
     assert not any(c.action.startswith("s3:") for c in report.denied)
+
+
+def test_the_simulator_script_ships_with_the_package() -> None:
+    import tomllib
+
+    from tests.synth import ROOT
+
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert "access/*.mjs" in data["tool"]["setuptools"]["package-data"]["mlstack"]
+    assert (ROOT / "mlstack" / "access" / "simulate.mjs").is_file()
