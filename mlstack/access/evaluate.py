@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from mlstack.access.calls import ASSUMED_BY, KINDS, SOURCES, CallSpec
-from mlstack.access.principals import Finder, Principal
+from mlstack.access.finders import find_principals
+from mlstack.access.model import Principal
 from mlstack.access.resolve import Stacks
 from mlstack.errors import MlstackError
 
@@ -247,7 +248,7 @@ def run_batch(batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def evaluate(blueprint: str, stacks: Stacks) -> Report:
-    principals = Finder(stacks).find()
+    principals = find_principals(stacks)
     report = Report(blueprint, principals)
     for principal in principals:
         report.calls += expand(principal, stacks.region, stacks.account)

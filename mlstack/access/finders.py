@@ -1,4 +1,8 @@
-"""One function per resource type that uses a role at run time: which role, as which kind, with which facts."""
+"""Find a blueprint's run-time principals: one function per resource type that uses a role at run time.
+
+Each says which role, as which kind of principal (`calls.KINDS`), with which facts; `find_principals` runs
+them over every resource of every stack, then adds the calls of mlstack's own Lambda handlers.
+"""
 
 from __future__ import annotations
 
@@ -6,16 +10,10 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from mlstack.access.handlers import kind_of
-from mlstack.access.principals import (
-    EXECUTION_ID,
-    Facts,
-    Finder,
-    json_gets,
-    merge,
-    pipeline_steps,
-    pipeline_value,
-)
+from mlstack.access.handlers import handler_calls, kind_of, sagemaker_jobs_of_handler
+from mlstack.access.model import EXECUTION_ID, Facts, Principal, json_gets, merge, pipeline_steps, pipeline_value
+from mlstack.access.principals import Finder
+from mlstack.access.resolve import Stacks
 
 Props = dict[str, Any]
 
@@ -310,3 +308,19 @@ BY_TYPE: dict[str, Callable[[Finder, str, str, Props], None]] = {
     "AWS::EKS::Addon": addon,
     "AWS::EC2::Instance": instance,
 }
+
+
+def find_principals(stacks: Stacks) -> list[Principal]:
+    finder = Finder(stacks)
+    for stack, lid, resource in stacks.all_resources():
+        find = BY_TYPE.get(resource["Type"])
+        if find is not None:
+            find(finder, stack, lid, resource.get("Properties", {}))
+    for role_arn, principal in list(finder.principals.items()):
+        for use in list(principal.uses):
+            if use.kind == "lambda":
+                for kind, what, facts in handler_calls(finder, use.facts):
+                    finder.add(role_arn, kind, what, facts)
+                for job in sagemaker_jobs_of_handler(finder, use.facts):
+                    finder.add(*job)
+    return sorted(finder.principals.values(), key=lambda p: (p.stack, p.logical_id))

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from mlstack.access.principals import Facts, Finder
+from mlstack.access.model import Facts, merge
+from mlstack.access.principals import Finder
 
 # `OPERATIONS` names of the AI-services API handler -> the IAM action each makes (resource "*" unless below).
 API_OPERATIONS = {
@@ -142,7 +142,7 @@ def sagemaker_jobs_of_handler(finder: Finder, facts: Facts) -> Iterator[tuple[st
         env["MODEL_ROLE_ARN"],
         "sagemaker-endpoint",
         f"endpoint {endpoint} (created by the approval function)",
-        _merge(
+        merge(
             finder.s3(f"{runs}/model/pipelines-execution-id-train/output/model.tar.gz", prefix=False, kind="in"),
             finder.s3(f"{capture}/{endpoint}/AllTraffic/2026/01/01/00", prefix=True, kind="out"),
             key,
@@ -156,7 +156,7 @@ def sagemaker_jobs_of_handler(finder: Finder, facts: Facts) -> Iterator[tuple[st
         env["MONITOR_ROLE_ARN"],
         "sagemaker-job",
         f"monitoring job of {endpoint}",
-        _merge(
+        merge(
             finder.s3(f"{capture}/{endpoint}", prefix=True, kind="in"),
             finder.s3(f"{runs}/baseline/constraints.json", prefix=False, kind="in"),
             finder.s3(f"{output}/{endpoint}", prefix=True, kind="out"),
@@ -182,9 +182,3 @@ def registered_images(finder: Finder) -> list[str]:
             for part in body.split('"Image":"')[1:]:
                 images.append(part.split('"', 1)[0])
     return sorted(set(images))
-
-
-def _merge(*parts: Facts) -> Facts:
-    from mlstack.access.principals import merge
-
-    return merge(*parts)

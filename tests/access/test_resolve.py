@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mlstack.access.principals import EXECUTION_ID, json_gets, pipeline_steps, pipeline_value
+from mlstack.access.model import EXECUTION_ID, json_gets, pipeline_steps, pipeline_value
 from mlstack.access.resolve import Stacks, UnresolvableError
 
 NETWORK = {
