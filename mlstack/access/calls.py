@@ -184,6 +184,15 @@ KINDS: dict[str, tuple[str, list[CallSpec]]] = {
                 {"cloudwatch:namespace": "/aws/sagemaker/Clusters"},
             ),
             _c("ec2:DetachNetworkInterface", _ENI, "sm-hyperpod", "vpcs"),
+            # DetachNetworkInterface authorizes on the instance as well as the interface (Service Authorization
+            # Reference, Amazon EC2 actions).
+            _c(
+                "ec2:DetachNetworkInterface",
+                "arn:aws:ec2:{region}:{account}:instance/i-0123456789abcdef0",
+                "sar",
+                "vpcs",
+            ),
+            _c("ec2:CreateTags", _ENI, "sm-hyperpod", "vpcs"),
             *_SAGEMAKER_VPC,
         ],
     ),

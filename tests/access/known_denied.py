@@ -13,6 +13,7 @@ S3_PREFIX_LIST = "S3Prefix input: SageMaker lists the prefix (s3:ListBucket with
 PIPELINE_JSONGET = "pipeline JsonGet reads the property file from S3 (and its KMS key) as the pipeline role"
 LOG_GROUP_ARN = "log-group ARNs written log-group//aws/... (colon form: log-group:/aws/sagemaker/...)"
 HYPERPOD_LIFECYCLE_LIST = "HyperPod lists the lifecycle-script prefix (s3:ListBucket) as the execution role"
+DETACH_ENI_INSTANCE = "ec2:DetachNetworkInterface authorizes on the instance too, not only on the network interface"
 
 # blueprint -> {(principal, action, resource, issue item)}
 
@@ -23,6 +24,12 @@ KNOWN_DENIED: dict[str, set[tuple[str, str, str, str]]] = {
             "s3:ListBucket",
             "arn:aws:s3:::sagemaker-mlstack-3534a90d-123456789012-us-east-1",
             HYPERPOD_LIFECYCLE_LIST,
+        ),
+        (
+            "TrainingClusterStack/HyperPodExecutionRole32B4ED4D",
+            "ec2:DetachNetworkInterface",
+            "arn:aws:ec2:us-east-1:123456789012:instance/i-0123456789abcdef0",
+            DETACH_ENI_INSTANCE,
         ),
     },
     "mlops-efa-training": {
