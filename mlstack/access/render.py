@@ -8,6 +8,13 @@ from mlstack.access.calls import KINDS, SOURCES
 from mlstack.access.evaluate import Report
 from mlstack.console import render_table
 
+_DECISIONS = {
+    "Allowed": "allowed",
+    "ImplicitlyDenied": "DENIED (no allow)",
+    "ExplicitlyDenied": "DENIED (explicit deny)",
+    "Error": "ERROR",
+}
+
 
 def summary(report: Report) -> str:
     denied = len(report.denied)
@@ -26,7 +33,7 @@ def render(report: Report) -> str:
         lines.append(f"  {uses}")
         rows: list[list[str]] = []
         for c in report.calls:
-            row = [c.action, c.resource, "allowed" if c.allowed else c.decision.lower(), c.statement]
+            row = [c.action, c.resource, _DECISIONS.get(c.decision, c.decision), c.statement]
             row.append(SOURCES[c.source][0])
             if c.role_arn == principal.arn and row not in rows:  # same call with other context values: one row
                 rows.append(row)
