@@ -29,6 +29,7 @@ def register(sub: Any) -> None:
     p = sub.add_parser("plan", help="what a blueprint creates, costs and needs in quotas (offline)")
     p.add_argument("blueprint", nargs="?", default=blueprint_config.DEFAULT_BLUEPRINT, help="name or path")
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--access", action="store_true", help="also synthesize and check run-time access (mlstack access)")
     p.set_defaults(handler=cmd_plan)
 
 
@@ -76,5 +77,19 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from mlstack.plan import build_plan, render
 
     plan = build_plan(blueprint_config.load(args.blueprint))
-    print(json.dumps(plan.to_json(), indent=2) if args.json else render(plan))
+    data, text = plan.to_json(), render(plan)
+    if args.access:  # synthesizes the blueprint: only on request, so a plain `mlstack plan` never starts the CDK
+        from mlstack.access import cli as access_cli
+        from mlstack.access.render import summary
+
+        report = access_cli.check(args.blueprint)
+        data["access"] = {
+            "principals": len(report.principals),
+            "calls": len(report.calls),
+            "denied": len(report.denied),
+        }
+        text += "\n\n" + summary(report)
+    else:
+        text += f"\n\nRun-time access: not checked here (needs a synth): --access, or mlstack access {plan.blueprint}"
+    print(json.dumps(data, indent=2) if args.json else text)
     return 0

@@ -19,6 +19,7 @@ Handler = Callable[[argparse.Namespace], int]
 
 def build_parser() -> argparse.ArgumentParser:
     from mlstack import blueprint_cli, precheck
+    from mlstack.access import cli as access_cli
     from mlstack.catalog import cli as catalog_cli
     from mlstack.workloads import cli as workloads_cli
 
@@ -28,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     blueprint_cli.register(sub)
+    access_cli.register(sub)
     catalog_cli.register(sub)
     precheck.register(sub)
     workloads_cli.register(sub)
