@@ -97,20 +97,29 @@ def handler_calls(finder: Finder, facts: Facts) -> Iterator[tuple[str, str, Fact
         task = kind.removeprefix("doc-")
         if task == "start_analysis":
             calls += [
-                _call("textract:StartDocumentAnalysis", "*"),
+                _call("textract:StartDocumentTextDetection", "*"),
                 _call("s3:GetObject", f"{bucket}/{inputs}doc.pdf", "textract-s3"),
             ]
         elif task == "check_analysis":
-            calls += [_call("textract:GetDocumentAnalysis", "*"), _call("s3:PutObject", f"{bucket}/{work}doc.pdf.txt")]
-        elif task == "extract_entities":
+            calls += [
+                _call("textract:GetDocumentTextDetection", "*"),
+                _call("s3:PutObject", f"{bucket}/{work}doc.pdf.txt"),
+            ]
+        elif task == "extract_chunk":
             calls += [
                 _call("s3:GetObject", f"{bucket}/{work}doc.pdf.txt"),
-                _call("s3:DeleteObject", f"{bucket}/{work}doc.pdf.txt"),
                 _call("comprehend:DetectEntities", "*"),
-                _call("s3:PutObject", f"{bucket}/{results}doc.pdf.json"),
+                _call("s3:PutObject", f"{bucket}/{work}doc.pdf.part-00000.json"),
             ]
             if env.get("PII_REDACTION") == "true":
                 calls.append(_call("comprehend:DetectPiiEntities", "*"))
+        elif task == "write_result":
+            calls += [
+                _call("s3:GetObject", f"{bucket}/{work}doc.pdf.part-00000.json"),
+                _call("s3:PutObject", f"{bucket}/{results}doc.pdf.json"),
+                _call("s3:DeleteObject", f"{bucket}/{work}doc.pdf.txt"),
+                _call("s3:DeleteObject", f"{bucket}/{work}doc.pdf.part-00000.json"),
+            ]
         elif task == "record_failure":
             calls += [
                 _call("s3:GetObject", f"{bucket}/{inputs}doc.pdf"),

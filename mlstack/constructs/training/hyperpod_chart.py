@@ -50,7 +50,7 @@ class HyperPodDependencies(Construct):
 
     Props (keyword): `cluster`, `kubectl_layer`, `subnets`, `key` (required); `values` (Helm values; default
     `global.region` of the stack, which the chart's agents use for their regional ECR images); `removal_policy`
-    (RETAIN, of the two log groups).
+    (`RETAINED`, of the two log groups).
     """
 
     def __init__(
@@ -130,7 +130,13 @@ class HyperPodDependencies(Construct):
                 eks.AccessPolicy.from_access_policy_name(ADMIN_POLICY, access_scope_type=eks.AccessScopeType.CLUSTER)
             ],
         )
-        provider_logs = logs.LogGroup(self, "ProviderLogs", encryption_key=key, retention=logs.RetentionDays.ONE_MONTH)
+        provider_logs = logs.LogGroup(
+            self,
+            "ProviderLogs",
+            encryption_key=key,
+            retention=logs.RetentionDays.ONE_MONTH,
+            removal_policy=removal_policy,
+        )
         self.provider = cr.Provider(self, "Provider", on_event_handler=self.function, log_group=provider_logs)
         chart_values = dict(values) if values is not None else {"global": {"region": stack.region}}
         self.install = CustomResource(
