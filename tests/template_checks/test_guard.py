@@ -61,7 +61,6 @@ KNOWN: dict[tuple[str, str, str], str] = {
         ("TrainingClusterStack", "BatchLaunchTemplate", control): f"{_BATCH}: launch template ({what})"
         for control, what in (
             ("CT.EC2.PR.10", "no detailed monitoring"),
-            ("CT.EC2.PR.2", "hop limit 2 for containers on the Docker bridge"),
             ("CT.EC2.PR.9", "AssociatePublicIpAddress unset on its interfaces"),
         )
     },
