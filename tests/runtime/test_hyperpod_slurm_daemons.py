@@ -69,7 +69,9 @@ HealthCheckNodeState=ANY
 
 def _run(cmd: list[str], env: dict[str, str] | None = None, timeout: float = 60) -> str:
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, check=False)
-    assert done.returncode == 0, f"{' '.join(cmd)} exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    assert done.returncode == 0, (
+        f"{' '.join(cmd)} exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    )
     return done.stdout
 
 
@@ -99,6 +101,10 @@ def _stop(pid_file: Path) -> None:
             except ProcessLookupError:
                 return
             time.sleep(0.1)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def _controller_conf(prefix: Path) -> str:
@@ -134,6 +140,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
     assert not _live(MYSQL_SOCKET), f"a MariaDB already serves {MYSQL_SOCKET}"
     prefix = tmp_path_factory.mktemp("hyperpod")
     shim = prefix / "shim"
+    # Every daemon's PID goes here; `make test-slurm` passes a directory of its own and kills what is left in it
+    # on exit, should this process itself be killed before its cleanup below.
+    pids = Path(os.environ.get("MLSTACK_SLURM_PIDS") or shim)
     for d in ("state", "spool", "run", "log", "shim", "etc", "systemd", "worker-systemd", "home", "fsx", "provision"):
         (prefix / d).mkdir()
     scripts = prefix / "lifecycle"
@@ -161,6 +170,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
     base_env = {
         "PATH": f"{bin_dir}:{os.environ['PATH']}",
         "SHIM_DIR": str(shim),
+        "PID_DIR": str(pids),
         "SAGEMAKER_RESOURCE_CONFIG_PATH": str(prefix / "resource_config.json"),
         "MLSTACK_SLURM_ETC": str(prefix / "etc"),
         "MLSTACK_SYSTEMCTL": str(bin_dir / "systemctl"),
@@ -170,6 +180,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
         "MLSTACK_FAIL_SLEEP_S": "0",
     }
     started_munge = not _live(MUNGE_SOCKET)
+    # `timeout` sends SIGTERM: turn it into KeyboardInterrupt, on which pytest still runs this fixture's cleanup.
+    previous = signal.signal(signal.SIGTERM, _interrupt)
     slurm_run_conf = Path("/run/slurm/conf")
     try:
         if started_munge:
@@ -181,7 +193,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
                 [
                     "munged",
                     f"--key-file={key}",
-                    f"--pid-file={shim}/munged.pid",
+                    f"--pid-file={pids}/munged.pid",
                     f"--log-file={prefix}/log/munged.log",
                     f"--seed-file={prefix}/munge.seed",
                     "--force",
@@ -189,11 +201,20 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
             )
         MYSQL_SOCKET.parent.mkdir(parents=True, exist_ok=True)
         _run(
-            ["mariadb-install-db", f"--datadir={shim}/mysql", "--user=root", "--auth-root-authentication-method=socket"],
+            [
+                "mariadb-install-db",
+                f"--datadir={shim}/mysql",
+                "--user=root",
+                "--auth-root-authentication-method=socket",
+            ],
             timeout=120,
         )
         t0 = time.monotonic()
-        controller_env = {**base_env, "MLSTACK_NODE_ADDRESS": CONTROLLER, "MLSTACK_SYSTEMD_DIR": str(prefix / "systemd")}
+        controller_env = {
+            **base_env,
+            "MLSTACK_NODE_ADDRESS": CONTROLLER,
+            "MLSTACK_SYSTEMD_DIR": str(prefix / "systemd"),
+        }
         controller = _run(["bash", str(scripts / "on_create.sh")], env=controller_env, timeout=120)
         worker_env = {
             **base_env,
@@ -218,11 +239,12 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
             "provision_s": time.monotonic() - t0,
         }
     finally:
-        for name in ("slurmd", "slurmd-today", "slurmctld", "slurmdbd", "mariadb"):
-            _stop(shim / f"{name}.pid")
+        for name in ("slurmd", "slurmctld", "slurmdbd", "mariadb"):
+            _stop(pids / f"{name}.pid")
         if started_munge:
-            _stop(shim / "munged.pid")
-        if slurm_run_conf.is_symlink() and str(prefix) in os.readlink(slurm_run_conf):
+            _stop(pids / "munged.pid")
+        signal.signal(signal.SIGTERM, previous)
+        if slurm_run_conf.is_symlink() and str(prefix) in str(slurm_run_conf.readlink()):
             slurm_run_conf.unlink()
 
 
@@ -282,12 +304,15 @@ def test_first_job_runs_train_py_over_srun_and_torchrun(cluster: dict[str, Any])
     _run(["bash", str(cluster["scripts"] / "stage_workloads.sh"), str(fsx)])
     assert (app / "runtime" / "workloads" / "train.py").is_file()
     env = {**client, "MLSTACK_HYPERPOD_DIR": str(prefix / "not-hyperpod"), "OMP_NUM_THREADS": "1"}
-    _run(
+    job = subprocess.run(
         ["sbatch", "--wait", "--nodes=1", f"--chdir={app}", "train.sbatch", "--steps", "3"],
         env=env,
+        capture_output=True,
+        text=True,
         timeout=120,
     )
     out = "\n".join(p.read_text() for p in (app / "logs").glob("mlstack-train-*.out"))
+    assert job.returncode == 0, f"{job.stdout}{job.stderr}\n{out[-4000:]}"
     assert f"rendezvous {HOST}:29500" in out
     if python:
         steps = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
