@@ -149,9 +149,11 @@ def slurmdbd_conf(password: str) -> str:
 
 
 def wait_for_slurm_conf(path: Path, controllers: Sequence[str], timeout_s: int = 300, sleep_s: int = 5) -> bool:
-    """Controller only: HyperPod's agent writes slurm.conf there; True once it exists and names a controller."""
+    """Controller only: HyperPod's agent writes slurm.conf there; True once it exists and names a controller, by
+    address or by the EC2 host name the address gives (ip-10-3-0-10)."""
+    names = [*controllers, *(f"ip-{ip.replace('.', '-')}" for ip in controllers)]
     for _ in range(max(1, timeout_s // sleep_s)):
-        if path.exists() and any(ip in path.read_text() for ip in controllers):
+        if path.exists() and any(name in path.read_text() for name in names):
             return True
         time.sleep(sleep_s)
     return False

@@ -112,6 +112,8 @@ def test_wait_for_slurm_conf(tmp_path: Path) -> None:
     assert not lifecycle.wait_for_slurm_conf(conf, ["10.3.0.10"], timeout_s=0, sleep_s=1)
     conf.write_text("SlurmctldHost=ip-10-3-0-10(10.3.0.10)\n")
     assert lifecycle.wait_for_slurm_conf(conf, ["10.3.0.10"], timeout_s=0)
+    conf.write_text("SlurmctldHost=ip-10-3-0-10\n")
+    assert lifecycle.wait_for_slurm_conf(conf, ["10.3.0.10"], timeout_s=0)
 
 
 def test_cli_as_on_create_calls_it(
