@@ -79,11 +79,11 @@ def _render(value: Any) -> str:
     if "Fn::Join" in value:
         return "".join(_render(v) for v in value["Fn::Join"][1])
     if "Ref" in value:
-        return "${" + value["Ref"] + "}"
+        return "${" + str(value["Ref"]) + "}"
     if "Fn::GetAtt" in value:
         return "${" + ".".join(value["Fn::GetAtt"]) + "}"
     if "Fn::GetStackOutput" in value:
-        return "${output:" + value["Fn::GetStackOutput"]["OutputName"] + "}"
+        return "${output:" + str(value["Fn::GetStackOutput"]["OutputName"]) + "}"
     raise AssertionError(f"unexpected resource {value}")
 
 
