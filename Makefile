@@ -117,7 +117,7 @@ slurm-packages:
 
 test-slurm: install slurm-packages
 	@pids="$$(mktemp -d)"; \
-	trap 'for f in "$$pids"/*.pid; do [ -f "$$f" ] && kill "$$(cat "$$f")" 2>/dev/null; done; rm -rf "$$pids"' EXIT; \
+	trap 'for f in "$$pids"/*.pid; do [ -f "$$f" ] && kill "$$(cat "$$f")" 2>/dev/null || true; done; rm -rf "$$pids"' EXIT; \
 	MLSTACK_SLURM=1 MLSTACK_SLURM_PIDS="$$pids" \
 	$(if $(wildcard $(WL_BIN)/python),MLSTACK_WORKLOADS_PYTHON=$(CURDIR)/$(WL_BIN)/python) \
 		timeout --kill-after=30 300 $(BIN)/pytest -q -p no:cacheprovider tests/runtime/test_hyperpod_slurm_daemons.py

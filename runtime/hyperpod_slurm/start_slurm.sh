@@ -37,7 +37,10 @@ configless_slurmd() {
 
 case "$ROLE" in
   controller)
-    "$SYSTEMCTL" enable --now slurmctld
+    # restart, not start: should HyperPod's agent have started slurmctld already, it reads the accounting include
+    # and the health check setting only when it starts again.
+    "$SYSTEMCTL" enable slurmctld
+    "$SYSTEMCTL" restart slurmctld
     ;;
   compute)
     configless_slurmd

@@ -95,7 +95,7 @@ def test_the_controller_starts_slurmctld_only(tmp_path: Path) -> None:
         "MLSTACK_SYSTEMCTL": str(bin_dir / "systemctl"),
     }
     assert _bash("start_slurm.sh", "controller", "10.3.0.10", env=env).returncode == 0
-    assert _calls(bin_dir) == ["systemctl enable --now slurmctld"]
+    assert _calls(bin_dir) == ["systemctl enable slurmctld", "systemctl restart slurmctld"]
 
 
 # ----------------------------------------------------------------------------------------- health_check.sh
