@@ -8,6 +8,8 @@
 #   make deploy-local BLUEPRINT=<name>   real `cdk deploy` against a local moto server (no AWS account)
 #   make test-deploy-local      the local deploy test (create, update, no-change; 3-5 min, so not in `make test`)
 #   make test-workloads   reference workloads on CPU (PyTorch DDP/FSDP/DeepSpeed, OpenVINO) in .venv-workloads
+#   make test-slurm       HyperPod Slurm lifecycle scripts against real slurmctld/slurmd/slurmdbd/munge/MariaDB
+#                         (Debian packages, root; about a minute, bounded at 5)
 #   make bench-workloads  gradient-compression and OpenVINO fp32/int8 tables on this machine
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -26,7 +28,7 @@ WL_VENV := .venv-workloads
 WL_BIN := $(WL_VENV)/bin
 
 .PHONY: install synth test lint bench snapshot-update clean check-charts diagrams graphviz deploy-local test-deploy-local \
-	install-workloads test-workloads bench-workloads
+	install-workloads test-workloads bench-workloads slurm-packages test-slurm
 
 install: $(STAMPS)/venv $(STAMPS)/npm $(STAMPS)/checkov-$(CHECKOV_VERSION)
 
@@ -106,6 +108,21 @@ test-workloads: install-workloads
 
 bench-workloads: install-workloads
 	DS_BUILD_OPS=0 $(WL_BIN)/python -m runtime.workloads.bench
+
+
+# Real Slurm for the HyperPod lifecycle scripts: Debian's slurm-wlm (slurmctld, slurmd), slurmdbd, munge and
+# MariaDB. The test stops every daemon it started by its PID, also on failure; `timeout` bounds the whole run.
+SLURM_PACKAGES := slurm-wlm slurmdbd munge mariadb-server
+slurm-packages:
+	@dpkg -s $(SLURM_PACKAGES) >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $(SLURM_PACKAGES); }
+
+test-slurm: install slurm-packages
+	@pids="$$(mktemp -d)"; \
+	trap 'for f in "$$pids"/*.pid; do [ -f "$$f" ] && kill "$$(cat "$$f")" 2>/dev/null || true; done; rm -rf "$$pids"' EXIT; \
+	MLSTACK_SLURM=1 MLSTACK_SLURM_PIDS="$$pids" \
+	$(if $(wildcard $(WL_BIN)/python),MLSTACK_WORKLOADS_PYTHON=$(CURDIR)/$(WL_BIN)/python) \
+		timeout --kill-after=30 300 $(BIN)/pytest -q -p no:cacheprovider tests/runtime/test_hyperpod_slurm_daemons.py
 
 
 clean:

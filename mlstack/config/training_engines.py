@@ -36,6 +36,8 @@ EKS_ENGINES = ("eks", "hyperpod-eks")
 LIFECYCLE_SCRIPTS_DIR = resources.runtime_path("hyperpod_slurm")
 """The lifecycle scripts shipped with mlstack (on_create.sh and its helpers), uploaded to S3 by the stack."""
 EKS_LIFECYCLE_SCRIPTS_DIR = LIFECYCLE_SCRIPTS_DIR.parent / "hyperpod_eks"
+WORKLOADS_DIR = LIFECYCLE_SCRIPTS_DIR.parent / "workloads"
+"""The reference training code, uploaded with the Slurm lifecycle scripts and staged on FSx for the first job."""
 """The (much smaller) lifecycle script of HyperPod nodes that join an EKS cluster."""
 
 HYPERPOD_MAX_INSTANCES = 6758
@@ -95,6 +97,10 @@ class HyperPodConfig(StrictModel):
     """Directory of your own lifecycle scripts (absolute, or relative to where mlstack runs); default: mlstack's."""
     on_create: str = "on_create.sh"
     """Entry script, relative to the lifecycle scripts directory (HyperPod runs it once on every new node)."""
+    volume_key: Literal["customer_managed", "aws_owned"] | None = None
+    """Encryption of the nodes' extra EBS volumes: `customer_managed` (the project key) needs HyperPod's continuous
+    node provisioning, which the SageMaker API offers only for EKS-orchestrated clusters; default: customer_managed
+    on hyperpod-eks (with NodeProvisioningMode Continuous), aws_owned (HyperPod's own key) on hyperpod-slurm."""
 
     @field_validator("training_plan_arn")
     @classmethod
@@ -109,6 +115,12 @@ class HyperPodConfig(StrictModel):
     @property
     def scripts_dir(self) -> Path:
         return Path(self.lifecycle_scripts) if self.lifecycle_scripts else LIFECYCLE_SCRIPTS_DIR
+
+    def customer_volume_key(self, engine: str) -> bool:
+        """Whether the volumes use the project key (and the cluster continuous node provisioning)."""
+        return (self.volume_key or ("customer_managed" if engine == "hyperpod-eks" else "aws_owned")) == (
+            "customer_managed"
+        )
 
     def scripts_dir_for(self, engine: str) -> Path:
         """The lifecycle scripts of `engine`: the blueprint's own directory, else mlstack's for that engine."""
@@ -219,6 +231,12 @@ def _hyperpod_problems(training: TrainingConfig) -> list[str]:
                     f"{following} when standard support for {version} ends, and SageMaker HyperPod does not support "
                     f"{following}; set support_type: EXTENDED (billed per cluster-hour) until HyperPod lists it"
                 )
+    elif hyperpod.volume_key == "customer_managed":
+        problems.append(
+            "training.hyperpod.volume_key: customer_managed needs continuous node provisioning, which HyperPod offers "
+            "only for EKS-orchestrated clusters (SageMaker CreateCluster, NodeProvisioningMode); remove it (an AWS "
+            "owned key encrypts the volumes) or use engine hyperpod-eks"
+        )
     elif hyperpod.controller.count != 1:
         problems.append(
             f"training.hyperpod.controller.count: Slurm has one controller node here, got {hyperpod.controller.count}; "

@@ -103,7 +103,24 @@ def _plan_hyperpod(config: BlueprintConfig, training: TrainingConfig, plan: Plan
     rows.append(f"deep health checks on accelerated workers: {checks}; threads per core {hyperpod.threads_per_core}")
     if hyperpod.training_plan_arn:
         rows.append(f"workers use training plan {hyperpod.training_plan_arn}")
-    plan.details.setdefault("sections", []).append(("HyperPod instance groups", rows))
+    if hyperpod.customer_volume_key(training.engine):
+        rows.append("extra EBS volumes: project KMS key, continuous node provisioning (execution role may CreateGrant)")
+    else:
+        rows.append("extra EBS volumes: HyperPod's AWS owned key (a customer key needs continuous provisioning)")
+    sections = plan.details.setdefault("sections", [])
+    sections.append(("HyperPod instance groups", rows))
+    if slurm:
+        workers = sum(g.desired_size for g in training.node_groups)
+        sections.append(
+            (
+                "First job (Slurm, on the login or controller node)",
+                [
+                    "sinfo: every worker idle (slurmd configless, --conf-server <controller>)",
+                    f"cd /fsx/mlstack && sbatch --nodes={workers} train.sbatch: runtime/workloads/train.py under "
+                    "torchrun on every worker through srun --auto-resume=1, checkpoints in /fsx/checkpoints",
+                ],
+            )
+        )
 
 
 def _plan_eks_control_plane(config: BlueprintConfig, training: TrainingConfig, plan: Plan) -> None:

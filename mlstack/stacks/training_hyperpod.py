@@ -1,5 +1,8 @@
 """`TrainingClusterStack` for `training.engine: hyperpod-slurm`: a SageMaker HyperPod cluster with Slurm, the
-worker groups from `training.node_groups`, FSx for Lustre mounted by the lifecycle scripts.
+worker groups from `training.node_groups`, FSx for Lustre mounted by the lifecycle scripts, and the first job
+(`runtime/workloads`, uploaded with the scripts and staged on FSx by the controller). The nodes' extra EBS volumes
+use HyperPod's AWS owned key: a customer-managed one needs continuous node provisioning, which HyperPod offers
+only with EKS (`training.hyperpod.volume_key`).
 
 Its part of `mlstack plan` is `mlstack.plan.training_engines`.
 """
@@ -9,11 +12,12 @@ from __future__ import annotations
 from typing import Any
 
 from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_kms as kms
 from constructs import Construct
 
 from mlstack.config import BlueprintConfig
 from mlstack.config.training import NodeGroupConfig, TrainingConfig
-from mlstack.config.training_engines import HyperPodConfig
+from mlstack.config.training_engines import WORKLOADS_DIR, HyperPodConfig
 from mlstack.constructs.storage.fsx_lustre import FsxLustre
 from mlstack.constructs.training.efa import EfaNetworking
 from mlstack.constructs.training.hyperpod import DEEP_HEALTH_CHECKS, HyperPodCluster, HyperPodInstanceGroup
@@ -33,6 +37,14 @@ def node_security_group(scope: Construct, vpc: ec2.IVpc) -> ec2.SecurityGroup:
     )
     group.add_ingress_rule(group, ec2.Port.all_traffic(), "nodes of this cluster")
     return group
+
+
+def volume_encryption(hyperpod: HyperPodConfig, engine: str, key: kms.IKey) -> dict[str, Any]:
+    """`HyperPodCluster` keywords of `training.hyperpod.volume_key`: the project key and continuous node provisioning
+    (the only mode in which HyperPod takes a customer-managed volume key), or nothing (HyperPod's AWS owned key)."""
+    if not hyperpod.customer_volume_key(engine):
+        return {}
+    return {"volume_key": key, "node_provisioning_mode": "Continuous"}
 
 
 def worker_groups(training: TrainingConfig, hyperpod: HyperPodConfig) -> list[HyperPodInstanceGroup]:
@@ -134,4 +146,6 @@ class HyperPodTrainingStack(MlStack):
             fsx_mount_path=FSX_MOUNT_PATH,
             node_recovery=hyperpod.node_recovery,
             removal_policy=self.removal_policy,
+            workloads=WORKLOADS_DIR,
+            **volume_encryption(hyperpod, training.engine, network.key),
         )

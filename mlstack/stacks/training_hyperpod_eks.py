@@ -32,7 +32,7 @@ from mlstack.k8s.kube import LABEL_PREFIX
 from mlstack.stacks.base import MlStack
 from mlstack.stacks.network import NetworkStack
 from mlstack.stacks.training import admin_host, cluster_props, fsx_props
-from mlstack.stacks.training_hyperpod import worker_groups
+from mlstack.stacks.training_hyperpod import volume_encryption, worker_groups
 from mlstack.stacks.training_image import add_first_job
 
 
@@ -125,6 +125,7 @@ class HyperPodEksTrainingStack(MlStack):
             node_recovery=hyperpod.node_recovery,
             removal_policy=self.removal_policy,
             eks_cluster_arn=eks.cluster_arn,
+            **volume_encryption(hyperpod, training.engine, network.key),
         )
         # Like managed node groups: a node that joins before the CNI, kube-proxy and Pod Identity agent add-ons
         # exist cannot give its pods IPs.

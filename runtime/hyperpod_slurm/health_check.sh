@@ -1,20 +1,24 @@
 #!/bin/bash
 # Slurm HealthCheckProgram: drain this node when its accelerators or the shared file system are missing, so no
 # job lands on it; HyperPod's own health agent decides on replacement (NodeRecovery: Automatic).
+# Accelerators are checked only where their devices exist: the HyperPod AMI ships nvidia-smi on CPU instances
+# too (the controller, login nodes, CPU groups), where it fails for want of a GPU.
 set -uo pipefail
+MLSTACK_HOME="${MLSTACK_HOME:-/opt/mlstack}"
 # shellcheck disable=SC1091
-[[ -r /opt/mlstack/health_check.env ]] && source /opt/mlstack/health_check.env
+[[ -r "$MLSTACK_HOME/health_check.env" ]] && source "$MLSTACK_HOME/health_check.env"
 FSX_PATH="${MLSTACK_FSX_PATH:--}"
+DEV="${MLSTACK_DEV_DIR:-/dev}"
 NODE="$(hostname -s)"
 problem=""
 
 if [[ "$FSX_PATH" != "-" ]] && ! mountpoint -q "$FSX_PATH"; then
   problem="FSx not mounted at ${FSX_PATH}"
 fi
-if command -v nvidia-smi > /dev/null && ! nvidia-smi --query-gpu=index --format=csv,noheader > /dev/null 2>&1; then
+if [[ -e "$DEV/nvidia0" ]] && ! nvidia-smi --query-gpu=index --format=csv,noheader > /dev/null 2>&1; then
   problem="${problem:+$problem; }nvidia-smi failed"
 fi
-if command -v neuron-ls > /dev/null && ! neuron-ls > /dev/null 2>&1; then
+if [[ -e "$DEV/neuron0" ]] && ! neuron-ls > /dev/null 2>&1; then
   problem="${problem:+$problem; }neuron-ls failed"
 fi
 

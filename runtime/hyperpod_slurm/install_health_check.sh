@@ -1,9 +1,10 @@
 #!/bin/bash
-# Install the node health check Slurm runs every HealthCheckInterval: install_health_check.sh <fsx-path or ->.
+# Install the node health check on this node: install_health_check.sh <fsx-path or ->. Every node needs the program
+# at the same path: slurmd runs the HealthCheckProgram that the controller's slurm.conf names (on_create.sh sets
+# it there; configless nodes get that setting from slurmctld).
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-TARGET=/opt/mlstack/health_check.sh
-mkdir -p /opt/mlstack
-install -m 0755 "$HERE/health_check.sh" "$TARGET"
-echo "MLSTACK_FSX_PATH=${1:--}" > /opt/mlstack/health_check.env
-python3 "$HERE/lifecycle.py" update-slurm-conf --file /opt/slurm/etc/slurm.conf --health-check "$TARGET"
+MLSTACK_HOME="${MLSTACK_HOME:-/opt/mlstack}"
+mkdir -p "$MLSTACK_HOME"
+install -m 0755 "$HERE/health_check.sh" "$MLSTACK_HOME/health_check.sh"
+echo "MLSTACK_FSX_PATH=${1:--}" > "$MLSTACK_HOME/health_check.env"

@@ -1,8 +1,15 @@
-"""Logic of the HyperPod Slurm lifecycle scripts (called by on_create.sh; unit-tested in tests/runtime).
+"""Logic of the HyperPod Slurm lifecycle scripts (called by on_create.sh; unit-tested in tests/runtime, run against
+real Slurm daemons by `make test-slurm`).
 
 HyperPod writes `resource_config.json` on every node (instance groups and the private IP of each instance) and
-copies the S3 prefix, with `provisioning_parameters.json` that the stack wrote, next to this file. Standard library
-only: it runs on the HyperPod AMI's python3 before anything is installed.
+copies the S3 prefix, with `provisioning_parameters.json` that the stack wrote, next to this file. HyperPod runs
+Slurm configless: its agent writes `slurm.conf` on the controller only, and `slurmd` on worker and login nodes
+fetches the configuration from `slurmctld` (`slurmd --conf-server`, start_slurm.sh). So only the controller's
+configuration is ever edited here, and a node without `slurm.conf` never gets one. Standard library only: it runs
+on the HyperPod AMI's python3 before anything is installed.
+
+Paths default to HyperPod's and can be moved for the tests: MLSTACK_SLURM_ETC (/opt/slurm/etc) and
+MLSTACK_NODE_ADDRESS (this node's primary private IP).
 """
 
 from __future__ import annotations
@@ -19,6 +26,12 @@ from typing import Any
 
 ROLES = ("controller", "login", "compute")
 HEALTH_CHECK_INTERVAL_S = 300
+SLURMDBD_PORT = 6819
+"""slurmdbd's default DbdPort (slurmdbd.conf man page), which accounting.conf names."""
+ACCOUNTING_CONF = "accounting.conf"
+SLURM_ETC = "/opt/slurm/etc"
+"""Where the HyperPod AMI keeps slurm.conf, accounting.conf and slurmdbd.conf (SageMaker HyperPod lifecycle
+scripts, awslabs/awsome-distributed-training 1.architectures/5.sagemaker-hyperpod/LifecycleScripts/base-config)."""
 
 
 def load(path: str | Path) -> dict[str, Any]:
@@ -26,6 +39,10 @@ def load(path: str | Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected a JSON object")
     return data
+
+
+def slurm_etc() -> Path:
+    return Path(os.environ.get("MLSTACK_SLURM_ETC", SLURM_ETC))
 
 
 def group_addresses(resource_config: dict[str, Any], group_name: str) -> list[str]:
@@ -75,12 +92,32 @@ def update_conf(text: str, settings: dict[str, str]) -> str:
     return "\n".join(out) + "\n"
 
 
-def accounting_settings(controller_address: str) -> dict[str, str]:
-    return {
-        "AccountingStorageType": "accounting_storage/slurmdbd",
-        "AccountingStorageHost": controller_address,
-        "JobAcctGatherType": "jobacct_gather/cgroup",
-    }
+def ensure_include(text: str, name: str) -> str:
+    """`text` (a slurm.conf) with one `include <name>` line. Relative, so that slurmctld ships the file to the
+    configless nodes with slurm.conf (Slurm "Configless Slurm": included files are sent too). Idempotent."""
+    for line in text.splitlines():
+        words = line.split()
+        if len(words) == 2 and words[0].lower() == "include" and Path(words[1]).name == name:
+            return text if text.endswith("\n") else text + "\n"
+    return (text if text.endswith("\n") or not text else text + "\n") + f"include {name}\n"
+
+
+def accounting_conf(controller_address: str) -> str:
+    """accounting.conf, the file slurm.conf includes for job accounting through slurmdbd on the controller: Linux
+    process accounting, the slurmdbd port, and GPUs as a tracked resource (sacct/sreport show GPU hours)."""
+    return "\n".join(
+        [
+            "# Written by mlstack's on_create.sh (setup_accounting.sh) on the controller; slurm.conf includes it.",
+            "JobAcctGatherType=jobacct_gather/linux",
+            "JobAcctGatherFrequency=30",
+            "AccountingStorageType=accounting_storage/slurmdbd",
+            f"AccountingStorageHost={controller_address}",
+            f"AccountingStoragePort={SLURMDBD_PORT}",
+            "AccountingStorageTRES=gres/gpu",
+            "GresTypes=gpu",
+            "",
+        ]
+    )
 
 
 def health_check_settings(program: str) -> dict[str, str]:
@@ -97,6 +134,7 @@ def slurmdbd_conf(password: str) -> str:
         [
             "AuthType=auth/munge",
             "DbdHost=localhost",
+            f"DbdPort={SLURMDBD_PORT}",
             "SlurmUser=slurm",
             "LogFile=/var/log/slurm/slurmdbd.log",
             "PidFile=/var/run/slurmdbd.pid",
@@ -111,21 +149,35 @@ def slurmdbd_conf(password: str) -> str:
 
 
 def wait_for_slurm_conf(path: Path, controllers: Sequence[str], timeout_s: int = 300, sleep_s: int = 5) -> bool:
-    """HyperPod's agent writes slurm.conf; True once it names a controller (or when this node has none)."""
+    """Controller only: HyperPod's agent writes slurm.conf there; True once it exists and names a controller, by
+    address or by the EC2 host name the address gives (ip-10-3-0-10)."""
+    names = [*controllers, *(f"ip-{ip.replace('.', '-')}" for ip in controllers)]
     for _ in range(max(1, timeout_s // sleep_s)):
-        if not path.exists():
-            return True
-        if any(ip in path.read_text() for ip in controllers):
+        if path.exists() and any(name in path.read_text() for name in names):
             return True
         time.sleep(sleep_s)
     return False
 
 
 def own_address() -> str:
-    """This node's primary private IP (the route to the VPC; no packet is sent)."""
+    """This node's primary private IP (the route to the VPC; no packet is sent); MLSTACK_NODE_ADDRESS overrides."""
+    if os.environ.get("MLSTACK_NODE_ADDRESS"):
+        return os.environ["MLSTACK_NODE_ADDRESS"]
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
         sock.connect(("10.255.255.254", 1))
         return str(sock.getsockname()[0])
+
+
+def _edit_existing(conf: Path, edit: Any) -> int:
+    """Rewrite an existing slurm.conf with `edit`; refuse to create one (configless nodes get theirs from slurmctld)."""
+    if not conf.is_file():
+        print(
+            f"{conf} does not exist: only the controller has a slurm.conf (configless nodes fetch it from slurmctld)",
+            file=sys.stderr,
+        )
+        return 1
+    conf.write_text(edit(conf.read_text()))
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -139,24 +191,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub.add_parser("wait-slurm-conf")
     dbd = sub.add_parser("slurmdbd-conf")
     dbd.add_argument("--password-file", required=True)
-    upd = sub.add_parser("update-slurm-conf")
-    upd.add_argument("--file", required=True)
-    upd.add_argument("--accounting", metavar="CONTROLLER_ADDRESS")
-    upd.add_argument("--health-check", metavar="PROGRAM")
+    acct = sub.add_parser("accounting-conf", help="write accounting.conf and include it from slurm.conf")
+    acct.add_argument("--controller", required=True, metavar="ADDRESS")
+    upd = sub.add_parser("update-slurm-conf", help="set keys in the controller's existing slurm.conf")
+    upd.add_argument("--health-check", metavar="PROGRAM", required=True)
     args = parser.parse_args(argv)
+    conf = slurm_etc() / "slurm.conf"
 
     if args.command == "slurmdbd-conf":
         sys.stdout.write(slurmdbd_conf(Path(args.password_file).read_text().strip()))
         return 0
-    if args.command == "update-slurm-conf":
-        settings: dict[str, str] = {}
-        if args.accounting:
-            settings.update(accounting_settings(args.accounting))
-        if args.health_check:
-            settings.update(health_check_settings(args.health_check))
-        conf = Path(args.file)
-        conf.write_text(update_conf(conf.read_text() if conf.exists() else "", settings))
+    if args.command == "accounting-conf":
+        if _edit_existing(conf, lambda text: ensure_include(text, ACCOUNTING_CONF)) != 0:
+            return 1
+        (conf.parent / ACCOUNTING_CONF).write_text(accounting_conf(args.controller))
         return 0
+    if args.command == "update-slurm-conf":
+        return _edit_existing(conf, lambda text: update_conf(text, health_check_settings(args.health_check)))
     params = load(args.params)
     if args.command == "fsx":
         print(*fsx(params))
@@ -167,11 +218,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(*node_role(resource_config, params, own_address()))
     elif args.command == "controllers":
         print(",".join(controllers))
-    elif args.command == "wait-slurm-conf":
-        conf = Path(os.environ.get("SLURM_CONF", "/opt/slurm/etc/slurm.conf"))
-        if not wait_for_slurm_conf(conf, controllers):
-            print(f"{conf} never named a controller ({', '.join(controllers)})", file=sys.stderr)
-            return 1
+    elif args.command == "wait-slurm-conf" and not wait_for_slurm_conf(conf, controllers):
+        print(f"{conf} never named a controller ({', '.join(controllers)})", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -1,11 +1,15 @@
 #!/bin/bash
 # HyperPod runs this once on every new node (LifeCycleConfig.OnCreate), from a copy of the S3 prefix.
-# It mounts FSx for Lustre, sets up Slurm accounting on the controller, starts the Slurm daemons for this
-# node's role and installs the node health check. Output goes to /var/log/provision/provisioning.log, which
-# HyperPod uploads to CloudWatch Logs (/aws/sagemaker/Clusters/<name>/<id>).
+# HyperPod runs Slurm configless: its agent writes slurm.conf on the controller only, and slurmd on worker and
+# login nodes fetches the configuration from slurmctld. So the controller's slurm.conf is the only one this edits
+# (accounting include, health check), and workers and login nodes start slurmd with --conf-server.
+# On every node: mount FSx for Lustre, install the node health check, start the Slurm daemon of the node's role.
+# On the controller also: slurmdbd accounting, and the first job's files on FSx (stage_workloads.sh).
+# Output goes to /var/log/provision/provisioning.log, which HyperPod uploads to CloudWatch Logs
+# (/aws/sagemaker/Clusters/<name>/<id>). Paths can be moved for tests (MLSTACK_* variables, see lifecycle.py).
 set -euo pipefail
 
-LOG_DIR=/var/log/provision
+LOG_DIR="${MLSTACK_LOG_DIR:-/var/log/provision}"
 mkdir -p "$LOG_DIR"
 exec > >(tee -a "$LOG_DIR/provisioning.log") 2>&1
 
@@ -13,12 +17,13 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cd "$HERE"
 RESOURCE_CONFIG="${SAGEMAKER_RESOURCE_CONFIG_PATH:-/opt/ml/config/resource_config.json}"
 PARAMS="$HERE/provisioning_parameters.json"
+MLSTACK_HOME="${MLSTACK_HOME:-/opt/mlstack}"
 lifecycle() { python3 -u "$HERE/lifecycle.py" --resource-config "$RESOURCE_CONFIG" --params "$PARAMS" "$@"; }
 
 fail() {
   echo "[mlstack] on_create failed at line $1"
   # Leave time for the log agent to upload the provisioning log before HyperPod marks the node failed.
-  sleep 60
+  sleep "${MLSTACK_FAIL_SLEEP_S:-60}"
 }
 trap 'fail $LINENO' ERR
 
@@ -31,12 +36,14 @@ if [[ "$FSX_DNS" != "-" ]]; then
 fi
 
 CONTROLLERS="$(lifecycle controllers)"
-lifecycle wait-slurm-conf
-if [[ "$ROLE" == "controller" ]]; then
-  bash "$HERE/setup_accounting.sh"
-fi
-# Every node carries the same accounting lines (Slurm expects one slurm.conf on all nodes).
-lifecycle update-slurm-conf --file /opt/slurm/etc/slurm.conf --accounting "${CONTROLLERS%%,*}"
 bash "$HERE/install_health_check.sh" "$FSX_PATH"
+if [[ "$ROLE" == "controller" ]]; then
+  lifecycle wait-slurm-conf
+  bash "$HERE/setup_accounting.sh" "${CONTROLLERS%%,*}"
+  lifecycle update-slurm-conf --health-check "$MLSTACK_HOME/health_check.sh"
+fi
 bash "$HERE/start_slurm.sh" "$ROLE" "$CONTROLLERS"
+if [[ "$ROLE" == "controller" && "$FSX_PATH" != "-" ]]; then
+  bash "$HERE/stage_workloads.sh" "$FSX_PATH"
+fi
 echo "[mlstack] on_create done"

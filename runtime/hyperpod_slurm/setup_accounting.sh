@@ -1,12 +1,20 @@
 #!/bin/bash
-# Controller only: Slurm job accounting in a local MariaDB through slurmdbd (sacct, fair-share, job history).
+# Controller only: Slurm job accounting in a local MariaDB through slurmdbd (sacct, fair-share, job history):
+# setup_accounting.sh <controller-address>. The HyperPod AMI ships MariaDB and slurmdbd; install MariaDB only where
+# it is missing, after refreshing the package lists. Accounting settings go into accounting.conf, which slurm.conf
+# includes (lifecycle.py accounting-conf), never into a slurm.conf of a node that has none.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-SLURM_ETC=/opt/slurm/etc
-PASSWORD_FILE=/root/.slurmdbd-password
+SLURM_ETC="${MLSTACK_SLURM_ETC:-/opt/slurm/etc}"
+SYSTEMCTL="${MLSTACK_SYSTEMCTL:-systemctl}"
+PASSWORD_FILE="${MLSTACK_DBD_PASSWORD_FILE:-/root/.slurmdbd-password}"
+CONTROLLER="$1"
 
-DEBIAN_FRONTEND=noninteractive apt-get -y -o DPkg::Lock::Timeout=300 install mariadb-server
-systemctl enable --now mariadb
+if ! command -v mariadbd > /dev/null && ! command -v mysqld > /dev/null; then
+  DEBIAN_FRONTEND=noninteractive apt-get -y -o DPkg::Lock::Timeout=300 update
+  DEBIAN_FRONTEND=noninteractive apt-get -y -o DPkg::Lock::Timeout=300 install mariadb-server
+fi
+"$SYSTEMCTL" enable --now mariadb
 
 if [[ ! -s "$PASSWORD_FILE" ]]; then
   (umask 077 && openssl rand -hex 24 > "$PASSWORD_FILE")
@@ -21,5 +29,6 @@ SQL
 
 (umask 077 && python3 "$HERE/lifecycle.py" slurmdbd-conf --password-file "$PASSWORD_FILE" > "$SLURM_ETC/slurmdbd.conf")
 chown slurm:slurm "$SLURM_ETC/slurmdbd.conf"
-systemctl enable --now slurmdbd
-echo "[mlstack] slurmdbd accounting configured"
+"$SYSTEMCTL" enable --now slurmdbd
+python3 "$HERE/lifecycle.py" accounting-conf --controller "$CONTROLLER"
+echo "[mlstack] slurmdbd accounting configured (${SLURM_ETC}/accounting.conf)"

@@ -66,7 +66,8 @@ def test_hyperpod_instance_groups(hyperpod: dict[str, Any]) -> None:
     assert worker["OnStartDeepHealthChecks"] == ["InstanceStress", "InstanceConnectivity"]
     assert "OnStartDeepHealthChecks" not in groups["controller"]
     volume = worker["InstanceStorageConfigs"][0]["EbsVolumeConfig"]
-    assert volume["VolumeSizeInGB"] == 500 and "VolumeKmsKeyId" in volume
+    # HyperPod takes a customer-managed volume key only with continuous provisioning, an EKS-only mode.
+    assert volume["VolumeSizeInGB"] == 500 and "VolumeKmsKeyId" not in volume
 
 
 def test_hyperpod_lifecycle_scripts_exist_before_the_cluster(hyperpod: dict[str, Any]) -> None:
@@ -81,7 +82,7 @@ def test_hyperpod_lifecycle_scripts_exist_before_the_cluster(hyperpod: dict[str,
     upload_id, upload = _one(hyperpod, "Custom::CDKBucketDeployment")
     assert upload["Properties"]["DestinationBucketName"] == {"Ref": bucket_id}
     assert upload["Properties"]["DestinationBucketKeyPrefix"] == "lifecycle/"
-    assert len(upload["Properties"]["SourceObjectKeys"]) == 2  # the scripts and provisioning_parameters.json
+    assert len(upload["Properties"]["SourceObjectKeys"]) == 3  # scripts, runtime/workloads, provisioning_parameters
     assert upload_id in cluster["DependsOn"]
 
 

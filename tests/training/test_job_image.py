@@ -263,10 +263,10 @@ def test_nodes_can_pull_from_the_bootstrap_repository() -> None:
     # GetDownloadUrlForLayer on every repository of the account), which includes the bootstrap repository.
     assert "AmazonEC2ContainerRegistryReadOnly" in NODE_ROLE_POLICIES
     # HyperPod nodes pull with the execution role: its EcrPull statement must cover the bootstrap repository.
-    from mlstack.constructs.training.hyperpod import _eks_node_statements
+    from mlstack.constructs.training.hyperpod_policy import eks_node_statements
 
     stack = cdk.Stack()
-    statements = [stack.resolve(s.to_statement_json()) for s in _eks_node_statements("arn:aws:eks:::cluster/c")]
+    statements = [stack.resolve(s.to_statement_json()) for s in eks_node_statements("arn:aws:eks:::cluster/c")]
     pull = next(s for s in statements if s["Sid"] == "EcrPull")
     assert "ecr:BatchGetImage" in pull["Action"] and "ecr:GetDownloadUrlForLayer" in pull["Action"]
     parts = pull["Resource"]["Fn::Join"][1]

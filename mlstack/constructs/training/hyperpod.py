@@ -30,6 +30,7 @@ from constructs import Construct
 
 from mlstack.constructs.removal import RETAINED
 from mlstack.constructs.training.hyperpod_nag import acknowledge_bucket, acknowledge_deployment
+from mlstack.constructs.training.hyperpod_policy import eks_node_statements, volume_key_statements
 
 NodeRole = Literal["controller", "login", "compute"]
 SCRIPTS_PREFIX = "lifecycle/"
@@ -47,7 +48,8 @@ class HyperPodInstanceGroup:
     - `instance_type`: the `ml.` name (e.g. `ml.p5.48xlarge`).
     - `role`: the Slurm role the lifecycle scripts give its nodes (one `controller` group per cluster).
     - `threads_per_core`: 1 disables SMT, 2 keeps it (default 2, as HyperPod).
-    - `volume_gib`: extra EBS volume at /opt/sagemaker, encrypted with the construct's key (default 200).
+    - `volume_gib`: extra EBS volume at /opt/sagemaker, encrypted with the construct's `volume_key` when it has one
+      (default 200).
     - `deep_health_checks`: subset of `InstanceStress`, `InstanceConnectivity` run before a node joins (default none).
     - `training_plan_arn`: reserved capacity from a SageMaker training plan (default none: on-demand).
     - `efa`: the group uses EFA (only documents intent: HyperPod attaches every EFA the type has itself).
@@ -74,16 +76,25 @@ class HyperPodCluster(Construct):
     - `subnet`: the one private subnet of every node (EFA does not cross subnets or AZs).
     - `security_groups`: on every node (1-5); each must allow all traffic from itself (EFA health checks fail
       otherwise), and one must allow outbound traffic to S3 and the SageMaker APIs.
-    - `key`: encrypts the lifecycle-script bucket and the nodes' extra EBS volumes.
+    - `key`: encrypts the lifecycle-script bucket and its upload logs.
     - `instance_groups`: Slurm: exactly one `controller` group, optional `login` group, one or more `compute`
       groups; EKS: `compute` groups only.
     - `eks_cluster_arn`: the EKS cluster the nodes join (`Orchestrator.Eks`; create-only). It must use access
       entries (authentication mode API or API_AND_CONFIG_MAP) and have the HyperPod dependencies Helm chart
       installed; HyperPod creates the execution role's access entry itself. Default: none (Slurm).
     - `lifecycle_scripts`: directory uploaded under `s3://<bucket>/lifecycle/` (default: none; required).
+    - `workloads`: a directory uploaded next to the scripts as `lifecycle/<its name>/` (the Slurm scripts stage
+      mlstack's `runtime/workloads` on FSx for the first job); `__pycache__`, `serve/` and `bench.py` stay out
+      (default: none).
     - `on_create`: entry script in that directory (default `on_create.sh`).
     - `fsx_dns_name`, `fsx_mount_name`, `fsx_mount_path`: FSx for Lustre the scripts mount (default: none, `/fsx`).
     - `node_recovery`: `Automatic` (default) or `None`.
+    - `volume_key`: customer-managed key of the nodes' extra EBS volumes (default: none, HyperPod encrypts them
+      with an AWS owned key). HyperPod takes one only with `node_provisioning_mode="Continuous"` ("Customer managed
+      AWS KMS key encryption for SageMaker HyperPod"), and it creates grants on it with the execution role
+      (`kms:CreateGrant`, added here) when it scales, adds or patches nodes.
+    - `node_provisioning_mode`: `Continuous` or none (default: HyperPod's standard mode). The SageMaker API
+      (CreateCluster NodeProvisioningMode) supports `Continuous` only for EKS-orchestrated clusters.
     - `removal_policy`: of the script bucket (default `RETAINED`).
     """
 
@@ -105,8 +116,21 @@ class HyperPodCluster(Construct):
         node_recovery: Literal["Automatic", "None"] = "Automatic",
         removal_policy: RemovalPolicy = RETAINED,
         eks_cluster_arn: str | None = None,
+        workloads: Path | None = None,
+        volume_key: kms.IKey | None = None,
+        node_provisioning_mode: Literal["Continuous"] | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
+        if node_provisioning_mode == "Continuous" and eks_cluster_arn is None:
+            raise ValueError(
+                "node_provisioning_mode: HyperPod supports Continuous only for EKS-orchestrated clusters; omit it "
+                "for Slurm"
+            )
+        if volume_key is not None and node_provisioning_mode != "Continuous":
+            raise ValueError(
+                "volume_key: HyperPod takes a customer-managed volume key only with node_provisioning_mode="
+                "'Continuous' (EKS orchestrator); omit volume_key for an AWS owned key"
+            )
         if not 1 <= len(security_groups) <= 5:
             raise ValueError(f"security_groups: HyperPod takes 1 to 5, got {len(security_groups)}")
         roles = [g.role for g in instance_groups]
@@ -134,8 +158,12 @@ class HyperPodCluster(Construct):
         )
         acknowledge_bucket(self.bucket)
         sources = [s3deploy.Source.asset(str(lifecycle_scripts), exclude=["__pycache__", "*.pyc", "__init__.py"])]
+        if workloads is not None:
+            name = workloads.name
+            keep_only = ["*", f"!{name}", f"!{name}/**", f"{name}/serve", f"{name}/bench.py", "**/__pycache__"]
+            sources.append(s3deploy.Source.asset(str(workloads.parent), exclude=[*keep_only, "**/*.pyc"]))
         if eks_cluster_arn is None:
-            parameters = _slurm_parameters(instance_groups, fsx_dns_name, fsx_mount_name, fsx_mount_path)
+            parameters = slurm_parameters(instance_groups, fsx_dns_name, fsx_mount_name, fsx_mount_path)
             sources.append(s3deploy.Source.json_data(PARAMETERS_FILE, parameters))
         self.scripts = s3deploy.BucketDeployment(
             self,
@@ -162,17 +190,18 @@ class HyperPodCluster(Construct):
             assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
             description="HyperPod nodes: read the lifecycle scripts, ENIs in the cluster subnet, logs, metrics, SSM",
         )
-        self._grant_node_permissions(key, subnet, security_groups, eks_cluster_arn)
+        self._grant_node_permissions(key, subnet, security_groups, eks_cluster_arn, volume_key)
 
         self.cluster = sagemaker.CfnCluster(
             self,
             "Cluster",
             cluster_name=cluster_name,
             node_recovery=node_recovery,
+            node_provisioning_mode=node_provisioning_mode,
             vpc_config=sagemaker.CfnCluster.VpcConfigProperty(
                 security_group_ids=[g.security_group_id for g in security_groups], subnets=[subnet.subnet_id]
             ),
-            instance_groups=[self._group(g, key, on_create) for g in instance_groups],
+            instance_groups=[self._group(g, volume_key, on_create) for g in instance_groups],
             orchestrator=(
                 sagemaker.CfnCluster.OrchestratorProperty(
                     eks=sagemaker.CfnCluster.ClusterOrchestratorEksConfigProperty(cluster_arn=eks_cluster_arn)
@@ -188,7 +217,7 @@ class HyperPodCluster(Construct):
         self.cluster_arn = self.cluster.attr_cluster_arn
 
     def _group(
-        self, group: HyperPodInstanceGroup, key: kms.IKey, on_create: str
+        self, group: HyperPodInstanceGroup, volume_key: kms.IKey | None, on_create: str
     ) -> sagemaker.CfnCluster.ClusterInstanceGroupProperty:
         return sagemaker.CfnCluster.ClusterInstanceGroupProperty(
             instance_group_name=group.name,
@@ -202,7 +231,8 @@ class HyperPodCluster(Construct):
             instance_storage_configs=[
                 sagemaker.CfnCluster.ClusterInstanceStorageConfigProperty(
                     ebs_volume_config=sagemaker.CfnCluster.ClusterEbsVolumeConfigProperty(
-                        volume_size_in_gb=group.volume_gib, volume_kms_key_id=key.key_arn
+                        volume_size_in_gb=group.volume_gib,
+                        volume_kms_key_id=volume_key.key_arn if volume_key is not None else None,
                     )
                 )
             ],
@@ -221,6 +251,7 @@ class HyperPodCluster(Construct):
         subnet: ec2.ISubnet,
         security_groups: Sequence[ec2.ISecurityGroup],
         eks_cluster_arn: str | None,
+        volume_key: kms.IKey | None,
     ) -> None:
         stack = Stack.of(self)
         ec2_arn = f"arn:{Aws.PARTITION}:ec2:{Aws.REGION}:{Aws.ACCOUNT_ID}"
@@ -255,10 +286,17 @@ class HyperPodCluster(Construct):
                     "ec2:CreateNetworkInterfacePermission",
                     "ec2:DeleteNetworkInterface",
                     "ec2:DeleteNetworkInterfacePermission",
-                    "ec2:DetachNetworkInterface",
                     "ec2:CreateTags",
                 ],
                 resources=[interfaces],
+            ),
+            # DetachNetworkInterface authorizes on the instance as well as on the interface (Service Authorization
+            # Reference, Amazon EC2): HyperPod's instances live in a SageMaker service account, so their ARNs name
+            # that account, not ours.
+            iam.PolicyStatement(
+                sid="DetachNodeInterfaces",
+                actions=["ec2:DetachNetworkInterface"],
+                resources=[interfaces, f"arn:{Aws.PARTITION}:ec2:{Aws.REGION}:*:instance/*"],
             ),
             iam.PolicyStatement(
                 sid="DescribeNetwork",
@@ -294,7 +332,9 @@ class HyperPodCluster(Construct):
             ),
         ]
         if eks_cluster_arn is not None:
-            statements += _eks_node_statements(eks_cluster_arn)
+            statements += eks_node_statements(eks_cluster_arn)
+        if volume_key is not None:
+            statements += volume_key_statements(volume_key)
         policy = iam.Policy(self, "ExecutionPolicy", statements=statements)
         policy.attach_to_role(self.role)
         self.policy = policy
@@ -320,6 +360,10 @@ class HyperPodCluster(Construct):
                 "EKS nodes only: the VPC CNI attaches pod ENIs to the node it runs on, whose instance ID HyperPod "
                 "assigns at launch"
             ),
+            f"AwsSolutions-IAM5[Resource::{ARN_PREFIX}:ec2:<AWS::Region>:*:instance/*]": (
+                "DetachNetworkInterface authorizes on the HyperPod instance too, which lives in a SageMaker service "
+                "account whose ID and instance IDs are not known in advance; the interface is scoped to this account"
+            ),
             f"AwsSolutions-IAM5[Resource::{logs_group}]": "HyperPod's own log group per cluster (its name has the ID)",
             f"AwsSolutions-IAM5[Resource::{logs_group}:log-stream:*]": "one log stream per node and script",
         }
@@ -331,7 +375,7 @@ HyperPodSlurmCluster = HyperPodCluster
 """The name this construct had before it took an EKS orchestrator."""
 
 
-def _slurm_parameters(
+def slurm_parameters(
     groups: Sequence[HyperPodInstanceGroup],
     fsx_dns_name: str | None,
     fsx_mount_name: str | None,
@@ -353,43 +397,3 @@ def _slurm_parameters(
     if fsx_dns_name is not None and fsx_mount_name is not None:
         parameters.update(fsx_dns_name=fsx_dns_name, fsx_mountname=fsx_mount_name, fsx_mount_path=fsx_mount_path)
     return parameters
-
-
-def _eks_node_statements(eks_cluster_arn: str) -> list[iam.PolicyStatement]:
-    """What an EKS node of HyperPod needs beyond a Slurm node: EKS Pod Identity credentials for its pods (the
-    vpc-cni and the CloudWatch agent get theirs that way; the eks-pod-identity-agent asks with the node role) and
-    image pulls from ECR (SageMaker HyperPod docs, IAM role for HyperPod with EKS; EKS User Guide, "Amazon EKS
-    node IAM role"), and the VPC CNI's ENI and IP calls. No access entry is made here: HyperPod creates the
-    execution role's own at CreateCluster (SageMaker API, ClusterMetadata.EksRoleAccessEntries: "created by
-    HyperPod on your behalf")."""
-    ec2_arn = f"arn:{Aws.PARTITION}:ec2:{Aws.REGION}:{Aws.ACCOUNT_ID}"
-    return [
-        iam.PolicyStatement(
-            sid="PodIdentity", actions=["eks-auth:AssumeRoleForPodIdentity"], resources=[eks_cluster_arn]
-        ),
-        # The VPC CNI (aws-node) on a HyperPod node works with the node's execution role, as AWS's HyperPod EKS
-        # reference sets it (aws/sagemaker-hyperpod-cluster-setup, eks/cloudformation/sagemaker-iam-role-template
-        # .yaml: its AmazonEKS_CNI_Policy equivalent): attach pod ENIs to the instance, assign and release their IPs,
-        # and describe the instance, its type and tags. Creating and tagging ENIs in the cluster subnet is above.
-        iam.PolicyStatement(
-            sid="VpcCniInterfaces",
-            actions=[
-                "ec2:AttachNetworkInterface",
-                "ec2:AssignPrivateIpAddresses",
-                "ec2:UnassignPrivateIpAddresses",
-                "ec2:ModifyNetworkInterfaceAttribute",
-            ],
-            resources=[f"{ec2_arn}:instance/*", f"{ec2_arn}:network-interface/*"],
-        ),
-        iam.PolicyStatement(
-            sid="VpcCniDescribe",
-            actions=["ec2:DescribeInstances", "ec2:DescribeInstanceTypes", "ec2:DescribeTags"],
-            resources=["*"],
-        ),
-        iam.PolicyStatement(sid="EcrToken", actions=["ecr:GetAuthorizationToken"], resources=["*"]),
-        iam.PolicyStatement(
-            sid="EcrPull",
-            actions=["ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"],
-            resources=[f"arn:{Aws.PARTITION}:ecr:{Aws.REGION}:*:repository/*"],
-        ),
-    ]

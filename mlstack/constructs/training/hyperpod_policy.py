@@ -1,0 +1,63 @@
+"""Execution-role statements of `HyperPodCluster` that depend on its options (EKS orchestrator, volume key)."""
+
+from __future__ import annotations
+
+from aws_cdk import Aws
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+
+
+def volume_key_statements(volume_key: kms.IKey) -> list[iam.PolicyStatement]:
+    """A customer-managed volume key: HyperPod creates grants on it with the execution role when it scales out,
+    adds nodes or patches them ("Customer managed AWS KMS key encryption for SageMaker HyperPod"). The grants are
+    for AWS resources only (the EBS volumes): `kms:GrantIsForAWSResource` is a condition key of CreateGrant and
+    not of DescribeKey, hence two statements."""
+    return [
+        iam.PolicyStatement(
+            sid="VolumeKeyGrants",
+            actions=["kms:CreateGrant"],
+            resources=[volume_key.key_arn],
+            conditions={"Bool": {"kms:GrantIsForAWSResource": "true"}},
+        ),
+        iam.PolicyStatement(sid="DescribeVolumeKey", actions=["kms:DescribeKey"], resources=[volume_key.key_arn]),
+    ]
+
+
+def eks_node_statements(eks_cluster_arn: str) -> list[iam.PolicyStatement]:
+    """What an EKS node of HyperPod needs beyond a Slurm node: EKS Pod Identity credentials for its pods (the
+    vpc-cni and the CloudWatch agent get theirs that way; the eks-pod-identity-agent asks with the node role) and
+    image pulls from ECR (SageMaker HyperPod docs, IAM role for HyperPod with EKS; EKS User Guide, "Amazon EKS
+    node IAM role"), and the VPC CNI's ENI and IP calls. No access entry is made here: HyperPod creates the
+    execution role's own at CreateCluster (SageMaker API, ClusterMetadata.EksRoleAccessEntries: "created by
+    HyperPod on your behalf")."""
+    ec2_arn = f"arn:{Aws.PARTITION}:ec2:{Aws.REGION}:{Aws.ACCOUNT_ID}"
+    return [
+        iam.PolicyStatement(
+            sid="PodIdentity", actions=["eks-auth:AssumeRoleForPodIdentity"], resources=[eks_cluster_arn]
+        ),
+        # The VPC CNI (aws-node) on a HyperPod node works with the node's execution role, as AWS's HyperPod EKS
+        # reference sets it (aws/sagemaker-hyperpod-cluster-setup, eks/cloudformation/sagemaker-iam-role-template
+        # .yaml: its AmazonEKS_CNI_Policy equivalent): attach pod ENIs to the instance, assign and release their IPs,
+        # and describe the instance, its type and tags. Creating and tagging ENIs in the cluster subnet is above.
+        iam.PolicyStatement(
+            sid="VpcCniInterfaces",
+            actions=[
+                "ec2:AttachNetworkInterface",
+                "ec2:AssignPrivateIpAddresses",
+                "ec2:UnassignPrivateIpAddresses",
+                "ec2:ModifyNetworkInterfaceAttribute",
+            ],
+            resources=[f"{ec2_arn}:instance/*", f"{ec2_arn}:network-interface/*"],
+        ),
+        iam.PolicyStatement(
+            sid="VpcCniDescribe",
+            actions=["ec2:DescribeInstances", "ec2:DescribeInstanceTypes", "ec2:DescribeTags"],
+            resources=["*"],
+        ),
+        iam.PolicyStatement(sid="EcrToken", actions=["ecr:GetAuthorizationToken"], resources=["*"]),
+        iam.PolicyStatement(
+            sid="EcrPull",
+            actions=["ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"],
+            resources=[f"arn:{Aws.PARTITION}:ecr:{Aws.REGION}:*:repository/*"],
+        ),
+    ]
