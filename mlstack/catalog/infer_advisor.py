@@ -14,11 +14,13 @@ Rules:
 - CPU hosts serve only small models (`cpu_max_params`) and have no estimate (no bandwidth figure in the catalog);
 - `--ttft-ms` / `--tpot-ms` cut options whose estimate misses them, or that have no estimate to check;
 - a budget per hour cuts options above it, and options whose price is unknown;
-- ranking: $ per million output tokens, then $/h, options without an estimate or a price after those with one;
-  ties broken by fewer nodes, then by memory headroom.
+- ranking: $ per million output tokens; then options with an estimate but no price, most tokens/s first; then
+  those without an estimate, by $/h (unknown prices last); ties broken by fewer nodes, then by memory headroom.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from mlstack.catalog.advice import (
     CPU_OS_RESERVE_GIB,
@@ -95,11 +97,9 @@ def _cpu_option(it: InstanceType, params: float, total: float, cpu_max_params: f
     return Option(it, 1, not reason.startswith("cut:"), reason, total, usable, cost, dated_price=dated)
 
 
+@dataclass(frozen=True)
 class _Ctx:
     """The request, shared by every option."""
-
-    def __init__(self, **kw: object) -> None:
-        self.__dict__.update(kw)
 
     params: float
     precision: str
@@ -220,12 +220,15 @@ def _accelerator_option(it: InstanceType, total: float, shape: ModelShape, ctx: 
 
 
 def _rank(options: list[Option]) -> tuple[Option, ...]:
-    def key(o: Option) -> tuple[int, float, int, float, int, float]:
+    def key(o: Option) -> tuple[int, float, int, float, int, float, int, float]:
         per_m = o.usd_per_million_output_tokens
+        rate = o.output_tokens_per_s
         fill = (o.used_bytes_per_device or 0.0) / (o.usable_bytes_per_device or 1.0)
         return (
             0 if per_m is not None else 1,
             per_m or 0.0,
+            0 if rate is not None else 1,
+            -(rate or 0.0),  # unpriced: the most tokens/s first
             0 if o.price_per_hour is not None else 1,
             o.price_per_hour or 0.0,
             o.nodes,

@@ -182,3 +182,14 @@ def test_issue_table(capsys: pytest.CaptureFixture[str]) -> None:
     assert get_instance(first.split()[1]).accelerator is not None and "TP" in first
     assert "price unknown" in out  # unpriced options say so in the $/1M column
     assert "options cut (--all shows each with its reason)" in out
+
+
+def test_unpriced_options_rank_by_tokens_per_s_then_those_without_estimate() -> None:
+    advice = advise_infer(405e9, concurrency=8)
+    assert all(o.usd_per_million_output_tokens is None for o in advice.chosen)  # no dated price holds 405B
+    rates = [o.output_tokens_per_s for o in advice.chosen]
+    first_unknown = rates.index(None)
+    known = [r for r in rates[:first_unknown] if r is not None]
+    assert known and known == sorted(known, reverse=True)
+    assert all(r is None for r in rates[first_unknown:])
+    assert advice.chosen[first_unknown].instance.name == "p6-b300.48xlarge"
