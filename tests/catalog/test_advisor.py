@@ -131,7 +131,7 @@ def test_cpu_hosts_appear_for_a_tiny_model() -> None:
     # ranked by $ per million output tokens: CPU hosts have no throughput estimate (no bandwidth figure), so they
     # come after every option with one, cheapest $/h first among themselves
     first_cpu = next(i for i, o in enumerate(advice.chosen) if o.instance.accelerator is None)
-    assert all(o.usd_per_million_output_tokens is not None for o in advice.chosen[:first_cpu])
+    assert all(o.output_tokens_per_s is not None for o in advice.chosen[:first_cpu])
     assert advice.chosen[first_cpu].instance.name == "m7i.large"  # cheapest priced CPU host
 
 
