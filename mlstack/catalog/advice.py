@@ -10,6 +10,7 @@ from mlstack.catalog.instances import InstanceType, catalog
 from mlstack.catalog.memory import GIB, MAX_PARAMS
 from mlstack.catalog.parallel import LayoutEstimate
 from mlstack.catalog.prices import DatedPrice, Service, price
+from mlstack.catalog.serving_model import ServingEstimate
 from mlstack.catalog.utilisation import UtilisationPick
 from mlstack.errors import InputError
 
@@ -48,6 +49,24 @@ class Option:
     """None when no target was given or the time is unknown."""
     target_note: str | None = None
     """One line when the target is not met: the limit that stopped the scale-out."""
+    serving: ServingEstimate | None = None
+    """Inference: the estimate of one replica (None for training, CPU hosts and accelerators without figures)."""
+    replicas: int = 1
+    """Inference: model replicas per node (devices per node / tensor-parallel degree)."""
+
+    @property
+    def output_tokens_per_s(self) -> float | None:
+        """Inference: output tokens/s of the whole option (all replicas; a multi-node option is one replica)."""
+        if self.serving is None:
+            return None
+        return self.serving.output_tokens_per_s * self.replicas
+
+    @property
+    def usd_per_million_output_tokens(self) -> float | None:
+        rate = self.output_tokens_per_s
+        if rate is None or self.price_per_hour is None or rate <= 0:
+            return None
+        return self.price_per_hour / (rate * 3600.0) * 1e6
 
     @property
     def est_hours_range(self) -> tuple[float, float] | None:
@@ -109,6 +128,13 @@ class Option:
             "target_note": self.target_note,
             "layout": None if self.layout is None else self.layout.to_json(),
             "utilisation": None if self.utilisation is None else self.utilisation.to_json(),
+            "tensor_parallel": None if self.serving is None else self.serving.tensor_parallel,
+            "replicas_per_node": self.replicas if self.serving is not None else None,
+            "ttft_ms": None if self.serving is None else self.serving.ttft_s * 1e3,
+            "tpot_ms": None if self.serving is None else self.serving.tpot_s * 1e3,
+            "output_tokens_per_s": self.output_tokens_per_s,
+            "usd_per_million_output_tokens": self.usd_per_million_output_tokens,
+            "serving": None if self.serving is None else self.serving.to_json(),
         }
 
 

@@ -45,18 +45,36 @@ def _target(o: Option) -> str:
     return {True: "met", False: "missed", None: "-"}[o.target_met]
 
 
+def _serving_cells(o: Option) -> list[str]:
+    """TP x replicas, tokens/s, TTFT, TPOT (infer only)."""
+    s = o.serving
+    if s is None:
+        return ["-", "-", "-", "-"]
+    return [
+        f"TP{s.tensor_parallel} x{o.replicas}",
+        f"{o.output_tokens_per_s or 0:,.0f}",
+        f"{s.ttft_s * 1e3:,.0f}",
+        f"{s.tpot_s * 1e3:,.1f}",
+    ]
+
+
 def _option_row(rank: str, o: Option, *, train: bool, target: bool = False) -> list[str]:
     used = "-" if o.used_bytes_per_device is None else f"{o.used_bytes_per_device / GIB:.1f}"
     usable = "-" if o.usable_bytes_per_device is None else f"{o.usable_bytes_per_device / GIB:.1f}"
     row = [rank, o.instance.name, str(o.nodes), o.describe_accelerators()]
     if train:
         row.append("-" if o.layout is None else o.layout.layout.describe())
+    else:
+        row += _serving_cells(o)
     row += [
         f"{used}/{usable}",
         f"{o.efa_gbps_per_node:g}" if o.efa_gbps_per_node else "no EFA",
         money(o.price_per_hour),
         "-" if o.dated_price is None else o.dated_price.date + ("" if o.dated_price.as_of else "*"),
     ]
+    if not train:
+        per_m = o.usd_per_million_output_tokens
+        row.insert(-2, "-" if per_m is None else f"{per_m:,.3f}")
     if train:
         row += [
             _time(o),
@@ -71,10 +89,16 @@ def _headers(train: bool, target: bool = False) -> tuple[list[str], list[int]]:
     headers = ["#", "instance", "nodes", "accelerators"]
     if train:
         headers.append("layout")
-    headers += ["GiB/device used/usable", "EFA Gbps/node", "$/h (all nodes)", "price date"]
+    else:
+        headers += ["TP x replicas", "out tok/s", "TTFT ms", "TPOT ms"]
+    headers += ["GiB/device used/usable", "EFA Gbps/node", "$/h (all nodes)"]
+    if not train:
+        headers.append("$/1M out tok")
+    headers.append("price date")
     if train:
         headers += ["est. time (range)", *(["target"] if target else []), "est. $", "time assumption"]
-    right = [0, 2] + [i for i, h in enumerate(headers) if h in ("GiB/device used/usable", "EFA Gbps/node")]
+    numeric = ("GiB/device used/usable", "EFA Gbps/node", "out tok/s", "TTFT ms", "TPOT ms", "$/1M out tok")
+    right = [0, 2] + [i for i, h in enumerate(headers) if h in numeric]
     right += [i for i, h in enumerate(headers) if h in ("$/h (all nodes)", "est. time (range)", "est. $")]
     return headers, right
 
@@ -157,8 +181,15 @@ def _cmd_advise(args: argparse.Namespace) -> int:
         raise InputError(f"--top must be at least 1, got {args.top}")
     shape = shape_from_args(args, args.params) if args.params > 0 else None
     if args.task == "train":
-        if args.context is not None or args.concurrency is not None:
-            raise InputError("--context and --concurrency apply to --task infer, not train")
+        for flag, value in (
+            ("--context", args.context),
+            ("--concurrency", args.concurrency),
+            ("--output-tokens", args.output_tokens),
+            ("--ttft-ms", args.ttft_ms),
+            ("--tpot-ms", args.tpot_ms),
+        ):
+            if value is not None:
+                raise InputError(f"{flag} applies to --task infer, not train")
         advice = advise_train(
             args.params,
             precision=args.precision,
@@ -183,7 +214,10 @@ def _cmd_advise(args: argparse.Namespace) -> int:
             args.params,
             precision=args.precision,
             context=4096 if args.context is None else args.context,
+            output_tokens=256 if args.output_tokens is None else args.output_tokens,
             concurrency=1 if args.concurrency is None else args.concurrency,
+            ttft_ms=args.ttft_ms,
+            tpot_ms=args.tpot_ms,
             max_nodes=4 if args.max_nodes is None else args.max_nodes,
             budget_per_hour=args.budget_per_hour,
             headroom=args.headroom,
@@ -236,7 +270,10 @@ def register_advise(
     )
     adv.add_argument("--pricing", choices=SERVICES, default="ec2_on_demand", help="train: billing service")
     adv.add_argument("--context", type=integer, help="infer: context length in tokens (default 4096)")
-    adv.add_argument("--concurrency", type=integer, help="infer: concurrent sequences (default 1)")
+    adv.add_argument("--concurrency", type=integer, help="infer: concurrent sequences per replica (default 1)")
+    adv.add_argument("--output-tokens", type=integer, help="infer: generated tokens per request (default 256)")
+    adv.add_argument("--ttft-ms", type=number, help="infer: time-to-first-token target; options that miss it are cut")
+    adv.add_argument("--tpot-ms", type=number, help="infer: time-per-output-token target; options that miss it are cut")
     adv.add_argument("--cpu-max-params", type=number, default=3e9, help="infer: largest model for CPU hosts")
     adv.add_argument("--top", type=integer, default=10, help="chosen options to show (default 10)")
     adv.add_argument("--all", action="store_true", help="also list every cut option with its reason")

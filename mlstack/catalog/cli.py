@@ -23,6 +23,7 @@ from mlstack.catalog.memory import (
     zero_stage_for_fsdp,
 )
 from mlstack.catalog.prices_cli import register as register_prices
+from mlstack.catalog.serve_check import register as register_serve_check
 from mlstack.console import render_table
 from mlstack.errors import InputError
 
@@ -178,6 +179,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
     register_advise(subparsers, add_shape)
     register_prices(subparsers)
+    register_serve_check(subparsers)
 
     mem = subparsers.add_parser(
         "memory",

@@ -55,6 +55,8 @@ class Accelerator(BaseModel):
     memory_gib: float = Field(gt=0)
     """Usable device memory per accelerator in GiB (the API figure, e.g. A10G 22.35, not the marketing 24 GB)."""
     neuron_cores_per_device: int | None = Field(default=None, gt=0)
+    memory_bandwidth_gbps: float | None = Field(default=None, gt=0)
+    """Overrides the accelerator model's bandwidth for a memory variant (A100 40GB: 1,555 GB/s vs 80GB: 2,039)."""
 
     @property
     def total_memory_gib(self) -> float:
@@ -66,11 +68,15 @@ class Accelerator(BaseModel):
 
 
 class AcceleratorModel(BaseModel):
-    """Per-model compute facts (used by the advisor's time estimate only)."""
+    """Per-model compute and memory facts (the training time estimate and the serving estimate)."""
 
     model_config = _FROZEN
 
     peak_dense_bf16_tflops: float | None = Field(gt=0)
+    peak_dense_fp8_tflops: float | None = Field(default=None, gt=0)
+    """None: no FP8 tensor cores (FP8 weights then compute at the 16-bit rate)."""
+    memory_bandwidth_gbps: float | None = Field(default=None, gt=0)
+    """Device memory bandwidth, GB/s (decimal), per device."""
     source: str = Field(min_length=1)
 
 
@@ -224,6 +230,20 @@ class Catalog(BaseModel):
         if it.accelerator is None:
             return None
         return self.accelerator_models[it.accelerator.model].peak_dense_bf16_tflops
+
+    def memory_bandwidth_gbps(self, it: InstanceType) -> float | None:
+        """Device memory bandwidth per accelerator of `it` in GB/s (the instance's variant first), or None."""
+        if it.accelerator is None:
+            return None
+        return (
+            it.accelerator.memory_bandwidth_gbps or self.accelerator_models[it.accelerator.model].memory_bandwidth_gbps
+        )
+
+    def peak_fp8_tflops(self, it: InstanceType) -> float | None:
+        """Peak dense FP8 TFLOPS per accelerator of `it`, or None without FP8 tensor cores / CPU only."""
+        if it.accelerator is None:
+            return None
+        return self.accelerator_models[it.accelerator.model].peak_dense_fp8_tflops
 
 
 DATA_FILE = "instances.yaml"

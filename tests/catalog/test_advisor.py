@@ -31,8 +31,9 @@ def test_7b_inference_fits_one_80gb_gpu() -> None:
     advice = advise_infer(7e9, precision="bf16", context=4096, concurrency=1)
     one_h100 = by_name(advice.options, "p5.4xlarge")
     assert one_h100.chosen and one_h100.nodes == 1 and one_h100.devices == 1
-    # 14 GB weights + 0.5 GiB KV cache on one 80 GiB H100 with 15% headroom
-    assert one_h100.used_bytes_per_device == pytest.approx(14e9 + 2**29)
+    # 14 GB weights + the KV cache of 4096 prompt + 256 generated tokens (the default --output-tokens; the cache
+    # holds the generated tokens too) = 0.5 GiB x 4352/4096, on one 80 GiB H100 with 15% headroom
+    assert one_h100.used_bytes_per_device == pytest.approx(14e9 + 2**29 * (4096 + 256) / 4096)
     assert one_h100.usable_bytes_per_device == pytest.approx(0.85 * 80 * GIB)
     assert one_h100.price_per_hour is None and "price unknown" in one_h100.reason
 
@@ -127,7 +128,11 @@ def test_cpu_hosts_appear_for_a_tiny_model() -> None:
     amx = by_name(advice.chosen, "m7i.large")
     assert "Intel AMX" in amx.reason and amx.describe_accelerators() == "CPU 2 vCPU 8GiB (AMX)"
     assert "Graviton" in by_name(advice.chosen, "c8g.xlarge").reason
-    assert names(advice.chosen)[0] == "m7i.large"  # cheapest priced option
+    # ranked by $ per million output tokens: CPU hosts have no throughput estimate (no bandwidth figure), so they
+    # come after every option with one, cheapest $/h first among themselves
+    first_cpu = next(i for i, o in enumerate(advice.chosen) if o.instance.accelerator is None)
+    assert all(o.output_tokens_per_s is not None for o in advice.chosen[:first_cpu])
+    assert advice.chosen[first_cpu].instance.name == "m7i.large"  # cheapest priced CPU host
 
 
 def test_cpu_hosts_cut_for_large_models() -> None:

@@ -185,7 +185,10 @@ ERRORS = [
     (["advise", "--task", "train", "--params", "7e9", "--precision", "int4"], "training precision"),
     (["advise", "--task", "train", "--params", "7e9", "--mfu", "2"], "--mfu"),
     (["advise", "--task", "train", "--params", "7e9", "--headroom", "0.95"], "--headroom"),
-    (["advise", "--task", "train", "--params", "7e9", "--context", "8192"], "apply to --task infer"),
+    (["advise", "--task", "train", "--params", "7e9", "--context", "8192"], "--context applies to --task infer"),
+    (["advise", "--task", "train", "--params", "7e9", "--tpot-ms", "50"], "--tpot-ms applies to --task infer"),
+    (["advise", "--task", "infer", "--params", "7e9", "--tpot-ms", "0"], "--tpot-ms must be a positive number"),
+    (["advise", "--task", "infer", "--params", "7e9", "--output-tokens", "0"], "--output-tokens must be an integer"),
     (["advise", "--task", "train", "--params", "7e9", "--top", "0"], "--top must be at least 1"),
     (["advise", "--task", "train", "--params", "7e9", "--layers", "32"], "give all of --layers"),
     (
