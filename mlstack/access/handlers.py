@@ -39,6 +39,12 @@ def kind_of(handler: str, env: dict[str, Any]) -> str | None:
         return "ai-api"
     if handler.startswith("tasks."):
         return "doc-" + handler.split(".", 1)[1]
+    if handler == "handler.on_event":
+        # The HyperPod chart installer (runtime/hyperpod_chart/handler.py): a deploy-time function whose failure
+        # fails the deploy. Its own AWS calls are the generic function ones (logs, VPC interfaces): it reaches
+        # Kubernetes through its EKS access entry (RBAC, not IAM) and signs sts:GetCallerIdentity, which needs no
+        # permission (AWS STS API reference, GetCallerIdentity).
+        return "hyperpod-chart"
     return None
 
 

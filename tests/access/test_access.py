@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from typing import Any
 
@@ -20,7 +21,17 @@ from tests.synth import Session
 
 # Roles that no run-time call of the blueprint uses: deploy-time custom-resource providers, the VPC flow-log
 # delivery role, the EKS control plane's cluster role and the Studio user's role (a person's, not a service's).
-NOT_RUN_TIME = ("Custom", "NetworkVpcFlowLog", "TrainingClusterKubectlProvider", "TrainingClusterRole", "StudioUser")
+# Deploy-time or service-managed roles: CDK's custom-resource providers (the kubectl handler, the HyperPod chart
+# installer's framework function, which only invokes the installer), the flow-log delivery role, the EKS cluster
+# role, Studio users (people, not services).
+NOT_RUN_TIME = (
+    "Custom",
+    "NetworkVpcFlowLog",
+    "TrainingClusterKubectlProvider",
+    "TrainingClusterRole",
+    "StudioUser",
+    "HyperPodChartProviderframework",
+)
 
 
 @pytest.fixture(scope="module")
@@ -134,16 +145,26 @@ def test_conditions_use_the_context_keys_the_call_carries() -> None:
 def test_cli_prints_tables_and_exits_1_on_a_denied_call(
     reports: dict[str, Report], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    name = next((n for n in reports if KNOWN_DENIED.get(n)), None) or next(iter(reports))
-    monkeypatch.setattr(access_cli, "check", lambda _path: reports[name])
-    status = cli.main(["access", name])
+    name = "mlops-pipeline" if "mlops-pipeline" in reports else next(iter(reports))
+    clean = reports[name]
+    assert not clean.denied
+    monkeypatch.setattr(access_cli, "check", lambda _path: clean)
+    assert cli.main(["access", name]) == 0
     out = capsys.readouterr().out
-    assert status == (1 if reports[name].denied else 0)
-    assert summary(reports[name]) in out
+    assert summary(clean) in out
     assert "SageMaker" in out or "EKS" in out or "Lambda" in out
-    assert cli.main(["access", name, "--json"]) == status
+    # The same report with one call denied (as a removed statement would make it): exit 1, in text and JSON.
+    first = clean.calls[0]
+    seeded = dataclasses.replace(
+        clean, calls=[dataclasses.replace(first, decision="ImplicitlyDenied"), *clean.calls[1:]]
+    )
+    monkeypatch.setattr(access_cli, "check", lambda _path: seeded)
+    assert cli.main(["access", name]) == 1
+    assert "DENIED" in capsys.readouterr().out
+    status = cli.main(["access", name, "--json"])
+    assert status == 1
     data = json.loads(capsys.readouterr().out)
-    assert data["denied"] == len(reports[name].denied)
+    assert data["denied"] == 1
     assert all(
         {"action", "resource", "decision", "statement", "source_url"} <= set(c)
         for p in data["principals"]

@@ -16,56 +16,7 @@ MIN_REASON = 20
 
 KNOWN: dict[tuple[str, str, str], str] = {
     # (blueprint/stack, logical ID prefix, finding id) -> the issue item that fixes it. Each must still be found
-    # (the list only shrinks); emptied when those fixes merge.
-    **{
-        ("mlops-efa-training/MlopsStack", role, f"RESOURCE_MISMATCH logs:{action}"): "issue 20: SageMaker log-group "
-        "ARNs are written `log-group//aws/sagemaker/...` (mlstack/constructs/sagemaker/grants.py)"
-        for role in (
-            "ApprovalDeployModelRoleDefaultPolicy",
-            "ApprovalDeployMonitorRoleDefaultPolicy",
-            "PipelineJobRoleDefaultPolicy",
-        )
-        for action in ("CreateLogGroup", "CreateLogStream", "DescribeLogStreams", "PutLogEvents")
-    },
-    **{
-        ("mlops-pipeline/MlopsStack", role, f"RESOURCE_MISMATCH logs:{action}"): "issue 20: SageMaker log-group "
-        "ARNs are written `log-group//aws/sagemaker/...` (mlstack/constructs/sagemaker/grants.py)"
-        for role in (
-            "ApprovalDeployModelRoleDefaultPolicy",
-            "ApprovalDeployMonitorRoleDefaultPolicy",
-            "PipelineJobRoleDefaultPolicy",
-        )
-        for action in ("CreateLogGroup", "CreateLogStream", "DescribeLogStreams", "PutLogEvents")
-    },
-    (
-        "hyperpod-slurm-training/TrainingClusterStack",
-        "HyperPodExecutionPolicy",
-        "RESOURCE_MISMATCH ec2:DetachNetworkInterface",
-    ): "issue 21: DetachNetworkInterface also authorizes on the instance (mlstack/constructs/training/hyperpod.py)",
-    **{
-        ("hyperpod-slurm-training/TrainingClusterStack", "CustomCDKBucketDeployment", f"RESOURCE_MISMATCH s3:{a}"): (
-            "issue 21: CDK's BucketDeployment grants `s3:List*` on the script bucket, which also expands to the "
-            "account-level S3 list actions; skip_iam_lint on its role policy, with that reason (training/hyperpod.py)"
-        )
-        for a in (
-            "ListAccessGrants",
-            "ListAccessGrantsInstances",
-            "ListAccessGrantsLocations",
-            "ListAccessPoints",
-            "ListAccessPointsForObjectLambda",
-            "ListAllMyBuckets",
-            "ListCallerAccessGrants",
-            "ListJobs",
-            "ListMultiRegionAccessPoints",
-            "ListStorageLensConfigurations",
-            "ListStorageLensGroups",
-        )
-    },
-    ("document-ai/AiServicesStack", "ApiRoleDefaultPolicy", "RESOURCE_MISMATCH bedrock:InvokeModel"): (
-        "issue 22 (ai_services): parliament requires every starred resource type of InvokeModel, which are "
-        "alternatives (a call names one model), and cannot parse a model ID with a colon (`amazon.nova-lite-v1:0`); "
-        "skip_iam_lint on the API role policy with that reason (constructs/ai_services/api.py)"
-    ),
+    # (the list only shrinks). Empty: every finding of the first run was fixed or skipped on its resource.
 }
 
 

@@ -23,7 +23,7 @@ from constructs import Construct
 from mlstack import resources
 from mlstack.constructs.ai_services.document_pipeline import LAMBDA_CHECKOV_SKIPS
 from mlstack.constructs.removal import RETAINED
-from mlstack.constructs.scanners import acknowledge_nag, nag_id, skip_checkov
+from mlstack.constructs.scanners import acknowledge_nag, nag_id, skip_checkov, skip_iam_lint
 
 HANDLER_DIR = resources.runtime_path("ai_services")
 """`runtime/ai_services/`: `api_handler.py`, tested with a stubbed botocore in tests/ai_services."""
@@ -202,6 +202,17 @@ class AiServiceApi(Construct):
                 f"arn:{stack.partition}:bedrock:{stack.region}::foundation-model/{model}" for model in bedrock_model_ids
             ]
             self.role.add_to_principal_policy(iam.PolicyStatement(actions=["bedrock:InvokeModel"], resources=models))
+            policy = self.role.node.find_child("DefaultPolicy").node.default_child
+            assert policy is not None
+            skip_iam_lint(
+                policy,
+                {
+                    "RESOURCE_MISMATCH bedrock:InvokeModel": "InvokeModel's resource types (foundation model, "
+                    "inference profile, provisioned model...) are alternatives: a call names one model, and the "
+                    "policy names the foundation-model ARNs of exactly the blueprint's models (the lint also cannot "
+                    "parse a model ID with a colon, amazon.nova-lite-v1:0)",
+                },
+            )
         if guardrail is not None:
             arn = stack.format_arn(service="bedrock", resource="guardrail", resource_name=guardrail.guardrail_id)
             self.role.add_to_principal_policy(iam.PolicyStatement(actions=["bedrock:ApplyGuardrail"], resources=[arn]))

@@ -267,7 +267,8 @@ class HyperPodCluster(Construct):
                 sid="ListLifecycleScripts",
                 actions=["s3:ListBucket"],
                 resources=[self.bucket.bucket_arn],
-                conditions={"StringLike": {"s3:prefix": [f"{SCRIPTS_PREFIX}*"]}},
+                # The prefix with and without its trailing slash: HyperPod's listing request is not documented.
+                conditions={"StringLike": {"s3:prefix": [SCRIPTS_PREFIX.rstrip("/"), f"{SCRIPTS_PREFIX}*"]}},
             ),
             iam.PolicyStatement(sid="DecryptScripts", actions=["kms:Decrypt"], resources=[key.key_arn]),
             # The node ENIs HyperPod creates in the cluster subnet with the cluster's security groups.
