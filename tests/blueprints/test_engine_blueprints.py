@@ -107,7 +107,9 @@ def test_hyperpod_role_is_scoped(hyperpod: dict[str, Any]) -> None:
     assert statements["ReadLifecycleScripts"]["Resource"] == {
         "Fn::Join": ["", [{"Fn::GetAtt": [bucket_id, "Arn"]}, "/lifecycle/*"]]
     }
-    assert statements["ListLifecycleScripts"]["Condition"] == {"StringLike": {"s3:prefix": ["lifecycle/*"]}}
+    assert statements["ListLifecycleScripts"]["Condition"] == {
+        "StringLike": {"s3:prefix": ["lifecycle", "lifecycle/*"]}
+    }
     for statement in statements.values():
         actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
         assert all("*" not in a for a in actions), statement

@@ -51,6 +51,13 @@ SAR: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "ec2:DeleteNetworkInterface": (frozenset({"network-interface"}), frozenset()),
     "ec2:DeleteNetworkInterfacePermission": (frozenset({"network-interface"}), frozenset()),
     "ec2:DetachNetworkInterface": (frozenset({"instance", "network-interface"}), frozenset()),
+    # The VPC CNI on HyperPod EKS nodes (required resource types only; ModifyNetworkInterfaceAttribute also takes the
+    # security groups it sets).
+    "ec2:AttachNetworkInterface": (frozenset({"instance", "network-interface"}), frozenset()),
+    "ec2:AssignPrivateIpAddresses": (frozenset({"network-interface"}), frozenset()),
+    "ec2:UnassignPrivateIpAddresses": (frozenset({"network-interface"}), frozenset()),
+    "ec2:ModifyNetworkInterfaceAttribute": (frozenset({"network-interface"}), frozenset()),
+    **{f"ec2:Describe{x}": (frozenset(), frozenset()) for x in ("Instances", "InstanceTypes", "Tags")},
     "ec2:CreateTags": (frozenset({"network-interface"}), frozenset({"ec2:CreateAction"})),
     **{f"ec2:Describe{x}": (frozenset(), frozenset()) for x in ("NetworkInterfaces", "Vpcs", "DhcpOptions", "Subnets")},
     "ec2:DescribeSecurityGroups": (frozenset(), frozenset()),

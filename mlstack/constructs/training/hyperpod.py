@@ -357,9 +357,9 @@ class HyperPodCluster(Construct):
             f"AwsSolutions-IAM5[Resource::{ARN_PREFIX}:ec2:{ARN_SCOPE}:network-interface/*]": (
                 "the node ENIs HyperPod creates in the cluster subnet; their IDs are not known in advance"
             ),
-            f"AwsSolutions-IAM5[Resource::{ARN_PREFIX}:ec2:{ARN_SCOPE}:instance/*]": (
-                "EKS nodes only: the VPC CNI attaches pod ENIs to the node it runs on, whose instance ID HyperPod "
-                "assigns at launch"
+            f"AwsSolutions-IAM5[Resource::{ARN_PREFIX}:ec2:{ARN_SCOPE}:security-group/*]": (
+                "EKS nodes only: the VPC CNI sets the node's security groups on the pod ENIs it creates "
+                "(ModifyNetworkInterfaceAttribute authorizes on them); scoped to this account and region"
             ),
             f"AwsSolutions-IAM5[Resource::{ARN_PREFIX}:ec2:<AWS::Region>:*:instance/*]": (
                 "DetachNetworkInterface authorizes on the HyperPod instance too, which lives in a SageMaker service "

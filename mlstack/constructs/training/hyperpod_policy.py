@@ -47,7 +47,14 @@ def eks_node_statements(eks_cluster_arn: str) -> list[iam.PolicyStatement]:
                 "ec2:UnassignPrivateIpAddresses",
                 "ec2:ModifyNetworkInterfaceAttribute",
             ],
-            resources=[f"{ec2_arn}:instance/*", f"{ec2_arn}:network-interface/*"],
+            # The instance lives in a SageMaker service account (its ID and the instance IDs are not known in
+            # advance); ModifyNetworkInterfaceAttribute also authorizes on the security groups the CNI sets on a pod
+            # ENI (Service Authorization Reference, Amazon EC2).
+            resources=[
+                f"arn:{Aws.PARTITION}:ec2:{Aws.REGION}:*:instance/*",
+                f"{ec2_arn}:network-interface/*",
+                f"{ec2_arn}:security-group/*",
+            ],
         ),
         iam.PolicyStatement(
             sid="VpcCniDescribe",
