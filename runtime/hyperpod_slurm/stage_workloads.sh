@@ -11,8 +11,10 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 FSX="$1"
 APP="$FSX/mlstack"
 
-mkdir -p "$APP/runtime" "$APP/logs"
-chmod 1777 "$APP/logs"
+mkdir -p "$APP/runtime" "$APP/logs" "$FSX/checkpoints"
+# Jobs run as the user who submits them (the AMI's `ubuntu`, the same UID on every node), not as root: logs and
+# checkpoints are writable by every user, sticky like /tmp.
+chmod 1777 "$APP/logs" "$FSX/checkpoints"
 rm -rf "$APP/runtime/workloads.new"
 cp -r "$HERE/workloads" "$APP/runtime/workloads.new"
 rm -rf "$APP/runtime/workloads"
