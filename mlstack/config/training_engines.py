@@ -139,6 +139,10 @@ class BatchConfig(StrictModel):
     job_queue_priority: int = Field(default=1, ge=0, le=1000)
     name: str = Field(default="train", pattern=_GROUP_NAME)
     """Suffix of the job queue and job definition names."""
+    update_job_timeout_minutes: int = Field(default=7200, ge=1, le=7200)
+    """How long a launch-template, AMI or user-data update of the compute environment lets a running job go on
+    before Batch replaces its instances (the compute environment's UpdatePolicy; 7200, five days, is the most the
+    Batch API allows, and jobs are never terminated at the start of the update)."""
 
     @field_validator("log_retention_days")
     @classmethod
@@ -264,11 +268,6 @@ def _batch_problems(training: TrainingConfig) -> list[str]:
         problems.append(
             f"training.node_groups: engine batch runs one multi-node job definition on one instance type, got "
             f"{len(training.node_groups)} groups; keep one"
-        )
-    if training.job.image is None:
-        problems.append(
-            "training.job.image: engine batch writes the image into the job definition; set a training image with "
-            "EFA, libfabric and aws-ofi-nccl"
         )
     for i, group in enumerate(training.node_groups):
         it = group.instance

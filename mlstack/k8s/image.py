@@ -2,7 +2,8 @@
 
 With `training.job.image` unset, `cdk deploy` builds `runtime/containers/train.Dockerfile` as a CDK Docker image
 asset and pushes it to the CDK bootstrap repository (`cdk-hnb659fds-container-assets-<account>-<region>`); the
-job manifest the deploy puts on the cluster names that image. The build context is the shipped `runtime/`
+job manifest the deploy puts on the cluster (EKS engines), or the Batch job definition (engine batch), names that
+image. The build context is the shipped `runtime/`
 folder (present in a checkout and in an installed package alike), cut down to the files the Dockerfile copies:
 the context, and so the image tag (a hash of it), changes only when those files do.
 """
@@ -12,6 +13,10 @@ from __future__ import annotations
 from mlstack.config import BlueprintConfig
 from mlstack.config.training import SHIPPED_SCRIPT, TrainingConfig
 from mlstack.config.training_engines import EKS_ENGINES
+
+IMAGE_ENGINES = (*EKS_ENGINES, "batch")
+"""Engines whose deploy builds the training image when `training.job.image` is unset (hyperpod-slurm runs the
+script from FSx with the cluster's own Python)."""
 
 TRAIN_DOCKERFILE = "containers/train.Dockerfile"
 """The training image's Dockerfile, relative to the build context `runtime/`."""
@@ -43,9 +48,9 @@ def build_excludes() -> list[str]:
 
 
 def builds_image(config: BlueprintConfig) -> bool:
-    """Whether the deploy builds the training image (an EKS engine and no `training.job.image`)."""
+    """Whether the deploy builds the training image (an `IMAGE_ENGINES` engine and no `training.job.image`)."""
     training = config.training
-    return training is not None and training.engine in EKS_ENGINES and training.job.image is None
+    return training is not None and training.engine in IMAGE_ENGINES and training.job.image is None
 
 
 def first_job_command(training: TrainingConfig) -> str:

@@ -198,7 +198,8 @@ def _plan_batch(config: BlueprintConfig, training: TrainingConfig, plan: Plan) -
             STACK,
             "Batch compute environment",
             f"managed EC2 {it.name}, 0..{group.max_size} nodes, {placement}, {BATCH_IMAGE_TYPE} AMI, "
-            f"{ALLOCATION_STRATEGY} (takes launch-template updates)",
+            f"{ALLOCATION_STRATEGY} (takes launch-template updates; running jobs keep "
+            f"{settings.update_job_timeout_minutes} min before an update replaces their instances)",
         ),
         Resource(STACK, "Launch template", f"{efa} EFA interfaces, IMDSv2 (hop limit 1), encrypted gp3 root"),
         Resource(
@@ -234,7 +235,8 @@ def _plan_batch(config: BlueprintConfig, training: TrainingConfig, plan: Plan) -
                 f"a {nodes}-node job costs {job_cost} while it runs; instances run only while a job does "
                 "(minvCpus 0); AWS Batch itself has no charge",
                 f"first job: `mlstack acceptance {config.name} --image <nccl-tests image> | bash` runs nccl-tests "
-                "over the job's nodes; then `aws batch submit-job` with the training job definition",
+                "over the job's nodes; then `aws batch submit-job --job-queue <output BatchJobQueue> --job-definition "
+                "<output BatchJobDefinition> --job-name run1` runs torchrun with training.job.script on every node",
             ],
         )
     )

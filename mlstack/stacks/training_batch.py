@@ -22,6 +22,7 @@ from mlstack.stacks.base import MlStack
 from mlstack.stacks.network import NetworkStack
 from mlstack.stacks.training import fsx_props
 from mlstack.stacks.training_hyperpod import node_security_group
+from mlstack.stacks.training_image import job_image
 
 
 class BatchTrainingStack(MlStack):
@@ -66,7 +67,9 @@ class BatchTrainingStack(MlStack):
                 clients=ec2.Connections(security_groups=groups),
                 removal_policy=self.removal_policy,
             )
-        assert training.job.image is not None  # engine batch requires it (training_engines._batch_problems)
+        # The image `cdk deploy` builds from runtime/containers/train.Dockerfile (output TrainingImageUri), with
+        # the reference script the default training.job.script names; or the blueprint's training.job.image.
+        image = job_image(self, blueprint)
         self.batch = BatchMultiNodeTraining(
             self,
             "Batch",
@@ -79,7 +82,7 @@ class BatchTrainingStack(MlStack):
             instance_type=group.instance_type,
             max_nodes=group.max_size,
             nodes=training.job.nodes,
-            image=training.job.image,
+            image=image,
             script=training.job.script,
             capacity_reservation_id=group.capacity.reservation_id,
             capacity_block=group.capacity.type == "capacity_block",
@@ -90,9 +93,16 @@ class BatchTrainingStack(MlStack):
             log_retention=retention(settings.log_retention_days),
             queue_priority=settings.job_queue_priority,
             removal_policy=self.removal_policy,
+            update_job_timeout_minutes=settings.update_job_timeout_minutes,
         )
         # What `mlstack acceptance` reads after the deploy to register its nccl-tests job definition beside the
         # training one (the job queue's name is fixed: stack name and training.batch.name).
         CfnOutput(self, "BatchJobLogGroup", value=self.batch.log_group.log_group_name)
         CfnOutput(self, "BatchJobRoleArn", value=self.batch.job_role.role_arn)
         CfnOutput(self, "BatchJobQueue", value=self.batch.job_queue.ref)
+        CfnOutput(
+            self,
+            "BatchJobDefinition",
+            value=self.batch.job_definition.ref,
+            description="aws batch submit-job --job-queue <BatchJobQueue> --job-definition <this> --job-name run1",
+        )

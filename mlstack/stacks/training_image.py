@@ -1,5 +1,5 @@
-"""The training job's image and its manifest on the cluster, for the engines with an EKS cluster (eks,
-hyperpod-eks): the stacks call `add_first_job`.
+"""The training job's image (`job_image`, every engine that runs the job in a container) and its manifest on the
+cluster, for the engines with an EKS cluster (eks, hyperpod-eks): the stacks call `add_first_job`.
 
 With `training.job.image` unset the image is built by `cdk deploy` (`TrainingImage`, from
 runtime/containers/train.Dockerfile); the job manifest `mlstack plan` prints, with that image's URI, goes into the
@@ -30,28 +30,37 @@ from mlstack.k8s.job import render_job
 from mlstack.stacks.base import MlStack
 
 
+def job_image(stack: MlStack, config: BlueprintConfig) -> str:
+    """The job's image URI: built by `cdk deploy` (`TrainingImage` "TrainingImage" in `stack`, and the stack output
+    `TrainingImageUri`; a token) when `builds_image`, else the blueprint's `training.job.image`. Every engine that
+    runs the job in a container (EKS, hyperpod-eks, batch) takes its image from here."""
+    training = config.training
+    assert training is not None
+    if not builds_image(config):
+        assert training.job.image is not None
+        return training.job.image
+    image = TrainingImage(
+        stack,
+        "TrainingImage",
+        directory=resources.runtime_path(),
+        file=TRAIN_DOCKERFILE,
+        exclude=build_excludes(),
+    ).image_uri
+    CfnOutput(
+        stack,
+        IMAGE_OUTPUT,
+        value=image,
+        description="The training image cdk deploy built from runtime/containers/train.Dockerfile",
+    )
+    return image
+
+
 def add_first_job(stack: MlStack, config: BlueprintConfig, cluster: TrainingCluster, namespace: IConstruct) -> str:
     """The image (built, or the blueprint's), the job ConfigMap (after the `namespace` manifest) and the outputs.
     Returns the image URI (a token when built)."""
     training = config.training
     assert training is not None
-    if builds_image(config):
-        image = TrainingImage(
-            stack,
-            "TrainingImage",
-            directory=resources.runtime_path(),
-            file=TRAIN_DOCKERFILE,
-            exclude=build_excludes(),
-        ).image_uri
-        CfnOutput(
-            stack,
-            IMAGE_OUTPUT,
-            value=image,
-            description="The training image cdk deploy built from runtime/containers/train.Dockerfile",
-        )
-    else:
-        assert training.job.image is not None
-        image = training.job.image
+    image = job_image(stack, config)
     manifest = yaml.safe_dump_all(render_job(config, image), sort_keys=False, default_flow_style=False)
     job = cluster.add_manifest(
         "FirstJob",

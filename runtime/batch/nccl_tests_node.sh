@@ -2,7 +2,7 @@
 # `mlstack acceptance` registers). Batch starts the main node first, then the others; each has its own interface
 # (awsvpc) and the job's /fsx. The main node makes an SSH key for this job only and shares it, and the node list,
 # through /fsx; every other node trusts that key, starts sshd and registers its address; the main node then runs
-# mpirun over all of them and removes the key. When the main node exits, Batch stops the others.
+# mpirun over all of them and removes the key when it exits. When the main node exits, Batch stops the others.
 # Set by the job definition: GPUS_PER_NODE, ALL_REDUCE_ARGS; by Batch: AWS_BATCH_JOB_ID, AWS_BATCH_JOB_NODE_INDEX,
 # AWS_BATCH_JOB_MAIN_NODE_INDEX, AWS_BATCH_JOB_NUM_NODES.
 set -euo pipefail
@@ -52,6 +52,8 @@ if [ "$AWS_BATCH_JOB_NODE_INDEX" != "$AWS_BATCH_JOB_MAIN_NODE_INDEX" ]; then
   exec sleep infinity
 fi
 
+# The key must not outlive the job on /fsx, also when a wait times out (set -e) or mpirun is killed.
+trap 'rm -rf "$exchange"' EXIT
 (umask 077 && ssh-keygen -q -t ed25519 -N '' -f "$exchange/key")
 touch "$exchange/key.ready"
 echo "$address" >"$exchange/hosts/$AWS_BATCH_JOB_NODE_INDEX"
@@ -66,5 +68,4 @@ status=0
   --mca plm_rsh_args "-p $ssh_port -i $exchange/key -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null" \
   --mca oob_tcp_if_exclude "$not_between_nodes" --mca btl_tcp_if_exclude "$not_between_nodes" \
   -x PATH -x LD_LIBRARY_PATH -x NCCL_DEBUG=INFO -x NCCL_SOCKET_IFNAME "$all_reduce" $ALL_REDUCE_ARGS || status=$?
-rm -rf "$exchange"
 exit "$status"

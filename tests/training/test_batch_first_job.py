@@ -214,3 +214,80 @@ def test_the_acceptance_script_reads_outputs_and_names_the_stack_has(net: Networ
     assert (
         f"--job-definition {training}-" not in script and "--job-definition " + nccl_batch.stack_name(config) in script
     )
+
+
+# ------------------------------------------------------------------------------- first job: image, updates, IAM
+
+
+def _container(net: Network) -> dict[str, Any]:
+    job = _resource(net, "AWS::Batch::JobDefinition")["Properties"]
+    return dict(job["NodeProperties"]["NodeRangeProperties"][0]["Container"])
+
+
+def test_the_job_runs_the_shipped_script_in_the_image_the_deploy_builds(net: Network, session: Session) -> None:
+    """The first `aws batch submit-job` needs the script on every node: it is in the image `cdk deploy` builds and
+    pushes to the bootstrap repository, not on FSx (which starts empty)."""
+    from mlstack.config.training import SHIPPED_SCRIPT
+    from mlstack.k8s.image import IMAGE_OUTPUT, TRAIN_DOCKERFILE, TRAIN_IMAGE_FILES
+
+    container = _container(net)
+    assert "cdk-hnb659fds-container-assets-" in json.dumps(container["Image"])
+    assert container["Command"][-1].endswith(f" {SHIPPED_SCRIPT}") and "/fsx/code" not in container["Command"][-1]
+    outputs = net.templates[STACK]["Outputs"]
+    assert IMAGE_OUTPUT in outputs and "BatchJobDefinition" in outputs and "BatchJobQueue" in outputs
+    assembly = Path(session.outdir, f"assembly-{BLUEPRINT}")
+    assets = json.loads(next(assembly.glob("*TrainingClusterStack*.assets.json")).read_text())
+    (docker,) = assets["dockerImages"].values()
+    assert docker["source"]["dockerFile"] == TRAIN_DOCKERFILE
+    staged = assembly / docker["source"]["directory"]
+    assert {str(p.relative_to(staged)) for p in staged.rglob("*") if p.is_file()} == set(TRAIN_IMAGE_FILES)
+    assert SHIPPED_SCRIPT.removeprefix("/opt/mlstack/runtime/") in TRAIN_IMAGE_FILES
+
+
+def test_instances_can_pull_from_the_bootstrap_repository(net: Network) -> None:
+    # ECS on EC2 pulls with the instance role; AmazonEC2ContainerServiceforEC2Role allows ecr:GetAuthorizationToken,
+    # BatchGetImage and GetDownloadUrlForLayer on "*" (AWS managed policy reference), the bootstrap repository too.
+    ce = _resource(net, "AWS::Batch::ComputeEnvironment")["Properties"]["ComputeResources"]
+    profile = net.templates[STACK]["Resources"][ce["InstanceRole"]["Fn::GetAtt"][0]]
+    role = net.templates[STACK]["Resources"][profile["Properties"]["Roles"][0]["Ref"]]
+    arns = json.dumps(role["Properties"]["ManagedPolicyArns"])
+    assert "service-role/AmazonEC2ContainerServiceforEC2Role" in arns
+
+
+def test_training_image_context_makes_batch_build_nothing(tmp_path: Path) -> None:
+    import aws_cdk as cdk
+
+    from mlstack import blueprint
+    from mlstack.config import load
+    from mlstack.k8s.image import IMAGE_OUTPUT, with_job_image
+    from mlstack.synth_all import cdk_json_context
+    from tests.synth import TEST_CONTEXT
+
+    mine = "123456789012.dkr.ecr.us-east-1.amazonaws.com/mine:1"
+    app = cdk.App(outdir=str(tmp_path), context={**cdk_json_context(), **TEST_CONTEXT})
+    built = blueprint.build(app, with_job_image(load(BLUEPRINT), mine))
+    assert built.training is not None
+    template = app.synth().get_stack_artifact(built.training.artifact_id).template
+    assets = json.loads(next(tmp_path.glob("*TrainingClusterStack*.assets.json")).read_text())
+    assert not assets.get("dockerImages") and IMAGE_OUTPUT not in template["Outputs"]
+    (job,) = [r for r in template["Resources"].values() if r["Type"] == "AWS::Batch::JobDefinition"]
+    assert job["Properties"]["NodeProperties"]["NodeRangeProperties"][0]["Container"]["Image"] == mine
+
+
+def test_an_infrastructure_update_lets_running_jobs_go_on_for_the_most_batch_allows(net: Network) -> None:
+    props = _resource(net, "AWS::Batch::ComputeEnvironment")["Properties"]
+    # API_UpdatePolicy: jobExecutionTimeoutMinutes 1..7200, default 30; terminateJobsOnUpdate default false.
+    assert props["UpdatePolicy"] == {"JobExecutionTimeoutMinutes": 7200, "TerminateJobsOnUpdate": False}
+
+
+def test_torchrun_waits_30_minutes_for_late_nodes(net: Network) -> None:
+    command = _container(net)["Command"][-1]
+    assert "--rdzv_conf=timeout=1800 " in command and "--master_addr=" in command
+
+
+def test_job_role_trusts_only_this_accounts_ecs_tasks(net: Network) -> None:
+    job_role_arn = _container(net)["JobRoleArn"]
+    role = net.templates[STACK]["Resources"][job_role_arn["Fn::GetAtt"][0]]
+    (statement,) = role["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+    assert statement["Principal"] == {"Service": "ecs-tasks.amazonaws.com"}
+    assert statement["Condition"] == {"StringEquals": {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}}

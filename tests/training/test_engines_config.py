@@ -210,9 +210,28 @@ def test_batch_takes_one_group_of_an_nvidia_type(tmp_path: Path, bt: dict[str, A
     assert "engine batch runs one multi-node job definition on one instance type, got 2" in _problem(tmp_path, bt)
 
 
-def test_batch_needs_an_image(tmp_path: Path, bt: dict[str, Any]) -> None:
+def test_batch_without_an_image_builds_the_training_image(tmp_path: Path, bt: dict[str, Any]) -> None:
+    from mlstack.config.training import SHIPPED_SCRIPT
+    from mlstack.k8s.image import builds_image
+
     del bt["training"]["job"]
-    assert "training.job.image: engine batch writes the image into the job definition" in _problem(tmp_path, bt)
+    config = _load(tmp_path, bt)
+    assert builds_image(config) and config.training.job.script == SHIPPED_SCRIPT
+
+
+def test_batch_stock_image_with_the_shipped_script_is_the_eks_error(tmp_path: Path, bt: dict[str, Any]) -> None:
+    dlc = "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.7.1-gpu-py312-cu128-ubuntu22.04-ec2"
+    bt["training"]["job"] = {"image": dlc}
+    line = _problem(tmp_path, bt)
+    assert f"training.job.image: {dlc!r} is a stock image without the shipped script" in line
+    assert "\n" not in line.strip()
+
+
+def test_batch_update_job_timeout_is_bounded_by_the_batch_api(tmp_path: Path, bt: dict[str, Any]) -> None:
+    bt["training"]["batch"] = {"update_job_timeout_minutes": 7201}
+    assert "update_job_timeout_minutes" in _problem(tmp_path, bt)
+    bt["training"]["batch"] = {"update_job_timeout_minutes": 360}
+    assert _load(tmp_path, bt).training.batch.update_job_timeout_minutes == 360
 
 
 def test_batch_mixed_azs_in_an_efa_group(tmp_path: Path, bt: dict[str, Any]) -> None:

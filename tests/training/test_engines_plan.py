@@ -44,10 +44,30 @@ def test_batch_plan_names_the_ami_the_update_strategy_and_the_container_network(
 
     plan = build_plan(load(BLUEPRINTS_DIR / "batch-training.yaml"))
     text = render(plan)
-    assert "ECS_AL2023_NVIDIA AMI, BEST_FIT_PROGRESSIVE (takes launch-template updates)" in text
+    assert (
+        "ECS_AL2023_NVIDIA AMI, BEST_FIT_PROGRESSIVE (takes launch-template updates; running jobs keep 7200 min" in text
+    )
     assert "VPC default group (the interface of every job container): TCP between containers, HTTPS out" in text
     assert "mlstack acceptance batch-training --image" in text
     # the plan's constants are the construct's defaults
     assert batch.ALLOCATION_STRATEGY == "BEST_FIT_PROGRESSIVE"
     default = inspect.signature(batch.BatchMultiNodeTraining.__init__).parameters["image_type"].default
     assert default == "ECS_AL2023_NVIDIA"
+
+
+def test_batch_plan_says_the_deploy_builds_the_image_with_the_script_and_how_to_submit() -> None:
+    from mlstack.config.training import SHIPPED_SCRIPT
+    from mlstack.constructs.training import batch
+
+    text = render(build_plan(load(BLUEPRINTS_DIR / "batch-training.yaml")))
+    assert "image: built by `cdk deploy` from runtime/containers/train.Dockerfile" in text
+    assert f"script: {SHIPPED_SCRIPT} (the reference script, in the image)" in text
+    assert "/fsx/code" not in text
+    assert "--job-queue <output BatchJobQueue> --job-definition <output BatchJobDefinition>" in text
+    # the construct's default script and update timeout are the blueprint defaults
+    params = inspect.signature(batch.BatchMultiNodeTraining.__init__).parameters
+    assert params["script"].default == SHIPPED_SCRIPT
+    assert params["update_job_timeout_minutes"].default == batch.UPDATE_JOB_TIMEOUT_MINUTES == 7200
+    from mlstack.config.training_engines import BatchConfig
+
+    assert BatchConfig().update_job_timeout_minutes == batch.UPDATE_JOB_TIMEOUT_MINUTES

@@ -9,7 +9,7 @@ from typing import Any
 import yaml
 
 from mlstack.config import load
-from mlstack.k8s.image import BUILT_IMAGE
+from mlstack.k8s.image import BUILT_IMAGE, with_job_image
 from mlstack.k8s.job import LEGACY_ENV, render_job
 from mlstack.plan import build_plan, render
 from tests.training.test_config import BASE
@@ -187,6 +187,11 @@ def test_efa_summary_counts_only_efa_interfaces(tmp_path: Path) -> None:
 
 
 def test_plan_names_the_batch_job_image_and_script() -> None:
+    # batch-training: the deploy builds the image with the reference script, as on EKS.
     rows = dict(build_plan(load("batch-training")).details["sections"])["Job image"]
+    assert rows[0].startswith("image: built by `cdk deploy` from runtime/containers/train.Dockerfile")
+    assert rows[2] == "script: /opt/mlstack/runtime/workloads/train.py (the reference script, in the image)"
+    # With an image of the blueprint's own, it goes into the job definition as it is.
+    mine = with_job_image(load("batch-training"), "111122223333.dkr.ecr.us-east-1.amazonaws.com/mine:1")
+    rows = dict(build_plan(mine).details["sections"])["Job image"]
     assert rows[0].endswith("(training.job.image, written into the Batch job definition)")
-    assert rows[1].startswith("script: /fsx/code/train.py (yours, on FSx")

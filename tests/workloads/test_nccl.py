@@ -261,6 +261,27 @@ def test_batch_node_script_runs_main_and_worker_through_the_shared_directory(tmp
     assert not (tmp_path / "fsx" / "abc").exists()  # the job's key is removed when mpirun ends
 
 
+def test_batch_main_node_removes_the_key_when_a_node_never_registers(tmp_path: Path) -> None:
+    """The main node times out waiting for the other node (set -e ends the script before mpirun): the job's
+    private key must not stay on /fsx."""
+    from mlstack.workloads.nccl_batch import NODE_SCRIPT
+
+    bin_dir = _stubs(tmp_path, {
+        "hostname": 'echo "10.0.0.1"',
+        "ssh-keygen": 'case "$*" in *-f*) f="${@: -1}"; touch "$f" "$f.pub";; esac',
+        "mpirun": "exit 0",
+        "sleep": "/bin/sleep 0.2",
+    })  # fmt: skip
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "GPUS_PER_NODE": "8", "ALL_REDUCE_ARGS": "-b 8",
+           "AWS_BATCH_JOB_ID": "abc#0", "AWS_BATCH_JOB_MAIN_NODE_INDEX": "0", "AWS_BATCH_JOB_NUM_NODES": "2",
+           "AWS_BATCH_JOB_NODE_INDEX": "0", "EXCHANGE_DIR": str(tmp_path / "fsx"), "MPIRUN": str(bin_dir / "mpirun"),
+           "WAIT_SECONDS": "1"}  # fmt: skip
+    result = subprocess.run(["bash", "-c", NODE_SCRIPT.read_text()], env=env, capture_output=True, text=True,
+                            timeout=60)  # fmt: skip
+    assert result.returncode != 0 and "timed out waiting for 2 nodes" in result.stderr
+    assert not (tmp_path / "fsx" / "abc").exists()
+
+
 # ------------------------------------------------------------------------------------------- log shapes
 
 

@@ -49,6 +49,18 @@ ALLOCATION_STRATEGY = "BEST_FIT_PROGRESSIVE"
 update") only with BEST_FIT_PROGRESSIVE or a Spot strategy; with BEST_FIT such an update fails and the stack update
 rolls back (AWS Batch User Guide, "Update a compute environment", updating-compute-environments.html). Multi-node
 jobs cannot use Spot, and with one instance type BEST_FIT_PROGRESSIVE picks exactly what BEST_FIT picks."""
+UPDATE_JOB_TIMEOUT_MINUTES = 7200
+"""How long an infrastructure update lets a running job go on before Batch stops it to replace its instances: the
+maximum of `UpdatePolicy.jobExecutionTimeoutMinutes` (1 to 7200; the default, 30, ends a multi-day job half an hour
+after any `cdk deploy` that touches the launch template, AMI or user data). AWS Batch API Reference, "UpdatePolicy"
+(docs.aws.amazon.com/batch/latest/APIReference/API_UpdatePolicy.html)."""
+RENDEZVOUS_TIMEOUT_SECONDS = 1800
+"""torchrun's static rendezvous (a TCPStore on the main node) waits this long for every node's agent; its default,
+600 s, is shorter than a worker can need: Batch starts the other nodes only once the main node runs, and each then
+pulls the training image (several GB) before torchrun starts. `--rdzv_conf timeout=` sets it
+(torch.distributed.elastic.rendezvous.static_tcp_rendezvous, `timeout`)."""
+DEFAULT_SCRIPT = "/opt/mlstack/runtime/workloads/train.py"
+"""Where runtime/containers/train.Dockerfile puts the reference script."""
 
 
 def uverbs_devices(instance_type: str) -> list[batch.CfnJobDefinition.DeviceProperty]:
@@ -69,7 +81,7 @@ def torchrun_command(script: str, processes_per_node: int) -> list[str]:
         "bash",
         "-c",
         "exec torchrun --nnodes=${AWS_BATCH_JOB_NUM_NODES} --node_rank=${AWS_BATCH_JOB_NODE_INDEX} "
-        f"--nproc_per_node={processes_per_node} "
+        f"--nproc_per_node={processes_per_node} --rdzv_conf=timeout={RENDEZVOUS_TIMEOUT_SECONDS} "
         "--master_addr=${AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS:-$(hostname -i | cut -d' ' -f1)} "
         f"--master_port={TORCHRUN_PORT} {script}",
     ]
@@ -86,13 +98,17 @@ class BatchMultiNodeTraining(Construct):
     - `security_groups`: more groups on every interface, e.g. one with outbound access (default none).
     - `key`: encrypts the root volume and the log group.
     - `instance_type`: EC2 name; `max_nodes`: compute environment ceiling (max vCPUs = nodes x vCPUs).
-    - `nodes`: nodes per job (default `max_nodes`); `image`, `script`: the container and torchrun entry point.
+    - `nodes`: nodes per job (default `max_nodes`); `image`, `script`: the container and torchrun entry point
+      (default `DEFAULT_SCRIPT`, the reference script in the image runtime/containers/train.Dockerfile builds).
     - `capacity_reservation_id`, `capacity_block`: launch into an ODCR or a Capacity Block (default on-demand).
     - `fsx_dns_name`, `fsx_mount_name`: FSx for Lustre mounted at /fsx on the host and in the container.
     - `image_type`: Batch ECS AMI type (default `ECS_AL2023_NVIDIA`, the Amazon Linux 2023 GPU AMI; Amazon Linux 2
       is past its end of support).
     - `root_volume_gib` (default 200), `shared_memory_mib` (default 49152), `log_retention` (default 90 days),
       `queue_priority` (default 1), `removal_policy` of the log group (default `RETAINED`).
+    - `update_job_timeout_minutes`: how long a launch-template, AMI or user-data update lets a running job go on
+      before Batch replaces its instances (default `UPDATE_JOB_TIMEOUT_MINUTES`, the maximum); jobs are never
+      terminated at the start of an update.
     """
 
     def __init__(
@@ -110,7 +126,7 @@ class BatchMultiNodeTraining(Construct):
         image: str,
         security_groups: Sequence[ec2.ISecurityGroup] = (),
         nodes: int | None = None,
-        script: str = "/fsx/code/train.py",
+        script: str = DEFAULT_SCRIPT,
         capacity_reservation_id: str | None = None,
         capacity_block: bool = False,
         fsx_dns_name: str | None = None,
@@ -121,12 +137,18 @@ class BatchMultiNodeTraining(Construct):
         log_retention: logs.RetentionDays = logs.RetentionDays.THREE_MONTHS,
         queue_priority: int = 1,
         removal_policy: RemovalPolicy = RETAINED,
+        update_job_timeout_minutes: int = UPDATE_JOB_TIMEOUT_MINUTES,
     ) -> None:
         super().__init__(scope, construct_id)
         if capacity_block and capacity_reservation_id is None:
             raise ValueError("capacity_block needs capacity_reservation_id (the Capacity Block's cr-... ID)")
         if efa.placement_group is not None and capacity_reservation_id is not None:
             raise ValueError("a placement group cannot be combined with a reservation: build EfaNetworking without one")
+        if not 1 <= update_job_timeout_minutes <= UPDATE_JOB_TIMEOUT_MINUTES:
+            raise ValueError(
+                f"update_job_timeout_minutes must be 1 to {UPDATE_JOB_TIMEOUT_MINUTES} (the Batch API's range), "
+                f"got {update_job_timeout_minutes}"
+            )
         it = get_instance(instance_type)
         self.instance_type = it.name
         self.nodes = nodes or max_nodes
@@ -215,6 +237,11 @@ class BatchMultiNodeTraining(Construct):
                 placement_group=efa.placement_group.placement_group_name if efa.placement_group else None,
                 ec2_configuration=[batch.CfnComputeEnvironment.Ec2ConfigurationObjectProperty(image_type=image_type)],
             ),
+            # An infrastructure update (the launch template's version, the AMI) replaces the instances; running
+            # jobs keep going for up to `update_job_timeout_minutes` first instead of the API default of 30.
+            update_policy=batch.CfnComputeEnvironment.UpdatePolicyProperty(
+                terminate_jobs_on_update=False, job_execution_timeout_minutes=update_job_timeout_minutes
+            ),
         )
         self.job_queue = batch.CfnJobQueue(
             self,
@@ -234,7 +261,11 @@ class BatchMultiNodeTraining(Construct):
         self.job_role = iam.Role(
             self,
             "JobRole",
-            assumed_by=iam.ServicePrincipal("ecs-tasks.amazonaws.com"),
+            # Only this account's ECS tasks (Batch runs them in its ECS cluster here): the confused-deputy guard of
+            # the Amazon ECS Developer Guide, "Amazon ECS task IAM role" (aws:SourceAccount in the trust policy).
+            assumed_by=iam.ServicePrincipal(
+                "ecs-tasks.amazonaws.com", conditions={"StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID}}
+            ),
             description="Training containers: no permissions until you grant some (e.g. read a dataset bucket)",
         )
         self.job_definition = batch.CfnJobDefinition(
