@@ -17,8 +17,9 @@ from typing import Any
 import pytest
 
 from mlstack.config import BLUEPRINTS_DIR, load
+from mlstack.plan import build_plan
 from tests.conftest import selected_blueprints
-from tests.synth import Session
+from tests.synth import ROOT, Session
 
 ADMIN_HOST = [
     n
@@ -141,3 +142,20 @@ def test_no_helm_is_promised_on_the_admin_host() -> None:
         for line in (BLUEPRINTS_DIR / f"{name}.yaml").read_text().splitlines():
             if "admin_host:" in line:
                 assert "helm" not in line, f"{name}: {line.strip()}"
+
+
+def test_the_readme_log_command_follows_every_node() -> None:
+    """kubectl logs -f -l follows at most 5 pods unless --max-log-requests says more; eks-gpu allows 8 nodes."""
+    section = (ROOT / "README.md").read_text().split("### First job on EKS", 1)[1].split("```bash", 1)[1]
+    (logs,) = [line for line in section.split("```", 1)[0].splitlines() if " logs -f " in line]
+    requests = int(logs.split("--max-log-requests=", 1)[1].split()[0])
+    for name in ("eks-gpu-training", "eks-p4d-training", "eks-g6e-training"):  # the blueprints the section names
+        training = load(BLUEPRINTS_DIR / f"{name}.yaml").training
+        assert training is not None and requests >= training.max_nodes, name
+
+
+def test_the_plan_names_the_single_nat_gateway_as_the_only_egress() -> None:
+    for name in ADMIN_HOST:
+        sections = build_plan(load(BLUEPRINTS_DIR / f"{name}.yaml")).details["sections"]
+        rows = [row for _, section in sections for row in section]
+        assert any(row.startswith("egress: the one NAT gateway") and "ghcr.io" in row for row in rows), name
