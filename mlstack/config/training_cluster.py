@@ -37,6 +37,10 @@ EC2 Capacity Block for ML (both reservation kinds are `cr-...` IDs)."""
 
 RESERVATION_KINDS: frozenset[str] = frozenset({"capacity_reservation", "capacity_block"})
 
+PLACEHOLDER_RESERVATION_ID = "cr-0123456789abcdef0"
+"""The example ID a shipped blueprint (eks-p4d-training) carries: valid in form, so a group with nodes must not keep
+it (the launch template would target a reservation that is not the user's, and the node group never gets nodes)."""
+
 _ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:(role|user)/[\w+=,.@/-]+$")
 _RESERVATION_ID = re.compile(r"^cr-[0-9a-f]{8,17}$")
 _PLACEMENT_GROUP_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,254}$")
@@ -154,8 +158,8 @@ class CapacityConfig(StrictModel):
                 raise ValueError(f"capacity type {self.type} needs reservation_id (cr-...); add it")
             if not _RESERVATION_ID.match(self.reservation_id):
                 raise ValueError(
-                    f"reservation_id {self.reservation_id!r} is not a capacity reservation ID; "
-                    "use the cr-0123456789abcdef0 form"
+                    f"reservation_id {self.reservation_id!r} is not a capacity reservation ID; use the cr-... ID "
+                    "`aws ec2 describe-capacity-reservations` lists (cr- and 8 to 17 hex digits)"
                 )
         elif self.reservation_id is not None:
             raise ValueError(
@@ -222,6 +226,12 @@ class NodeGroupConfig(StrictModel):
             raise ValueError(
                 f"node group {self.name!r}: sizes must satisfy min_size <= desired_size <= max_size, got "
                 f"{self.min_size} <= {self.desired_size} <= {self.max_size}; adjust them"
+            )
+        if self.capacity.reservation_id == PLACEHOLDER_RESERVATION_ID and max(self.desired_size, self.min_size) > 0:
+            raise ValueError(
+                f"node group {self.name!r}: capacity.reservation_id {PLACEHOLDER_RESERVATION_ID} is the blueprint's "
+                "placeholder; put your own reservation's cr-... ID there (`aws ec2 describe-capacity-reservations`), "
+                "or keep desired_size and min_size at 0"
             )
         it = self.instance
         if self.efa and not it.efa_supported:

@@ -49,3 +49,15 @@ def plan_network(config: BlueprintConfig, plan: Plan) -> None:
     plan.quotas.append(Quota("vpc", "VPCs per Region", "L-F678F1CE", 1))
     if config.removal == "destroy":
         plan.warnings.append("removal: destroy — keys, logs, buckets and file systems are deleted with their stacks")
+
+
+def cluster_egress_rows(config: BlueprintConfig) -> list[str]:
+    """What an EKS cluster's private subnets reach only through NAT, when there is a single NAT gateway."""
+    if config.network.nat_gateways != 1:
+        return []
+    return [
+        "egress: the one NAT gateway (in one AZ) is the only path to the internet: the deploy's chart and archive "
+        "downloads (ghcr.io, github.com, github.io, public.ecr.aws, quay.io), the admin host's kubectl (dl.k8s.io) "
+        "and `aws eks update-kubeconfig` (no eks endpoint); if its AZ fails they stop until it is back "
+        "(network.nat_gateways: 2 for one per AZ)"
+    ]

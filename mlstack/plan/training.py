@@ -19,6 +19,7 @@ from mlstack.k8s.image import JOB_CONFIGMAP, first_job_command, image_rows
 from mlstack.k8s.job import render_job_yaml
 from mlstack.k8s.kube import UPDATE_STRATEGY
 from mlstack.plan.model import HOURS_PER_MONTH, Cost, Plan, Quota, Resource
+from mlstack.plan.network import cluster_egress_rows
 
 STACK = "TrainingClusterStack"
 ADMIN_HOST_TYPE = "m7i.large"
@@ -395,7 +396,7 @@ def access_path(config: BlueprintConfig) -> list[str]:
         rows.append("the API endpoint is also public (IAM-authenticated; labs only)")
     elif cluster.admin_principal_arns:
         rows.append("admin principals need a network path into the VPC (VPN, peering) to reach the private endpoint")
-    return rows
+    return rows + cluster_egress_rows(config)
 
 
 def _add_vcpus(vcpus: dict[tuple[str, str], int], it: InstanceType, capacity: str, count: int) -> None:

@@ -13,10 +13,12 @@ from typing import Any
 import pytest
 import yaml
 
-from mlstack.config import load
+from mlstack.config import BLUEPRINTS_DIR, load
 from mlstack.config.training import TrainingConfig
+from mlstack.config.training_cluster import PLACEHOLDER_RESERVATION_ID
 from mlstack.errors import BlueprintError
 from mlstack.plan.training import memory_warnings
+from tests.synth import ROOT
 
 BASE: dict[str, Any] = {
     "description": "training test blueprint",
@@ -103,6 +105,28 @@ def test_reservation_without_an_id(tmp_path: Path, bp: dict[str, Any]) -> None:
 def test_reservation_id_format(tmp_path: Path, bp: dict[str, Any]) -> None:
     line = _problem(tmp_path, _group(bp, capacity={"type": "capacity_reservation", "reservation_id": "odcr-1"}))
     assert "'odcr-1' is not a capacity reservation ID" in line
+
+
+def test_placeholder_reservation_id_is_rejected_once_the_group_has_nodes(tmp_path: Path, bp: dict[str, Any]) -> None:
+    capacity = {"type": "capacity_reservation", "reservation_id": PLACEHOLDER_RESERVATION_ID}
+    assert _load(tmp_path, _group(bp, capacity=capacity)).training.node_groups[0].desired_size == 0
+    line = _problem(tmp_path, _group(bp, desired_size=2))
+    assert (
+        "training.node_groups.0: node group 'p5': capacity.reservation_id cr-0123456789abcdef0 is the blueprint's "
+        "placeholder; put your own reservation's cr-... ID there" in line
+    )
+    capacity["reservation_id"] = "cr-0a1b2c3d4e5f67890"
+    assert _load(tmp_path, _group(bp, capacity=capacity)).training.node_groups[0].desired_size == 2
+
+
+def test_eks_p4d_first_job_needs_a_reservation(tmp_path: Path) -> None:
+    """The README's first-job edit (2 nodes) on eks-p4d-training fails validation until the ID is replaced."""
+    data = yaml.safe_load((BLUEPRINTS_DIR / "eks-p4d-training.yaml").read_text())
+    data["training"]["node_groups"][0]["desired_size"] = 2
+    data["training"]["job"]["nodes"] = 2
+    assert "capacity.reservation_id cr-0123456789abcdef0 is the blueprint's placeholder" in _problem(tmp_path, data)
+    section = (ROOT / "README.md").read_text().split("### First job on EKS", 1)[1].split("```", 1)[0]
+    assert "`eks-p4d-training` also needs a reservation" in section and "capacity.reservation_id" in section
 
 
 def test_spot_with_multi_node_efa(tmp_path: Path, bp: dict[str, Any]) -> None:

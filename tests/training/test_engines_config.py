@@ -116,7 +116,7 @@ def test_hyperpod_controller_type_must_be_offered(tmp_path: Path, hp: dict[str, 
 
 
 def test_hyperpod_takes_no_ec2_capacity(tmp_path: Path, hp: dict[str, Any]) -> None:
-    hp["training"]["node_groups"][0]["capacity"] = {"type": "capacity_block", "reservation_id": "cr-0123456789abcdef0"}
+    hp["training"]["node_groups"][0]["capacity"] = {"type": "capacity_block", "reservation_id": "cr-0a1b2c3d4e5f67890"}
     assert "HyperPod takes no EC2 capacity_block" in _problem(tmp_path, hp)
 
 

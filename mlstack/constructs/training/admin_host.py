@@ -13,20 +13,40 @@ from mlstack.constructs.scanners import skip_guard
 from mlstack.constructs.security.groups import closed_security_group
 
 KUBECONFIG = "/etc/mlstack/kubeconfig"
+KUBECTL_BINARY = "/usr/local/lib/mlstack/kubectl"
+"""The real kubectl; `/usr/local/bin/kubectl` is a wrapper around it."""
 ADMIN_POLICY = "AmazonEKSClusterAdminPolicy"
 """EKS access policy of the cluster's admin principals (the creator role and the admin host)."""
 
+KUBECTL_WRAPPER = f"""#!/bin/sh
+# mlstack: kubectl with the cluster's kubeconfig when KUBECONFIG is unset (Session Manager's sh reads no profile).
+KUBECONFIG="${{KUBECONFIG:-{KUBECONFIG}}}"
+export KUBECONFIG
+exec {KUBECTL_BINARY} "$@"
+"""
+"""`/usr/local/bin/kubectl`. `aws ssm start-session` without a document opens `sh` as ssm-user, not a login shell,
+so /etc/profile.d is never read (aws/amazon-ssm-agent#171): the kubeconfig must not depend on the shell."""
+
 
 def admin_host_commands(*, cluster_name: str, region: str, kubernetes_version: str) -> list[str]:
-    """User-data commands: kubectl of the cluster's minor version and a kubeconfig every login shell uses.
+    """User-data commands: kubectl of the cluster's minor version, checksum-verified, and the cluster's kubeconfig.
 
-    kubectl comes from the Kubernetes release site (dl.k8s.io, `stable-<minor>.txt` names the newest patch); the
-    kubeconfig calls `aws eks get-token` with the instance role, so any Session Manager user of the host is admin.
+    kubectl comes from the Kubernetes release site (dl.k8s.io, `stable-<minor>.txt` names the newest patch) and is
+    checked against the `.sha256` file published beside it ("Install and Set Up kubectl on Linux",
+    https://kubernetes.io/docs/tasks/tools/install-kubectl-linux/). The kubeconfig calls `aws eks get-token` with
+    the instance role, so any Session Manager user of the host is admin; `kubectl` (a wrapper, `KUBECTL_WRAPPER`)
+    uses it in any shell, and login shells also get `KUBECONFIG` from /etc/profile.d.
     """
+    url = "https://dl.k8s.io/release/${KUBECTL_VERSION}/bin/linux/amd64/kubectl"
     return [
         "set -euo pipefail",
         f"KUBECTL_VERSION=$(curl -fsSL https://dl.k8s.io/release/stable-{kubernetes_version}.txt)",
-        'curl -fsSLo /usr/local/bin/kubectl "https://dl.k8s.io/release/${KUBECTL_VERSION}/bin/linux/amd64/kubectl"',
+        f"install -d -m 755 {KUBECTL_BINARY.rsplit('/', 1)[0]}",
+        f'KUBECTL_SHA256=$(curl -fsSL "{url}.sha256")',
+        f'curl -fsSLo {KUBECTL_BINARY} "{url}"',
+        f'echo "${{KUBECTL_SHA256}}  {KUBECTL_BINARY}" | sha256sum --check --strict',
+        f"chmod 755 {KUBECTL_BINARY}",
+        f"cat > /usr/local/bin/kubectl <<'MLSTACK_KUBECTL'\n{KUBECTL_WRAPPER}MLSTACK_KUBECTL",
         "chmod 755 /usr/local/bin/kubectl",
         "mkdir -p /etc/mlstack",
         f"aws eks update-kubeconfig --region {region} --name {cluster_name} --kubeconfig {KUBECONFIG}",
