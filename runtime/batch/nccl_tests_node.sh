@@ -18,7 +18,7 @@ not_between_nodes=lo,docker0,ecs-eth0
 export NCCL_SOCKET_IFNAME=${NCCL_SOCKET_IFNAME:-^lo,docker,ecs}
 wait_seconds=${WAIT_SECONDS:-900}
 # The container's own interface address; not ecs-eth0's link-local one.
-address=$(hostname -I | tr ' ' '\n' | grep -v -e '^169\.254\.' -e '^127\.' -e '^$' | head -n 1)
+address=$(hostname -I | tr ' ' '\n' | grep -v -e '^169\.254\.' -e '^127\.' -e '^$' | sed -n 1p)
 mkdir -p "$exchange/hosts"
 
 wait_for() {
