@@ -72,6 +72,20 @@ def skip_guard(resource: IConstruct, reasons: Mapping[str, str]) -> None:
     _add_skips(resource, "guard", reasons, "reason")
 
 
+NO_VPC_CONTROL = "CT.LAMBDA.PR.3"
+"""Control Tower: a Lambda function in a VPC. Functions that reach only AWS APIs stay outside: in the VPC each
+service would need an interface endpoint or the NAT, for no data path of their own."""
+
+
+def skip_guard_on_functions_outside_vpc(scope: IConstruct, reason: str) -> None:
+    """`skip_guard` of the VPC control on every function under `scope` that has no VPC configuration."""
+    from aws_cdk import aws_lambda as lambda_
+
+    for child in [scope, *scope.node.find_all()]:
+        if isinstance(child, lambda_.CfnFunction) and child.vpc_config is None:
+            skip_guard(child, {NO_VPC_CONTROL: reason})
+
+
 def _render(value: object) -> str:
     if isinstance(value, str):
         return value

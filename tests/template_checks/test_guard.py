@@ -19,51 +19,19 @@ from tests.template_checks.resolve import Stack
 MIN_REASON = 20
 
 _SAGEMAKER = "issue 20 (constructs/sagemaker)"
-_AI = "issue 22 (constructs/ai_services)"
 _INFERENCE = "issue 19 (constructs/inference)"
-_HYPERPOD = "issue 21 (constructs/training/hyperpod.py)"
-_BATCH = "issue 21 (constructs/training/batch.py)"
-_CLUSTER = "issue 21 (constructs/training/cluster_parts.py: CDK's kubectl provider)"
 _NO_VPC = "CT.LAMBDA.PR.3 (function outside a VPC): fix or skip_guard with the reason"
 
 KNOWN: dict[tuple[str, str, str], str] = {
     # (stack ID, logical ID prefix, control) -> the owner who fixes or skips it on the resource. Each must still be
     # found (the list only shrinks); emptied when those changes merge.
-    ("AiServicesStack", "ApiHttpApiPOST", "CT.LAMBDA.PR.2"): f"{_AI}: API Gateway's invoke permissions name no "
-    "aws:SourceAccount",
-    ("AiServicesStack", "ApiFunction", "CT.LAMBDA.PR.3"): f"{_AI}: {_NO_VPC}",
-    ("AiServicesStack", "DocumentPipeline", "CT.LAMBDA.PR.3"): f"{_AI}: {_NO_VPC}",
-    ("AiServicesStack", "DocumentPipelineBucket", "CT.S3.PR.9"): f"{_AI}: no Object Lock on the documents bucket",
-    ("AiServicesStack", "DocumentPipelineDeadLetterQueue", "CT.SQS.PR.1"): f"{_AI}: a dead-letter queue has no "
-    "dead-letter queue of its own",
     ("InferenceStack", "InvokeApiFunction", "CT.LAMBDA.PR.3"): f"{_INFERENCE}: {_NO_VPC}",
     ("MlopsStack", "ApprovalDeployFunction", "CT.LAMBDA.PR.3"): f"{_SAGEMAKER}: {_NO_VPC}",
     ("MlopsStack", "ApprovalDeployDeadLetters", "CT.SQS.PR.1"): f"{_SAGEMAKER}: a dead-letter queue has no "
     "dead-letter queue of its own",
-    ("TrainingClusterStack", "TrainingClusterKubectlProvider", "CT.LAMBDA.PR.3"): f"{_CLUSTER}: {_NO_VPC}",
-    ("TrainingClusterStack", "CustomCDKBucketDeployment", "CT.LAMBDA.PR.3"): f"{_HYPERPOD}: {_NO_VPC}",
-    ("TrainingClusterStack", "HyperPodUploadLogs", "CT.CLOUDWATCH.PR.2"): f"{_HYPERPOD}: retention under a year",
-    **{
-        ("TrainingClusterStack", "HyperPodLifecycleScripts", control): f"{_HYPERPOD}: script bucket ({what})"
-        for control, what in (
-            ("CT.S3.PR.2", "no access logging"),
-            ("CT.S3.PR.3", "no noncurrent-version lifecycle"),
-            ("CT.S3.PR.4", "no event notifications"),
-            ("CT.S3.PR.6", "no lifecycle rule"),
-            ("CT.S3.PR.9", "no Object Lock"),
-        )
-    },
     ("TrainingClusterStack", "AdminHostInstanceLaunchTemplate", "CT.EC2.PR.10"): "issue 22: CDK's require_imdsv2 "
     "adds this launch template in an aspect at synth, after the construct could skip the control on it; the "
     "instance itself has detailed monitoring",
-    ("TrainingClusterStack", "BatchJobLogs", "CT.CLOUDWATCH.PR.2"): f"{_BATCH}: retention under a year",
-    **{
-        ("TrainingClusterStack", "BatchLaunchTemplate", control): f"{_BATCH}: launch template ({what})"
-        for control, what in (
-            ("CT.EC2.PR.10", "no detailed monitoring"),
-            ("CT.EC2.PR.9", "AssociatePublicIpAddress unset on its interfaces"),
-        )
-    },
 }
 
 

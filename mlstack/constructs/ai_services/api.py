@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import jsii
-from aws_cdk import Duration, RemovalPolicy, Stack
+from aws_cdk import Aspects, Duration, IAspect, RemovalPolicy, Stack
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_apigatewayv2 as apigwv2
 from aws_cdk import aws_apigatewayv2_authorizers as authorizers
@@ -18,12 +18,19 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
-from constructs import Construct
+from constructs import Construct, IConstruct
 
 from mlstack import resources
 from mlstack.constructs.ai_services.document_pipeline import LAMBDA_CHECKOV_SKIPS
 from mlstack.constructs.removal import RETAINED
-from mlstack.constructs.scanners import acknowledge_nag, nag_id, skip_checkov, skip_iam_lint
+from mlstack.constructs.scanners import (
+    acknowledge_nag,
+    nag_id,
+    skip_checkov,
+    skip_guard,
+    skip_guard_on_functions_outside_vpc,
+    skip_iam_lint,
+)
 
 HANDLER_DIR = resources.runtime_path("ai_services")
 """`runtime/ai_services/`: `api_handler.py`, tested with a stubbed botocore in tests/ai_services."""
@@ -104,6 +111,20 @@ class Guardrail:
 def route_path(operation: str) -> str:
     """`comprehend.sentiment` -> `/comprehend/sentiment` (the handler uses the same mapping)."""
     return "/" + operation.replace(".", "/")
+
+
+@jsii.implements(IAspect)
+class _InvokePermissionsNameTheAccount:
+    def visit(self, node: IConstruct) -> None:
+        if isinstance(node, lambda_.CfnPermission) and node.source_account is None:
+            node.source_account = Stack.of(node).account
+            skip_guard(
+                node,
+                {
+                    "CT.LAMBDA.PR.2": "bounded: SourceArn names this API's execute-api ARN and SourceAccount this "
+                    "account; the control's static check reads the AWS::AccountId pseudo parameter as no string",
+                },
+            )
 
 
 class AiServiceApi(Construct):
@@ -247,6 +268,11 @@ class AiServiceApi(Construct):
             description="AI service API: validate, call the service, map its errors",
         )
         skip_checkov(self.function, LAMBDA_CHECKOV_SKIPS)
+        skip_guard_on_functions_outside_vpc(
+            self.function,
+            "calls only regional AWS APIs (Comprehend, Translate, Rekognition, Textract, Transcribe, "
+            "Bedrock, S3) and reads no VPC resource",
+        )
 
         authorizer: apigwv2.IHttpRouteAuthorizer = (
             authorizers.HttpIamAuthorizer()
@@ -267,6 +293,10 @@ class AiServiceApi(Construct):
                 path=route_path(operation), methods=[apigwv2.HttpMethod.POST], integration=integration
             )
             self.routes[operation] = route
+        # The invoke permissions the integration adds (when the routes bind, after this constructor) name this
+        # API's execute-api ARN; the account too, so that the service principal is bounded the way the Control
+        # Tower control CT.LAMBDA.PR.2 asks.
+        Aspects.of(self.http_api).add(_InvokePermissionsNameTheAccount())
         self.access_log_group = logs.LogGroup(
             self, "AccessLogs", encryption_key=key, retention=log_retention, removal_policy=removal_policy
         )

@@ -21,7 +21,13 @@ from constructs import Construct
 from mlstack import resources
 from mlstack.constructs.ai_services.pipeline_definition import pipeline_definition
 from mlstack.constructs.removal import RETAINED
-from mlstack.constructs.scanners import acknowledge_nag, nag_id, skip_checkov
+from mlstack.constructs.scanners import (
+    acknowledge_nag,
+    nag_id,
+    skip_checkov,
+    skip_guard,
+    skip_guard_on_functions_outside_vpc,
+)
 
 HANDLER_DIR = resources.runtime_path("ai_services", "doc_pipeline")
 """`runtime/ai_services/doc_pipeline/`: the task handlers, run in order on a sample document in tests/ai_services."""
@@ -116,6 +122,13 @@ class DocumentPipeline(Construct):
         )
         if access_logs_bucket is None:
             acknowledge_nag(self.bucket, {"AwsSolutions-S1": "the caller chose no access-log bucket"})
+        skip_guard(
+            self.bucket,
+            {
+                "CT.S3.PR.9": "Object Lock would stop the pipeline deleting its own work files and a user deleting a "
+                "document; the bucket is versioned, TLS-only and KMS-encrypted",
+            },
+        )
         self.table = dynamodb.Table(
             self,
             "Index",
@@ -138,6 +151,9 @@ class DocumentPipeline(Construct):
             removal_policy=removal_policy,
         )
         acknowledge_nag(self.dead_letter_queue, {"AwsSolutions-SQS3": "this queue is the dead-letter queue"})
+        skip_guard(
+            self.dead_letter_queue, {"CT.SQS.PR.1": "this queue is the dead-letter queue: the end of the redrive"}
+        )
         skip_checkov(
             self.dead_letter_queue,
             {"CKV_AWS_27": "SSE-SQS (SqsManagedSseEnabled): EventBridge cannot use the project key without a grant"},
@@ -297,6 +313,11 @@ class DocumentPipeline(Construct):
             description=f"Document pipeline: {handler}",
         )
         skip_checkov(function, LAMBDA_CHECKOV_SKIPS)
+        skip_guard_on_functions_outside_vpc(
+            function,
+            "a pipeline task: calls only regional AWS APIs (Textract, Comprehend, S3, DynamoDB) and reads "
+            "no VPC resource",
+        )
         return function
 
     def _grant(self, pii_redaction: bool) -> None:

@@ -36,6 +36,7 @@ from constructs import Construct
 
 from mlstack.catalog import efa_interface_count, get_instance
 from mlstack.constructs.removal import RETAINED
+from mlstack.constructs.scanners import skip_guard
 from mlstack.constructs.training.batch_user_data import user_data
 from mlstack.constructs.training.efa import EfaNetworking
 
@@ -255,8 +256,24 @@ class BatchMultiNodeTraining(Construct):
                 )
             ],
         )
+        skip_guard(
+            self.launch_template,
+            {
+                "CT.EC2.PR.10": "one-minute EC2 metrics cost per instance; training health comes from the job's own "
+                "step lines and the GPU metrics, not from EC2's CPU metrics",
+                "CT.EC2.PR.9": "the interfaces are in private subnets without an internet gateway route, and EC2 "
+                "assigns no public IPv4 address to an instance launched with several network interfaces",
+            },
+        )
         self.log_group = logs.LogGroup(
             self, "JobLogs", retention=log_retention, encryption_key=key, removal_policy=removal_policy
+        )
+        skip_guard(
+            self.log_group,
+            {
+                "CT.CLOUDWATCH.PR.2": "job logs are kept `log_retention` (default 90 days): step lines of long runs "
+                "are a cost, and checkpoints and results live on FSx/S3, not in the log",
+            },
         )
         self.job_role = iam.Role(
             self,

@@ -177,7 +177,7 @@ class HyperPodCluster(Construct):
                 self,
                 "UploadLogs",
                 encryption_key=key,
-                retention=logs.RetentionDays.ONE_MONTH,
+                retention=logs.RetentionDays.ONE_YEAR,  # a few lines per deploy; Control Tower asks for a year
                 removal_policy=removal_policy,
             ),
         )

@@ -6,7 +6,7 @@ from aws_cdk import Acknowledgment, CfnResource, Stack, Token, Validations
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_deployment as s3deploy
 
-from mlstack.constructs.scanners import skip_iam_lint
+from mlstack.constructs.scanners import skip_guard, skip_guard_on_functions_outside_vpc, skip_iam_lint
 
 
 def acknowledge_bucket(bucket: s3.Bucket) -> None:
@@ -18,6 +18,16 @@ def acknowledge_bucket(bucket: s3.Bucket) -> None:
     cfn = bucket.node.default_child
     assert isinstance(cfn, CfnResource)
     cfn.add_metadata("checkov", {"skip": [{"id": "CKV_AWS_18", "comment": reason}]})
+    skip_guard(
+        bucket,
+        {
+            "CT.S3.PR.2": f"no access logging: {reason}",
+            "CT.S3.PR.3": "the deployment prunes old script versions' keys; a handful of small files, versioned",
+            "CT.S3.PR.4": "nothing reacts to these objects: HyperPod reads them when it creates or replaces a node",
+            "CT.S3.PR.6": "no lifecycle rule: the deployment replaces the scripts on every deploy (prune)",
+            "CT.S3.PR.9": "Object Lock would stop the deployment replacing the scripts",
+        },
+    )
 
 
 _LIST = (
@@ -72,6 +82,9 @@ def acknowledge_deployment(deployment: s3deploy.BucketDeployment, bucket: s3.Buc
     policy = handler.node.find_child("ServiceRole").node.find_child("DefaultPolicy").node.default_child
     assert policy is not None
     skip_iam_lint(policy, {f"RESOURCE_MISMATCH s3:{action}": f"{copy}: `s3:List*` on the bucket" for action in _LIST})
+    skip_guard_on_functions_outside_vpc(
+        handler, "CDK's BucketDeployment function copies from the CDK asset bucket to the script bucket: S3 only"
+    )
     function = handler.node.default_child
     assert isinstance(function, CfnResource)
     generated = "CDK's BucketDeployment function, run once per deployment by CloudFormation"
