@@ -32,12 +32,17 @@ def plan_mlops(config: BlueprintConfig, plan: Plan) -> None:
         Resource(STACK, "EventBridge rule", "model package approved or rejected; endpoint in service", 2),
         Resource(STACK, "SQS queue", "dead letters of the deploy function (project KMS key)"),
         Resource(STACK, "SNS topic", f"alarms (project KMS key): {_subscribers(mlops.alarm_emails)}"),
-        Resource(STACK, "CloudWatch alarm", "deploy function errors; messages in its dead-letter queue", 2),
+        Resource(
+            STACK,
+            "CloudWatch alarm",
+            "deploy function errors; messages in its dead-letter queue; a deployment SageMaker rolled back",
+            3,
+        ),
         Resource(
             STACK,
             "EventBridge rule",
-            "to the alarm topic: failed pipeline execution; monitoring violations or failure",
-            2,
+            "to the alarm topic: failed pipeline execution; endpoint failed; monitoring violations or failure",
+            3,
         ),
     ]
     if not mlops.alarm_emails:
@@ -86,6 +91,7 @@ def plan_mlops(config: BlueprintConfig, plan: Plan) -> None:
     )
     rows.append(f"data-quality monitoring: {mlops.monitoring.schedule} on {mlops.monitoring.instance_type}")
     plan.details.setdefault("sections", []).append(("MLOps pipeline run", rows))
+    plan.details["sections"].append(("MLOps tear down (before cdk destroy)", teardown_commands(name)))
     plan.details["mlops"] = {
         "steps": [{"step": s, "instance_type": t, "instance_count": c, "expected_hours": h} for s, t, c, h in steps],
         "cost_per_run": None,
@@ -128,6 +134,39 @@ def plan_mlops(config: BlueprintConfig, plan: Plan) -> None:
             "instances",
         )
     )
+
+
+def teardown_commands(name: str) -> list[str]:
+    """What `cdk destroy` leaves to the user, in order (the README's "Tear down" lists the same commands).
+
+    The deploy function creates the endpoint, its configs and models, the data-quality definitions and the schedule;
+    CloudFormation deletes none of them. The endpoint keeps billing, and its ENIs hold the endpoint security group,
+    so `cdk destroy` ends DELETE_FAILED until the endpoint is gone. The model package group keeps its fixed name
+    after a destroy (retained), so a redeploy of the same blueprint fails with AlreadyExists until it is removed.
+    """
+    endpoint = f"{name}-serving"
+    schedule = f"{endpoint}-data-quality"
+    return [
+        f"aws sagemaker delete-monitoring-schedule --monitoring-schedule-name {schedule}",
+        f"while aws sagemaker describe-monitoring-schedule --monitoring-schedule-name {schedule} >/dev/null 2>&1; "
+        "do sleep 10; done",
+        f"for d in $(aws sagemaker list-data-quality-job-definitions --endpoint-name {endpoint} "
+        "--query 'JobDefinitionSummaries[].MonitoringJobDefinitionName' --output text); do "
+        'aws sagemaker delete-data-quality-job-definition --job-definition-name "$d"; done',
+        f"aws sagemaker delete-endpoint --endpoint-name {endpoint}",
+        f"aws sagemaker wait endpoint-deleted --endpoint-name {endpoint}",
+        f"for c in $(aws sagemaker list-endpoint-configs --name-contains {endpoint}-v "
+        "--query 'EndpointConfigs[].EndpointConfigName' --output text); do "
+        'aws sagemaker delete-endpoint-config --endpoint-config-name "$c"; done',
+        f"for m in $(aws sagemaker list-models --name-contains {endpoint}-v --query 'Models[].ModelName' "
+        '--output text); do aws sagemaker delete-model --model-name "$m"; done',
+        f"npx cdk destroy -c blueprint={name} MlopsStack",
+        f"before a redeploy: the retained group {name}-models blocks it (AlreadyExists); if its versions are not "
+        f"needed: for p in $(aws sagemaker list-model-packages --model-package-group-name {name}-models "
+        "--query 'ModelPackageSummaryList[].ModelPackageArn' --output text); do "
+        'aws sagemaker delete-model-package --model-package-name "$p"; done; '
+        f"aws sagemaker delete-model-package-group --model-package-group-name {name}-models",
+    ]
 
 
 def _subscribers(emails: list[str]) -> str:

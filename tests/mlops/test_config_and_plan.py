@@ -149,3 +149,28 @@ def test_plan_says_when_no_one_is_told_of_failures(tmp_path: Path) -> None:
     assert not [w for w in told.warnings if "alarm_emails" in w]
     (topic,) = [r for r in told.resources if r.kind == "SNS topic" and r.stack == "MlopsStack"]
     assert "ml-oncall@example.com" in topic.detail
+
+
+def test_plan_and_readme_give_the_same_teardown_in_order() -> None:
+    """`cdk destroy` deletes nothing the deploy function created: the plan and the README say what to delete first."""
+    plan = build_plan(load("mlops-pipeline"))
+    (rows,) = [rows for title, rows in plan.details["sections"] if title == "MLOps tear down (before cdk destroy)"]
+    order = [
+        "delete-monitoring-schedule",
+        "delete-data-quality-job-definition",
+        "delete-endpoint ",
+        "wait endpoint-deleted",
+        "delete-endpoint-config",
+        "delete-model ",
+        "cdk destroy",
+        "delete-model-package-group",
+    ]
+    positions = [next(i for i, row in enumerate(rows) if step in row) for step in order]
+    assert positions == sorted(positions)
+    assert "--monitoring-schedule-name mlops-pipeline-serving-data-quality" in rows[0]
+    assert "MLOps tear down" in render(plan)
+    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("### Tear down (`mlops-pipeline`)", 1)[1].split("\n## ", 1)[0]
+    for row in rows[:8]:
+        assert row in section, row
+    assert "delete-model-package-group --model-package-group-name mlops-pipeline-models" in section

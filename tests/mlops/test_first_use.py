@@ -228,7 +228,7 @@ def test_failures_notify_an_encrypted_topic(session: Session, name: str) -> None
         assert rule["Targets"][0]["Arn"] == {"Ref": topic_id}
     alarms = {k: v["Properties"] for k, v in _resources(session, name, "AWS::CloudWatch::Alarm").items()}
     metrics = sorted(a["MetricName"] for a in alarms.values())
-    assert metrics == ["ApproximateNumberOfMessagesVisible", "Errors"]
+    assert metrics == ["ApproximateNumberOfMessagesVisible", "Errors", "FailedDeployments"]
     assert all(a["AlarmActions"] == [{"Ref": topic_id}] for a in alarms.values())
     (policy,) = _resources(session, name, "AWS::SNS::TopicPolicy").values()
     principals = [s.get("Principal") for s in policy["Properties"]["PolicyDocument"]["Statement"]]
@@ -244,6 +244,46 @@ def test_failures_notify_an_encrypted_topic(session: Session, name: str) -> None
         assert set(by_sid[sid]["Action"]) == {"kms:Decrypt", "kms:GenerateDataKey*"}
 
 
+@pytest.mark.parametrize("name", MLOPS)
+def test_a_failed_endpoint_or_rolled_back_deployment_notifies_the_topic(session: Session, name: str) -> None:
+    """A CreateEndpoint that ends Failed runs no function (EventBridge tells the topic); an update SageMaker rolled
+    back is only a "failed-deployment" log line of a function that succeeded (a metric filter's alarm tells it)."""
+    from mlstack.constructs.sagemaker.approval_deploy import FAILED_DEPLOYMENT_PATTERN
+
+    ((topic_id, _),) = _resources(session, name, "AWS::SNS::Topic").items()
+    rules = {k: v["Properties"] for k, v in _resources(session, name, "AWS::Events::Rule").items()}
+    failed = next(v for k, v in rules.items() if k.startswith("ApprovalDeployEndpointFailedRule"))
+    assert failed["EventPattern"] == {
+        "source": ["aws.sagemaker"],
+        "detail-type": ["SageMaker Endpoint State Change"],
+        "detail": {"EndpointName": [f"{name}-serving"], "EndpointStatus": ["FAILED"]},
+    }
+    assert failed["State"] == "ENABLED"
+    (target,) = failed["Targets"]
+    assert target["Arn"] == {"Ref": topic_id}
+    (log_group_id,) = [k for k in _resources(session, name, "AWS::Logs::LogGroup") if k.startswith("ApprovalDeploy")]
+    (function,) = _resources(session, name, "AWS::Lambda::Function").values()
+    assert function["Properties"]["LoggingConfig"]["LogGroup"] == {"Ref": log_group_id}
+    assert "LogFormat" not in function["Properties"]["LoggingConfig"]  # Text: the line the runtime test formats
+    (metric_filter,) = _resources(session, name, "AWS::Logs::MetricFilter").values()
+    assert metric_filter["Properties"]["LogGroupName"] == {"Ref": log_group_id}
+    assert metric_filter["Properties"]["FilterPattern"] == FAILED_DEPLOYMENT_PATTERN
+    (transformation,) = metric_filter["Properties"]["MetricTransformations"]
+    alarms = _resources(session, name, "AWS::CloudWatch::Alarm").values()
+    (alarm,) = [a["Properties"] for a in alarms if a["Properties"].get("MetricName") == "FailedDeployments"]
+    assert (alarm["Namespace"], alarm["MetricName"]) == (
+        transformation["MetricNamespace"],
+        transformation["MetricName"],
+    )
+    assert transformation["MetricValue"] == "1"
+    assert (alarm["Statistic"], alarm["Threshold"], alarm["ComparisonOperator"]) == (
+        "Sum",
+        1,
+        "GreaterThanOrEqualToThreshold",
+    )
+    assert alarm["AlarmActions"] == [{"Ref": topic_id}]
+
+
 @pytest.mark.parametrize("name", CPU)
 def test_studio_users_can_approve_versions_of_the_group(session: Session, name: str) -> None:
     """Item 11: Studio's registry view approves with UpdateModelPackage; users read the run artifacts."""
@@ -255,3 +295,27 @@ def test_studio_users_can_approve_versions_of_the_group(session: Session, name: 
     reads = [s for s in statements if s["Action"] == "s3:GetObject"]
     assert reads and reads[0]["Resource"]["Fn::Join"][1][-1] == "/runs/*"
     assert any("kms:Decrypt" in _actions(s) and _is_project_key(s["Resource"]) for s in statements)
+
+
+@pytest.mark.parametrize("name", CPU)
+def test_studio_apps_reach_s3_through_the_gateway_endpoint(session: Session, name: str) -> None:
+    """The S3 gateway endpoint routes to S3's public prefix list, outside the VPC CIDR: the Studio group's egress
+    must allow HTTPS beyond the VPC, or reading run outputs from a notebook hangs on connect."""
+    groups = _resources(session, name, "AWS::EC2::SecurityGroup")
+    (studio,) = [g["Properties"] for k, g in groups.items() if k.startswith("StudioSecurityGroup")]
+    https = [
+        r
+        for r in studio["SecurityGroupEgress"]
+        if r["IpProtocol"] == "tcp" and r["FromPort"] == 443 and r["ToPort"] == 443
+    ]
+    assert [r.get("CidrIp") for r in https] == ["0.0.0.0/0"]
+
+
+@pytest.mark.parametrize("name", MLOPS)
+def test_requests_without_accept_are_answered_in_csv_like_the_baseline(session: Session, name: str) -> None:
+    """Captured responses are compared with the CSV baseline (output column first): the serving container must
+    answer text/csv, not its JSON default, when a caller sends no Accept header."""
+    register = _steps(session, name)["Register"]["Arguments"]
+    (container,) = register["InferenceSpecification"]["Containers"]
+    assert container["Environment"]["SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT"] == "text/csv"
+    assert register["InferenceSpecification"]["SupportedResponseMIMETypes"] == ["text/csv"]

@@ -363,3 +363,40 @@ def test_no_schedule_without_a_registered_baseline_or_for_another_endpoint(sm: R
     other = {**_in_service(), "detail": {"EndpointName": "other", "EndpointStatus": "IN_SERVICE"}}
     assert handler.handler(other)["action"] == "ignored"
     assert sm.schedules == {}
+
+
+def _lambda_text_line(record: logging.LogRecord) -> str:
+    """The event the Lambda Python runtime writes for a record in the Text log format (`[LEVEL]\\ttime\\trequest
+    id\\tmessage`, AWS Lambda Developer Guide, "Log and monitor Python Lambda functions")."""
+    request_id = "8f5a3c1e-0000-4000-8000-000000000000"
+    return f"[{record.levelname}]\t2026-12-01T17:00:00.000Z\t{request_id}\t{record.getMessage()}"
+
+
+def test_the_alarms_metric_filter_matches_the_failed_deployment_line_only(
+    sm: Recorder, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The handler reports a rolled-back update as a log line of a function that succeeds; the template's metric
+    filter (quoted term: the literal text anywhere in the event) must match that line and no other decision."""
+    from moto.logs.utils import EventMessageFilter
+
+    from mlstack.constructs.sagemaker.approval_deploy import FAILED_DEPLOYMENT_PATTERN
+
+    assert FAILED_DEPLOYMENT_PATTERN.startswith('"') and FAILED_DEPLOYMENT_PATTERN.endswith('"')
+    term = FAILED_DEPLOYMENT_PATTERN[1:-1]
+    assert '"' not in term and "\\" not in term
+    with caplog.at_level(logging.INFO, logger="approval_deploy"):
+        handler.handler(_approve(sm, _register(sm)))  # created
+        second = _register(sm)
+        handler.handler(_approve(sm, second))  # updated (to v2)
+        sm.status_override = "Updating"
+        handler.handler(_event(second, "Approved"))  # deferred
+        sm.status_override = None
+        handler.handler(_in_service())  # SageMaker rolled v2 back: failed-deployment, then schedule-created
+    lines = {json.loads(r.getMessage())["action"]: _lambda_text_line(r) for r in caplog.records}
+    assert {"created", "updated", "deferred", "failed-deployment", "schedule-created"} <= set(lines), lines
+    matcher = EventMessageFilter(FAILED_DEPLOYMENT_PATTERN)
+    failed = lines.pop("failed-deployment")
+    assert '"action": "failed-deployment"' in failed
+    assert matcher.matches(failed) and term in failed
+    for action, line in lines.items():
+        assert not matcher.matches(line) and term not in line, action

@@ -41,6 +41,9 @@ from mlstack.constructs.security.groups import closed_security_group
 HANDLER_DIR = resources.runtime_path("approval_deploy")
 CAPTURE_PREFIX = "capture"
 MONITORING_PREFIX = "monitoring"
+FAILED_DEPLOYMENT_PATTERN = '"failed-deployment"'
+"""Logs filter pattern (a quoted term: the literal text, anywhere in the event) for the handler's decision line
+`{"action": "failed-deployment", ...}`; no other action, reason or runtime line contains that text."""
 
 
 class ApprovalDeploy(Construct):
@@ -54,7 +57,8 @@ class ApprovalDeploy(Construct):
     `monitor_image` (Model Monitor analyzer); `monitor_instance_type` (default ml.m7i.large); `monitor_volume_key`
     (default True; False for a monitoring type with local NVMe); `monitor_schedule` (default hourly);
     `removal_policy` (the function's log group); `alarm_topic` (default None: no alarms; given: the function's
-    errors, a message in the dead-letter queue, and monitoring runs that find violations or fail notify it).
+    errors, a message in the dead-letter queue, an endpoint that goes Failed, a deployment the function reports
+    failed (SageMaker rolled the update back), and monitoring runs that find violations or fail notify it).
     """
 
     def __init__(
@@ -242,6 +246,7 @@ class ApprovalDeploy(Construct):
 
         self.alarms: list[cloudwatch.Alarm] = []
         self.monitoring_rule: events.Rule | None = None
+        self.failed_rule: events.Rule | None = None
         if alarm_topic is not None:
             self._alarms(stack, alarm_topic)
 
@@ -267,6 +272,43 @@ class ApprovalDeploy(Construct):
             )
             alarm.add_alarm_action(cw_actions.SnsAction(topic))
             self.alarms.append(alarm)
+        # A CreateEndpoint that ends Failed (container crash, capacity, health check) fires this event and no other
+        # (the in-service rule never runs). Endpoint events spell the status FAILED (AWS docs: "Events that Amazon
+        # SageMaker AI sends to EventBridge").
+        self.failed_rule = events.Rule(
+            self,
+            "EndpointFailedRule",
+            description=f"endpoint {self.endpoint_name} failed",
+            event_pattern=events.EventPattern(
+                source=["aws.sagemaker"],
+                detail_type=["SageMaker Endpoint State Change"],
+                detail={"EndpointName": [self.endpoint_name], "EndpointStatus": ["FAILED"]},
+            ),
+            targets=[targets.SnsTopic(topic)],
+        )
+        # An UpdateEndpoint that SageMaker rolled back leaves the endpoint InService on the old version: the handler
+        # logs "failed-deployment" (at ERROR) and returns normally, so the function's Errors metric stays 0.
+        failed = logs.MetricFilter(
+            self,
+            "FailedDeploymentFilter",
+            log_group=self.log_group,
+            filter_pattern=logs.FilterPattern.literal(FAILED_DEPLOYMENT_PATTERN),
+            metric_namespace=f"mlstack/{self.endpoint_name}",
+            metric_name="FailedDeployments",
+            metric_value="1",
+        )
+        alarm = cloudwatch.Alarm(
+            self,
+            "FailedDeploymentAlarm",
+            alarm_description=f"{self.endpoint_name}: a deployment did not complete (see the function's log group)",
+            metric=failed.metric(statistic="Sum", period=Duration.minutes(5)),
+            threshold=1,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            evaluation_periods=1,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
+        alarm.add_alarm_action(cw_actions.SnsAction(topic))
+        self.alarms.append(alarm)
         # A monitoring execution is a processing job whose DescribeProcessingJob names the schedule
         # (MonitoringScheduleArn); one that finds violations completes with an ExitMessage starting
         # "CompletedWithViolations" (SageMaker Developer Guide, Model Monitor "Interpret results"). The pattern
@@ -359,4 +401,4 @@ def _arn(stack: Stack, resource: str, name: str) -> str:
     return stack.format_arn(service="sagemaker", resource=resource, resource_name=name)
 
 
-__all__ = ["ApprovalDeploy"]
+__all__ = ["FAILED_DEPLOYMENT_PATTERN", "ApprovalDeploy"]

@@ -40,8 +40,15 @@ from mlstack.constructs.security.groups import closed_security_group
 
 EXAMPLE_SCRIPTS = resources.runtime_path("mlops")
 """`runtime/mlops/`: the example preprocess/train/evaluate scripts (standard library only, tested on CPU)."""
-SERVING_ENVIRONMENT = {"SAGEMAKER_PROGRAM": "inference.py", "SAGEMAKER_SUBMIT_DIRECTORY": "/opt/ml/model/code"}
-"""How the framework serving containers find the handler the example train.py puts into the model (code/)."""
+SERVING_ENVIRONMENT = {
+    "SAGEMAKER_PROGRAM": "inference.py",
+    "SAGEMAKER_SUBMIT_DIRECTORY": "/opt/ml/model/code",
+    "SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT": "text/csv",
+}
+"""How the framework serving containers find the handler the example train.py puts into the model (code/), and
+the response type of a request without an Accept header: CSV, one prediction per line, so the captured responses
+have the layout of the CSV baseline (the containers answer JSON otherwise; SageMaker inference toolkit,
+`SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT`)."""
 BASELINE_FORMAT = '{"csv": {"header": true, "output_columns_position": "START"}}'
 """The baseline file evaluate.py writes has a header and the model's output first, then the features: the layout of
 the endpoint's captured CSV (output then input), which the monitoring job compares with this baseline."""

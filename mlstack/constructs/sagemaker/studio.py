@@ -47,7 +47,14 @@ class StudioDomain(Construct):
         self.security_group = closed_security_group(
             self, "SecurityGroup", vpc=vpc, description=f"{domain_name} Studio apps: HTTPS to VPC endpoints only"
         )
-        self.security_group.add_egress_rule(ec2.Peer.ipv4(vpc.vpc_cidr_block), ec2.Port.tcp(443), "VPC endpoints")
+        # HTTPS to anywhere, not only the VPC CIDR: S3 is reached through the gateway endpoint, whose route sends
+        # the traffic to S3's public prefix list, so an egress rule must allow those addresses (VPC User Guide,
+        # "Gateway endpoints for Amazon S3": security group outbound rules). The interface endpoints sit in the
+        # VPC CIDR, which this rule covers too; with a NAT gateway it also reaches public HTTPS (package indexes).
+        # The group's description stays as it was: a new GroupDescription replaces the group the domain uses.
+        self.security_group.add_egress_rule(
+            ec2.Peer.any_ipv4(), ec2.Port.tcp(443), "HTTPS: VPC endpoints, S3 gateway endpoint, NAT"
+        )
         # Studio apps of one domain talk to each other (Jupyter kernel gateway, NFS to the home EFS).
         self.security_group.add_ingress_rule(self.security_group, ec2.Port.all_tcp(), "apps of this domain")
         self.security_group.add_egress_rule(self.security_group, ec2.Port.all_tcp(), "apps of this domain")
