@@ -277,6 +277,60 @@ def test_async_outputs_say_where_to_upload_where_results_land_and_what_to_subscr
     assert outputs["TranscribeErrorTopicArn"]["Value"] == {"Ref": topics["TranscribeErrorTopic"]}
 
 
+def _first_call_section() -> str:
+    readme = (BLUEPRINTS.parent / "README.md").read_text(encoding="utf-8")
+    return readme.split("**First call.**", 1)[1].split("**Upgrading a deployed inference blueprint**", 1)[0]
+
+
+def test_the_readme_goes_from_deploy_to_a_first_call_per_mode() -> None:
+    section = _first_call_section()
+    for step in (
+        "awscurl --service lambda",  # the invoke URL is AWS_IAM: SigV4 for the service lambda
+        "aws sagemaker-runtime invoke-endpoint --endpoint-name",
+        "aws sagemaker-runtime invoke-endpoint-async --endpoint-name",
+        "--input-location <TranscribeAsyncInputUri>",
+        "aws s3 cp sample.flac <TranscribeAsyncInputUri>",
+        "aws sns subscribe --topic-arn <TranscribeSuccessTopicArn>",
+        '{"inputs": ',  # TGI and HF pipelines
+        '{"instances": [[',  # the OpenVINO server
+    ):
+        assert step in section, step
+
+
+@pytest.mark.parametrize(
+    ("name", "placeholders"),
+    [
+        ("inference-gpu-realtime", ["ChatEndpointName", "InvokeUrl"]),
+        (
+            "inference-async",
+            [
+                "TranscribeEndpointName",
+                "TranscribeAsyncInputUri",
+                "TranscribeSuccessTopicArn",
+                "TranscribeErrorTopicArn",
+            ],
+        ),
+    ],
+)
+def test_the_readmes_first_call_names_outputs_the_stack_has(
+    name: str, placeholders: list[str], session: Session
+) -> None:
+    if name not in INFERENCE:
+        pytest.skip(f"{name} not synthesized in this session")
+    section = _first_call_section()
+    outputs = session.blueprints[name].templates["InferenceStack"]["Outputs"]
+    for placeholder in placeholders:
+        assert f"<{placeholder}>" in section, placeholder
+        assert placeholder in outputs, (placeholder, sorted(outputs))
+
+
+def test_the_readmes_openvino_body_is_what_the_server_decodes() -> None:
+    # server.py needs numpy (not in the test venv): read its decoder instead of importing it.
+    server = (BLUEPRINTS.parent / "runtime" / "workloads" / "serve" / "server.py").read_text(encoding="utf-8")
+    assert 'json.loads(body)["instances"]' in server
+    assert '--body \'{"instances": [[' in _first_call_section()
+
+
 # ----- mlstack plan (no synth)
 
 
