@@ -92,6 +92,9 @@ own examples (a 7B fp16 model compiled at start-up with `option.model_loading_ti
 pre-compiled with 3600; DJL Serving, LMI Transformers-NeuronX configurations). Measure yours and set
 `startup_timeout_seconds`."""
 MIN_LARGE_MODEL_SECONDS = 600
+MIN_NEURON_SECONDS = 900
+"""A Neuron host loads even a pre-compiled graph through host memory and shards it across NeuronCores (TP) before
+/ping answers: 600 s covers an 8B model with little margin, so Neuron hosts get at least 900 s."""
 MAX_STARTUP_SECONDS = 3600
 """ContainerStartupHealthCheckTimeoutInSeconds and ModelDataDownloadTimeoutInSeconds: 60..3600 (SageMaker API
 reference, ProductionVariant)."""
@@ -124,17 +127,17 @@ def startup_limits(
     compiles_at_startup: bool = False,
 ) -> StartupLimits:
     """The blueprint's values, or defaults sized from the weights for a model of 1 GiB or more: an LLM needs
-    minutes to download, unpack and load (about 40 s per GiB on the slow side; at least 600 s, at most SageMaker's
-    3600 s), plus about 90 s per GiB when a Neuron host compiles the model at start-up (`compiles_at_startup`);
-    and an EBS volume for the archive plus the unpacked weights (2.5x + 10 GB, at least 30 GB) where the host
-    has no local NVMe (SageMaker rejects VolumeSizeInGB on NVMe hosts)."""
+    minutes to download, unpack and load (about 40 s per GiB on the slow side; at least 600 s, 900 s on a Neuron
+    host, at most SageMaker's 3600 s), plus about 90 s per GiB when a Neuron host compiles the model at start-up
+    (`compiles_at_startup`); and an EBS volume for the archive plus the unpacked weights (2.5x + 10 GB, at least
+    30 GB) where the host has no local NVMe (SageMaker rejects VolumeSizeInGB on NVMe hosts)."""
     large = weights >= 1.0
     load = max(MIN_LARGE_MODEL_SECONDS, math.ceil(weights * LOAD_SECONDS_PER_GIB)) if large else None
-    needed = load
+    accelerator = get_instance(instance_type).accelerator
+    minimum = MIN_NEURON_SECONDS if accelerator is not None and accelerator.vendor == "aws" else MIN_LARGE_MODEL_SECONDS
+    needed = None if load is None else max(minimum, load)
     if compiles_at_startup:
-        needed = max(
-            MIN_LARGE_MODEL_SECONDS, math.ceil(weights * (LOAD_SECONDS_PER_GIB + NEURON_COMPILE_SECONDS_PER_GIB))
-        )
+        needed = max(minimum, math.ceil(weights * (LOAD_SECONDS_PER_GIB + NEURON_COMPILE_SECONDS_PER_GIB)))
     timeout = None if needed is None else min(MAX_STARTUP_SECONDS, needed)
     nvme = get_instance(instance_type).has_local_nvme
     volume = min(512, max(30, math.ceil(weights * 2.5) + 10)) if large and not nvme else None
@@ -152,7 +155,7 @@ def startup_limits(
     else:
         reason = (
             f"{timeout} s: download, unpack and load {weights:.1f} GiB of weights (about {LOAD_SECONDS_PER_GIB} s "
-            f"per GiB, at least {MIN_LARGE_MODEL_SECONDS} s"
+            f"per GiB, at least {minimum} s{' on a Neuron host' if minimum == MIN_NEURON_SECONDS else ''}"
             + (f", capped at SageMaker's {MAX_STARTUP_SECONDS} s" if needed and needed > MAX_STARTUP_SECONDS else "")
             + ")"
         )

@@ -12,7 +12,7 @@ from constructs import Construct
 from mlstack.config import BlueprintConfig
 from mlstack.config.inference import PAYLOAD_LIMIT_BYTES, InferenceConfig
 from mlstack.config.inference_fit import weights_gib
-from mlstack.constructs.inference import AlarmThresholds, InvokeApi, ModelEndpoint
+from mlstack.constructs.inference import AlarmThresholds, AsyncServing, InvokeApi, ModelEndpoint
 from mlstack.plan.inference import plan_inference
 from mlstack.stacks.base import MlStack
 from mlstack.stacks.data import DataStack, access_log_bucket, kms_bucket
@@ -87,6 +87,7 @@ class InferenceStack(MlStack):
             )
             self.endpoints[spec.name] = endpoint
             CfnOutput(self, f"{spec.construct_id}EndpointName", value=endpoint.endpoint_name)
+            self._async_outputs(spec.construct_id, endpoint)
 
         self.invoke_api: InvokeApi | None = None
         if config.invoke_api is not None:
@@ -105,6 +106,33 @@ class InferenceStack(MlStack):
                 self.invoke_api.grant_invoke_url(iam.ArnPrincipal(caller))
             CfnOutput(self, "InvokeUrl", value=self.invoke_api.url_string)
         CfnOutput(self, "ModelArtifact", value=self.model_bucket.s3_url_for_object(artifact.key))
+
+    def _async_outputs(self, construct_id: str, endpoint: ModelEndpoint) -> None:
+        """Where an async caller uploads the request (the only prefix the endpoint's role reads), where the
+        result and the failure land, and the topics to subscribe to for the notification."""
+        serving = endpoint.serving
+        if not isinstance(serving, AsyncServing) or endpoint.data_bucket is None:
+            return
+        bucket = endpoint.data_bucket
+        locations = {
+            "AsyncInputUri": (serving.input_prefix, "upload requests here (the endpoint reads no other prefix)"),
+            "AsyncOutputUri": (serving.output_prefix, "results land here, <OutputLocation> of invoke-endpoint-async"),
+            "AsyncFailureUri": (serving.failures, "failed requests' errors land here"),
+        }
+        for name, (prefix, description) in locations.items():
+            CfnOutput(
+                self,
+                f"{construct_id}{name}",
+                value=bucket.s3_url_for_object(f"{prefix}/"),
+                description=f"{endpoint.name}: {description}",
+            )
+        for label, topic in zip(("Success", "Error"), endpoint.topics, strict=True):
+            CfnOutput(
+                self,
+                f"{construct_id}{label}TopicArn",
+                value=topic.topic_arn,
+                description=f"{endpoint.name}: SNS {label.lower()} notifications (subscribe to get them)",
+            )
 
 
 def _modes(config: InferenceConfig) -> list[str]:

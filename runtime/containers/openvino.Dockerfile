@@ -1,8 +1,12 @@
 # SageMaker real-time inference container: OpenVINO runtime serving an int8 IR (the /ping and /invocations
 # contract on port 8080). The model comes from SageMaker's model.tar.gz, unpacked to /opt/ml/model
 # (model.xml + model.bin written by `python -m runtime.workloads.serve.convert`).
-# Build from the repository root and push to ECR; the Intel blueprint's `image` points at it:
-#   docker build -f runtime/containers/openvino.Dockerfile -t <account>.dkr.ecr.<region>.amazonaws.com/mlstack-openvino:1 .
+# Build from the repository root and push it to the repository the DataStack creates (output ImageRepositoryUri,
+# <account>.dkr.ecr.<region>.amazonaws.com/<image.repository>) with the blueprint's image.tag: for
+# inference-intel-amx, openvino-model-server-sagemaker:2025.3. The tags are immutable: a rebuild needs a new tag
+# (and image.tag set to it), and `mlstack precheck` looks for exactly that tag.
+#   docker build -f runtime/containers/openvino.Dockerfile -t <ImageRepositoryUri>:2025.3 .
+#   docker push <ImageRepositoryUri>:2025.3
 FROM python:3.11-slim
 RUN pip install --no-cache-dir openvino==2026.4.1 numpy==2.4.6
 COPY runtime/__init__.py /opt/mlstack/runtime/__init__.py

@@ -136,11 +136,18 @@ def test_execution_roles_have_no_managed_policies(session: Session, name: str) -
     assert "FullAccess" not in json.dumps(session.blueprints[name].templates["InferenceStack"])
 
 
+def test_the_openvino_dockerfile_tags_the_image_the_intel_blueprint_expects() -> None:
+    image = yaml.safe_load((BLUEPRINTS / "inference-intel-amx.yaml").read_text())["inference"]["model"]["image"]
+    dockerfile = (BLUEPRINTS.parent / "runtime" / "containers" / "openvino.Dockerfile").read_text()
+    assert f"{image['repository']}:{image['tag']}" in dockerfile
+    assert f"-t <ImageRepositoryUri>:{image['tag']} ." in dockerfile  # the DataStack's repository, not another
+
+
 @pytest.mark.parametrize("name", _only("inference-gpu-realtime"))
 def test_gpu_realtime_ab_tests_g5_against_g6_without_a_volume_key(session: Session, name: str) -> None:
     (config,) = _props(session, name, "AWS::SageMaker::EndpointConfig")
     variants = [(v["InstanceType"], v["InitialVariantWeight"]) for v in config["ProductionVariants"]]
-    assert variants == [("ml.g5.2xlarge", 0.8), ("ml.g6.xlarge", 0.2)]
+    assert variants == [("ml.g5.2xlarge", 0.8), ("ml.g6.2xlarge", 0.2)]
     assert "KmsKeyId" not in config  # both hosts have local NVMe
     assert config["DataCaptureConfig"]["InitialSamplingPercentage"] == 10
     assert len(_resources(session, name, "AWS::ApplicationAutoScaling::ScalableTarget")) == 2
@@ -195,7 +202,7 @@ def test_intel_amx_serves_the_users_ecr_image_without_nat(session: Session, name
 def test_an_llm_variant_gets_minutes_to_start_and_a_volume_for_its_weights(session: Session, name: str) -> None:
     (config,) = _props(session, name, "AWS::SageMaker::EndpointConfig")
     (variant,) = config["ProductionVariants"]
-    assert variant["ContainerStartupHealthCheckTimeoutInSeconds"] == 600
+    assert variant["ContainerStartupHealthCheckTimeoutInSeconds"] == 900  # Neuron: load and shard, with margin
     assert variant["ModelDataDownloadTimeoutInSeconds"] == 600
     assert variant["VolumeSizeInGB"] == 48  # inf2 has no local NVMe: 2.5 x 15 GiB + 10
 
@@ -239,6 +246,91 @@ def test_async_writes_to_s3_notifies_and_scales_from_zero(session: Session, name
     assert topics == ["AlarmTopic", "TranscribeErrorTopic", "TranscribeSuccessTopic"]
 
 
+@pytest.mark.parametrize("name", _only("inference-async"))
+def test_async_outputs_say_where_to_upload_where_results_land_and_what_to_subscribe_to(
+    session: Session, name: str
+) -> None:
+    template = session.blueprints[name].templates["InferenceStack"]
+    outputs = template["Outputs"]
+    (data_bucket,) = _resources(session, name, "AWS::S3::Bucket").keys() - {
+        k for k in _resources(session, name, "AWS::S3::Bucket") if k.startswith("AccessLogs")
+    }
+
+    def uri(output: str) -> str:
+        parts = outputs[output]["Value"]["Fn::Join"][1]
+        assert parts[1] == {"Ref": data_bucket}
+        return "".join(p for p in parts if isinstance(p, str)).replace("s3://", "s3://<DataBucket>")
+
+    assert uri("TranscribeAsyncInputUri") == "s3://<DataBucket>/async-input/"
+    assert uri("TranscribeAsyncOutputUri") == "s3://<DataBucket>/async-output/"
+    assert uri("TranscribeAsyncFailureUri") == "s3://<DataBucket>/async-failures/"
+    # The prefix the output names is the one the execution role may read.
+    role_policy = next(
+        r["Properties"]["PolicyDocument"]
+        for k, r in template["Resources"].items()
+        if r["Type"] == "AWS::IAM::Policy" and k.startswith("TranscribeExecutionRoleDefaultPolicy")
+    )
+    reads = [r for s in role_policy["Statement"] if s["Action"] == "s3:GetObject" for r in s["Resource"]]
+    assert {"Fn::Join": ["", [{"Fn::GetAtt": [data_bucket, "Arn"]}, "/async-input/*"]]} in reads, reads
+    topics = {k[: -len("ABCD1234")]: k for k in _resources(session, name, "AWS::SNS::Topic")}
+    assert outputs["TranscribeSuccessTopicArn"]["Value"] == {"Ref": topics["TranscribeSuccessTopic"]}
+    assert outputs["TranscribeErrorTopicArn"]["Value"] == {"Ref": topics["TranscribeErrorTopic"]}
+
+
+def _first_call_section() -> str:
+    readme = (BLUEPRINTS.parent / "README.md").read_text(encoding="utf-8")
+    return readme.split("**First call.**", 1)[1].split("**Upgrading a deployed inference blueprint**", 1)[0]
+
+
+def test_the_readme_goes_from_deploy_to_a_first_call_per_mode() -> None:
+    section = _first_call_section()
+    for step in (
+        "awscurl --service lambda",  # the invoke URL is AWS_IAM: SigV4 for the service lambda
+        "aws sagemaker-runtime invoke-endpoint --endpoint-name",
+        "aws sagemaker-runtime invoke-endpoint-async --endpoint-name",
+        "--input-location <TranscribeAsyncInputUri>",
+        "aws s3 cp sample.flac <TranscribeAsyncInputUri>",
+        "aws sns subscribe --topic-arn <TranscribeSuccessTopicArn>",
+        '{"inputs": ',  # TGI and HF pipelines
+        '{"instances": [[',  # the OpenVINO server
+    ):
+        assert step in section, step
+
+
+@pytest.mark.parametrize(
+    ("name", "placeholders"),
+    [
+        ("inference-gpu-realtime", ["ChatEndpointName", "InvokeUrl"]),
+        (
+            "inference-async",
+            [
+                "TranscribeEndpointName",
+                "TranscribeAsyncInputUri",
+                "TranscribeSuccessTopicArn",
+                "TranscribeErrorTopicArn",
+            ],
+        ),
+    ],
+)
+def test_the_readmes_first_call_names_outputs_the_stack_has(
+    name: str, placeholders: list[str], session: Session
+) -> None:
+    if name not in INFERENCE:
+        pytest.skip(f"{name} not synthesized in this session")
+    section = _first_call_section()
+    outputs = session.blueprints[name].templates["InferenceStack"]["Outputs"]
+    for placeholder in placeholders:
+        assert f"<{placeholder}>" in section, placeholder
+        assert placeholder in outputs, (placeholder, sorted(outputs))
+
+
+def test_the_readmes_openvino_body_is_what_the_server_decodes() -> None:
+    # server.py needs numpy (not in the test venv): read its decoder instead of importing it.
+    server = (BLUEPRINTS.parent / "runtime" / "workloads" / "serve" / "server.py").read_text(encoding="utf-8")
+    assert 'json.loads(body)["instances"]' in server
+    assert '--body \'{"instances": [[' in _first_call_section()
+
+
 # ----- mlstack plan (no synth)
 
 
@@ -259,10 +351,17 @@ def test_plan_gives_hour_month_and_per_million_figures(name: str) -> None:
     assert not any("EC2 on-demand list prices standing in" in w for w in plan.warnings)
 
 
+@pytest.mark.parametrize("name", sorted(p.stem for p in BLUEPRINTS.glob("inference-*.yaml")))
+def test_no_shipped_blueprint_has_a_host_too_small_to_load_its_model(name: str) -> None:
+    # One variant failing its start-up health check fails CreateEndpoint and rolls the whole stack back.
+    tight = [w for w in build_plan(load(name)).warnings if "of host memory for" in w]
+    assert tight == [], tight
+
+
 def test_plan_sizes_the_gpu_blueprint_from_traffic_at_sagemaker_hosting_rates() -> None:
     plan = build_plan(load("inference-gpu-realtime"))
     (figures,) = plan.details["inference"]
-    g5, g6 = hosting_price("ml.g5.2xlarge", "us-east-1"), hosting_price("ml.g6.xlarge", "us-east-1")
+    g5, g6 = hosting_price("ml.g5.2xlarge", "us-east-1"), hosting_price("ml.g6.2xlarge", "us-east-1")
     assert g5 is not None and g6 is not None
     # SageMaker's rates, not the ~40% lower EC2 rates of the same hardware.
     ec2 = get_instance("g5.2xlarge").price_per_hour

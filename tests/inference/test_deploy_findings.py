@@ -135,7 +135,7 @@ def test_start_up_limits_are_sized_from_the_weights() -> None:
 
     # 8B at bf16 (~15 GiB): minutes, not SageMaker's short defaults; a volume only without local NVMe.
     limits = startup_limits(14.96, "ml.inf2.8xlarge")
-    assert (limits.startup_timeout_seconds, limits.download_timeout_seconds, limits.volume_size_gb) == (600, 600, 48)
+    assert (limits.startup_timeout_seconds, limits.download_timeout_seconds, limits.volume_size_gb) == (900, 600, 48)
     assert startup_limits(14.96, "ml.g5.2xlarge").volume_size_gb is None
     assert startup_limits(140.0, "ml.g5.2xlarge").startup_timeout_seconds == 3600  # SageMaker's maximum
     small = startup_limits(0.4, "ml.c7g.xlarge")

@@ -300,7 +300,7 @@ def test_every_alarm_notifies_the_stacks_encrypted_alarm_topic(built: Built) -> 
     # Every alarm has an action: the topic, or (the scale-out-from-zero step alarm) its scaling policy.
     assert alarms and all(a["Properties"]["AlarmActions"] for a in alarms.values())
     watched = [a for k, a in alarms.items() if "ScaleOutFromZero" not in k]
-    assert len(watched) == 4 * 2 + 1 * 2 + 5 + 2  # variants x 2, serverless x 2, async x 7
+    assert len(watched) == 4 * 2 + 1 * 2 + 6 + 2  # variants x 2, serverless x 2, async x 8
     assert all(a["Properties"]["AlarmActions"] == [{"Ref": topic_id}] for a in watched)
     topic = built.json["Resources"][topic_id]["Properties"]
     assert "KmsMasterKeyId" in topic
@@ -323,6 +323,7 @@ def test_async_endpoints_alarm_on_failures_queue_age_and_a_lasting_backlog_witho
     assert set(batch) == {
         "ModelLatency",
         "Invocation5XXErrors",
+        "RequestDownloadFailures",
         "InvocationFailures",
         "ResponseUploadFailures",
         "NotificationFailures",
@@ -334,6 +335,10 @@ def test_async_endpoints_alarm_on_failures_queue_age_and_a_lasting_backlog_witho
     assert (lasting["EvaluationPeriods"], lasting["DatapointsToAlarm"], lasting["Statistic"]) == (20, 20, "Maximum")
     assert [d["Name"] for d in lasting["Dimensions"]] == ["EndpointName"]
     assert [d["Name"] for d in batch["ResponseUploadFailures"]["Dimensions"]] == ["EndpointName", "VariantName"]
+    # An input outside the prefix the role reads fails there: the caller's first mistake must reach the topic.
+    download = batch["RequestDownloadFailures"]
+    assert (download["Namespace"], download["Statistic"], download["Threshold"]) == ("AWS/SageMaker", "Sum", 1)
+    assert [d["Name"] for d in download["Dimensions"]] == ["EndpointName", "VariantName"]
 
 
 def test_execution_roles_trust_sagemaker_only_for_this_account(built: Built) -> None:

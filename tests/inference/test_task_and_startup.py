@@ -108,7 +108,10 @@ def test_compiling_at_start_up_waits_longer_and_says_why() -> None:
     compiled = startup_limits(14.96, "ml.inf2.8xlarge", compiles_at_startup=True)
     loaded = startup_limits(14.96, "ml.inf2.8xlarge")
     assert compiled.startup_timeout_seconds == 1945  # 15 GiB x (40 s load + 90 s neuronx-cc)
-    assert loaded.startup_timeout_seconds == 600
+    # Even pre-compiled, a Neuron host loads and shards the graph through host memory: 900 s, not 600 s.
+    assert loaded.startup_timeout_seconds == 900
+    assert "at least 900 s on a Neuron host" in loaded.reason
+    assert startup_limits(14.96, "ml.g5.2xlarge").startup_timeout_seconds == 600  # a GPU host keeps 600 s
     assert "compiles the model at start-up" in compiled.reason and "neuron_compiled_graph" in compiled.reason
     assert compiled.download_timeout_seconds == loaded.download_timeout_seconds == 600  # the download is the same
     huge = startup_limits(130.0, "ml.inf2.48xlarge", compiles_at_startup=True)
@@ -128,7 +131,7 @@ def test_a_precompiled_graph_is_loaded_from_the_artifact(tmp_path: Path) -> None
     (endpoint,) = config.endpoints
     assert config.container_environment(endpoint) == {"OPTION_COMPILED_GRAPH_PATH": "/opt/ml/model/compiled"}
     (variant,) = endpoint.variants  # type: ignore[union-attr]
-    assert config.startup(variant).startup_timeout_seconds == 600
+    assert config.startup(variant).startup_timeout_seconds == 900  # the Neuron minimum
 
 
 def test_without_it_the_lmi_container_is_given_the_time_to_compile(tmp_path: Path) -> None:

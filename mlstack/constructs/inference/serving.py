@@ -332,10 +332,12 @@ class AsyncServing:
         return functools.reduce(lambda a, b: a.combine(b), grants)
 
     def alarm_rules(self, endpoint: ModelEndpoint, name: str, limits: AlarmThresholds) -> list[AlarmRule]:
-        """Failed invocations, result uploads and notifications; the oldest queued request; a lasting backlog with
-        no instance ("Alarms and logs for tracking metrics from asynchronous endpoints", SageMaker guide)."""
+        """Failed request downloads, invocations, result uploads and notifications; the oldest queued request; a
+        lasting backlog with no instance ("Alarms and logs for tracking metrics from asynchronous endpoints",
+        SageMaker guide). RequestDownloadFailures catches an input outside `input_prefix` (the role reads only
+        there) or one encrypted with a key the role cannot use: the caller's first mistake."""
         variant = endpoint.variant_names[0]
-        failures = ["InvocationFailures", "ResponseUploadFailures"]
+        failures = ["RequestDownloadFailures", "InvocationFailures", "ResponseUploadFailures"]
         if self.notifications:
             failures.append("NotificationFailures")
         rules = [
