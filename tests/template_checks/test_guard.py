@@ -18,17 +18,10 @@ from tests.template_checks.resolve import Stack
 
 MIN_REASON = 20
 
-_SAGEMAKER = "issue 20 (constructs/sagemaker)"
-_INFERENCE = "issue 19 (constructs/inference)"
-_NO_VPC = "CT.LAMBDA.PR.3 (function outside a VPC): fix or skip_guard with the reason"
 
 KNOWN: dict[tuple[str, str, str], str] = {
-    # (stack ID, logical ID prefix, control) -> the owner who fixes or skips it on the resource. Each must still be
-    # found (the list only shrinks); emptied when those changes merge.
-    ("InferenceStack", "InvokeApiFunction", "CT.LAMBDA.PR.3"): f"{_INFERENCE}: {_NO_VPC}",
-    ("MlopsStack", "ApprovalDeployFunction", "CT.LAMBDA.PR.3"): f"{_SAGEMAKER}: {_NO_VPC}",
-    ("MlopsStack", "ApprovalDeployDeadLetters", "CT.SQS.PR.1"): f"{_SAGEMAKER}: a dead-letter queue has no "
-    "dead-letter queue of its own",
+    # (stack ID, logical ID prefix, control) -> why it cannot be skipped on the resource. Each must still be found
+    # (the list only shrinks).
     ("TrainingClusterStack", "AdminHostInstanceLaunchTemplate", "CT.EC2.PR.10"): "issue 22: CDK's require_imdsv2 "
     "adds this launch template in an aspect at synth, after the construct could skip the control on it; the "
     "instance itself has detailed monitoring",

@@ -11,7 +11,7 @@ from constructs import Construct
 
 from mlstack import resources
 from mlstack.constructs.inference.model_endpoint import ModelEndpoint
-from mlstack.constructs.scanners import skip_checkov
+from mlstack.constructs.scanners import skip_checkov, skip_guard_on_functions_outside_vpc
 
 HANDLER_DIR = resources.runtime_path("invoke")
 """`runtime/invoke/`: the handler code, tested against moto in tests/runtime."""
@@ -88,6 +88,9 @@ class InvokeApi(Construct):
             grantee=self.function, actions=["sagemaker:InvokeEndpoint"], resource_arns=[endpoint.endpoint_arn]
         )
         self.url = self.function.add_function_url(auth_type=lambda_.FunctionUrlAuthType.AWS_IAM)
+        skip_guard_on_functions_outside_vpc(
+            self.function, "calls only the SageMaker runtime API (InvokeEndpoint) and reads no VPC resource"
+        )
         skip_checkov(
             self.function,
             {

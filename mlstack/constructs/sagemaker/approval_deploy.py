@@ -35,7 +35,7 @@ from constructs import Construct
 from mlstack import resources
 from mlstack.constructs.removal import RETAINED
 from mlstack.constructs.sagemaker.grants import acknowledge_wildcards, grant_volume_key, grant_vpc_and_logs
-from mlstack.constructs.scanners import skip_checkov
+from mlstack.constructs.scanners import skip_checkov, skip_guard, skip_guard_on_functions_outside_vpc
 from mlstack.constructs.security.groups import closed_security_group
 
 HANDLER_DIR = resources.runtime_path("approval_deploy")
@@ -166,6 +166,7 @@ class ApprovalDeploy(Construct):
         Validations.of(self.dead_letters).acknowledge(
             Acknowledgment(id="AwsSolutions-SQS3", reason="this queue is the dead-letter queue")
         )
+        skip_guard(self.dead_letters, {"CT.SQS.PR.1": "this queue is the dead-letter queue: the end of redrive"})
         # Lambda writes a failed asynchronous event to the dead-letter queue with the function's execution role; the
         # queue is encrypted with `key`, so the role needs GenerateDataKey and Decrypt on it (Amazon SQS Developer
         # Guide, "Key management": producers to an SSE-KMS queue).
@@ -206,6 +207,11 @@ class ApprovalDeploy(Construct):
         )
         function = self.function.node.default_child
         assert isinstance(function, CfnResource)
+        skip_guard_on_functions_outside_vpc(
+            function,
+            "calls only the SageMaker control-plane API and reads no VPC resource (the endpoint it creates "
+            "gets the VPC settings)",
+        )
         skip_checkov(
             function,
             {
