@@ -112,7 +112,8 @@ bench-workloads: install-workloads
 
 # Real Slurm for the HyperPod lifecycle scripts: Debian's slurm-wlm (slurmctld, slurmd), slurmdbd, munge and
 # MariaDB. The test stops every daemon it started by its PID, also on failure; `timeout` bounds the whole run.
-SLURM_PACKAGES := slurm-wlm slurmdbd munge mariadb-server
+# Real daemons the lifecycle-script tests run: Slurm for HyperPod Slurm, containerd for HyperPod EKS's on_create.
+SLURM_PACKAGES := slurm-wlm slurmdbd munge mariadb-server containerd
 slurm-packages:
 	@dpkg -s $(SLURM_PACKAGES) >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $(SLURM_PACKAGES); }
@@ -122,7 +123,8 @@ test-slurm: install slurm-packages
 	trap 'for f in "$$pids"/*.pid; do [ -f "$$f" ] && kill "$$(cat "$$f")" 2>/dev/null || true; done; rm -rf "$$pids"' EXIT; \
 	MLSTACK_SLURM=1 MLSTACK_SLURM_PIDS="$$pids" \
 	$(if $(wildcard $(WL_BIN)/python),MLSTACK_WORKLOADS_PYTHON=$(CURDIR)/$(WL_BIN)/python) \
-		timeout --kill-after=30 300 $(BIN)/pytest -q -p no:cacheprovider tests/runtime/test_hyperpod_slurm_daemons.py
+		timeout --kill-after=30 300 $(BIN)/pytest -q -p no:cacheprovider tests/runtime/test_hyperpod_slurm_daemons.py \
+			'tests/runtime/test_hyperpod_lifecycle.py::test_containerd_reads_the_edited_root'
 
 
 clean:
