@@ -263,8 +263,9 @@ def monitor() -> dict[str, Any]:
     if not _exists(sagemaker().describe_data_quality_job_definition, JobDefinitionName=definition):
         sagemaker().create_data_quality_job_definition(**_job_definition(definition, endpoint, baseline))
     schedule = f"{endpoint}-data-quality"
+    expression = env("MONITOR_SCHEDULE", "cron(0 * ? * * *)")
     config_body = {
-        "ScheduleConfig": {"ScheduleExpression": env("MONITOR_SCHEDULE", "cron(0 * ? * * *)")},
+        "ScheduleConfig": {"ScheduleExpression": expression},
         "MonitoringJobDefinitionName": definition,
         "MonitoringType": "DataQuality",
     }
@@ -274,10 +275,7 @@ def monitor() -> dict[str, Any]:
         return {"action": "schedule-created", "schedule": schedule, "definition": definition}
     current_config = existing["MonitoringScheduleConfig"]
     current_expression = current_config.get("ScheduleConfig", {}).get("ScheduleExpression")
-    if (
-        current_config.get("MonitoringJobDefinitionName") == definition
-        and current_expression == config_body["ScheduleConfig"]["ScheduleExpression"]
-    ):
+    if current_config.get("MonitoringJobDefinitionName") == definition and current_expression == expression:
         return {"action": "none", "reason": f"{schedule} already checks against {definition}"}
     sagemaker().update_monitoring_schedule(MonitoringScheduleName=schedule, MonitoringScheduleConfig=config_body)
     return {"action": "schedule-updated", "schedule": schedule, "definition": definition}

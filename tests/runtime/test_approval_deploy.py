@@ -438,7 +438,7 @@ class _Closing:
 @pytest.fixture
 def responses(monkeypatch: pytest.MonkeyPatch) -> Responses:
     recorder = Responses()
-    monkeypatch.setattr(handler.urllib.request, "urlopen", recorder)
+    monkeypatch.setattr("urllib.request.urlopen", recorder)
     return recorder
 
 

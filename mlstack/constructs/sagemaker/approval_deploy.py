@@ -5,6 +5,9 @@ rejecting) a version fires "SageMaker Model Package State Change"; the function 
 data capture on, to the newest Approved version. When the endpoint reaches IN_SERVICE, "SageMaker Endpoint State
 Change" fires and the function applies any approval that arrived meanwhile, then creates the data-quality schedule
 against the baseline registered with the serving version (CreateMonitoringSchedule needs the endpoint to exist).
+A deploy that changes the serving or monitoring settings runs the same reconcile once, through
+`Custom::EndpointReconcile`: the handler names configs and definitions after a hash of those settings, so the
+serving endpoint and its schedule move to them.
 Handler: `runtime/approval_deploy/handler.py`.
 
 Serialisation without reserved concurrency (which fails the deploy in accounts whose unreserved concurrency would
