@@ -110,7 +110,9 @@ def handler(event: dict[str, Any], _context: Any = None) -> dict[str, Any]:
 def stack_deployed(event: dict[str, Any]) -> dict[str, Any]:
     """CloudFormation created or updated the settings: apply them now. Always answers SUCCESS, so a SageMaker
     problem never rolls the stack back; a reconcile that raises is logged as "failed-deployment" (the alarm's
-    metric filter) instead. Delete does nothing: the endpoint outlives the stack (see the README teardown)."""
+    metric filter) instead. Delete does nothing: the endpoint outlives the stack (see the README teardown).
+    CloudFormation invokes the function asynchronously with a callback URL (AWS Lambda Developer Guide, "Using AWS
+    Lambda with CloudFormation"); the stack waits for that answer (ServiceTimeout 300 s)."""
     try:
         if event["RequestType"] == "Delete":
             result = _report({"action": "ignored", "reason": "stack delete: the endpoint is left as it is"})
