@@ -66,7 +66,7 @@ def handler_calls(finder: Finder, facts: Facts) -> Iterator[tuple[str, str, Fact
         calls.append(_call("sagemaker:InvokeEndpoint", f"{sm}:endpoint/{env['ENDPOINT_NAME'].lower()}", "sm-api"))
     elif kind == "approval-deploy":
         endpoint, group = env["ENDPOINT_NAME"].lower(), env["MODEL_PACKAGE_GROUP"].lower()
-        name = f"{endpoint}-v1"
+        name = f"{endpoint}-v1-0a1b2c"  # the handler appends a hash of its deploy settings
         for action, resource in (
             ("DescribeModelPackage", f"model-package/{group}/1"),
             ("DescribeEndpoint", f"endpoint/{endpoint}"),
@@ -77,8 +77,8 @@ def handler_calls(finder: Finder, facts: Facts) -> Iterator[tuple[str, str, Fact
             ("CreateEndpoint", f"endpoint/{endpoint}"),
             ("UpdateEndpoint", f"endpoint/{endpoint}"),
             ("AddTags", f"endpoint/{endpoint}"),
-            ("DescribeDataQualityJobDefinition", f"data-quality-job-definition/{endpoint}-dq-v1"),
-            ("CreateDataQualityJobDefinition", f"data-quality-job-definition/{endpoint}-dq-v1"),
+            ("DescribeDataQualityJobDefinition", f"data-quality-job-definition/{endpoint}-dq1-0a1b2c"),
+            ("CreateDataQualityJobDefinition", f"data-quality-job-definition/{endpoint}-dq1-0a1b2c"),
             ("DescribeMonitoringSchedule", f"monitoring-schedule/{endpoint}-data-quality"),
             ("CreateMonitoringSchedule", f"monitoring-schedule/{endpoint}-data-quality"),
             ("UpdateMonitoringSchedule", f"monitoring-schedule/{endpoint}-data-quality"),

@@ -66,7 +66,11 @@ class App:
 
     def _provider_functions(self) -> set[Key]:
         """Lambda functions that only serve custom resources (their ServiceToken), and what those call."""
-        found: set[Key] = set()
+        # A function that an EventBridge rule also invokes does more than serve a custom resource: it stays drawn.
+        found: set[Key] = {
+            t for key, _ in self.of_type("AWS::Events::Rule") for t in self.refs(key[0], self.resources[key])
+        }
+        rule_targets = set(found)
         todo = [
             t
             for key, r in self.resources.items()
@@ -79,7 +83,7 @@ class App:
                 continue
             found.add(key)
             todo += self.refs(key[0], self.resources[key].get("Properties", {}))
-        return found
+        return found - rule_targets
 
 
 def _intrinsics(value: Any) -> Iterator[tuple[str, Any]]:

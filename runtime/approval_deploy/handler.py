@@ -16,13 +16,21 @@ CreateEndpoint and rejects the other as in progress, which defers it the same wa
 back is not retried in a loop: the endpoint is tagged with the config it is moving to, and a tag that names a config
 the endpoint does not serve after IN_SERVICE means that deployment failed; the function logs it and waits for a
 newer approval.
+Names carry a short hash of the deploy settings in the function's environment (`<endpoint>-v<N>-<hash>` for the
+model and endpoint config, `<endpoint>-dq<N>-<hash>` for the data-quality definition), so a `cdk deploy` that changes
+the serving or monitoring settings yields new names and the same reconcile moves the endpoint and the schedule to
+them. The stack runs the function once per deploy that changes these settings: a CloudFormation custom resource
+whose properties are those settings invokes it (`RequestType` events), and it answers on the response URL.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
+import re
+import urllib.request
 from typing import Any
 
 import boto3
@@ -32,6 +40,23 @@ VARIANT = "AllTraffic"
 BUSY = ("Creating", "Updating", "SystemUpdating", "RollingBack", "Deleting", "UpdateRollbackFailed")
 TARGET_TAG = "mlstack:deploying"
 """Endpoint tag: the endpoint config the last CreateEndpoint/UpdateEndpoint of this function moved to."""
+_SHARED_SETTINGS = ("KMS_KEY_ARN", "SUBNET_IDS", "SECURITY_GROUP_IDS")
+SERVING_SETTINGS = (
+    *_SHARED_SETTINGS,
+    "INSTANCE_TYPE",
+    "INSTANCE_COUNT",
+    "CAPTURE_PERCENT",
+    "CAPTURE_URI",
+    "VOLUME_KMS",
+)
+"""Environment variables that shape the model and endpoint config (a change: a new config name)."""
+MONITOR_SETTINGS = (*_SHARED_SETTINGS, "MONITOR_IMAGE", "MONITOR_INSTANCE_TYPE", "MONITOR_VOLUME_KMS")
+"""Environment variables that shape the data-quality job definition (a change: a new definition name)."""
+HASH_CHARS = 6
+"""Six hex digits: a 40-character blueprint name (`<name>-serving`, 48) leaves `-dq<N>-<hash>` room for 99999
+versions within SageMaker's 63-character names; a collision (about one in 16 million per pair of settings) would only
+keep the old settings."""
+_SERVING_CONFIG = re.compile(r"-v(\d+)(?:-[0-9a-f]+)?$")
 _client: Any = None
 log = logging.getLogger("approval_deploy")
 log.setLevel(logging.INFO)
@@ -51,7 +76,15 @@ def env(name: str, default: str | None = None) -> str:
     return value
 
 
+def settings_hash(names: tuple[str, ...]) -> str:
+    """A short stable digest of the named environment variables (missing ones count as empty)."""
+    values = json.dumps({name: os.environ.get(name, "") for name in names}, sort_keys=True)
+    return hashlib.sha256(values.encode()).hexdigest()[:HASH_CHARS]
+
+
 def handler(event: dict[str, Any], _context: Any = None) -> dict[str, Any]:
+    if "RequestType" in event and "ResponseURL" in event:
+        return stack_deployed(event)
     detail_type = event.get("detail-type")
     detail = event.get("detail") or {}
     if detail_type == "SageMaker Model Package State Change":
@@ -72,6 +105,44 @@ def handler(event: dict[str, Any], _context: Any = None) -> dict[str, Any]:
             return _report(monitor())
         return result
     return _report({"action": "ignored", "reason": f"unexpected event {detail_type!r}"})
+
+
+def stack_deployed(event: dict[str, Any]) -> dict[str, Any]:
+    """CloudFormation created or updated the settings: apply them now. Always answers SUCCESS, so a SageMaker
+    problem never rolls the stack back; a reconcile that raises is logged as "failed-deployment" (the alarm's
+    metric filter) instead. Delete does nothing: the endpoint outlives the stack (see the README teardown).
+    CloudFormation invokes the function asynchronously with a callback URL (AWS Lambda Developer Guide, "Using AWS
+    Lambda with CloudFormation"); the stack waits for that answer (ServiceTimeout 300 s)."""
+    try:
+        if event["RequestType"] == "Delete":
+            result = _report({"action": "ignored", "reason": "stack delete: the endpoint is left as it is"})
+        else:
+            result = _report(reconcile())
+            if result["action"] in ("none", "failed-deployment", "no-approved-version"):
+                result = _report(monitor())
+    except Exception as err:  # CloudFormation must get an answer, whatever failed
+        result = _report({"action": "failed-deployment", "reason": f"reconcile after the stack deploy: {err!r}"})
+    _respond(event, result)
+    return result
+
+
+def _respond(event: dict[str, Any], result: dict[str, Any]) -> None:
+    """PUT the answer to the pre-signed response URL (CloudFormation User Guide, "Custom resource response
+    objects"): an empty Content-Type, since the URL was signed without one."""
+    body = {
+        "Status": "SUCCESS",
+        "Reason": str(result.get("reason", result["action"]))[:1000],
+        "PhysicalResourceId": event.get("PhysicalResourceId") or f"{env('ENDPOINT_NAME')}-reconcile",
+        "StackId": event["StackId"],
+        "RequestId": event["RequestId"],
+        "LogicalResourceId": event["LogicalResourceId"],
+        "Data": {"Action": result["action"]},
+    }
+    request = urllib.request.Request(
+        event["ResponseURL"], data=json.dumps(body).encode(), method="PUT", headers={"Content-Type": ""}
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:  # CloudFormation's https URL
+        response.read()
 
 
 def _report(result: dict[str, Any]) -> dict[str, Any]:
@@ -108,7 +179,7 @@ def reconcile() -> dict[str, Any]:
             "reason": f"no Approved version is left; {endpoint} keeps serving {current['EndpointConfigName']} "
             "(delete the endpoint to stop it)",
         }
-    name = f"{endpoint}-v{package['ModelPackageVersion']}"
+    name = f"{endpoint}-v{package['ModelPackageVersion']}-{settings_hash(SERVING_SETTINGS)}"
     if current is not None:
         serving = current["EndpointConfigName"]
         if serving == name:
@@ -182,17 +253,21 @@ def monitor() -> dict[str, Any]:
     if current is None:
         return {"action": "ignored", "reason": f"endpoint {endpoint} does not exist"}
     config = current["EndpointConfigName"]
-    version = config.rsplit("-v", 1)[-1]
+    match = _SERVING_CONFIG.search(config)
+    if match is None:
+        return {"action": "ignored", "reason": f"{endpoint} serves {config}, which this function did not create"}
+    version = match.group(1)
     package = sagemaker().describe_model_package(ModelPackageName=f"{_package_prefix()}/{version}")
     baseline = package.get("DriftCheckBaselines", {}).get("ModelDataQuality", {})
     if "Constraints" not in baseline or "Statistics" not in baseline:
         return {"action": "none", "reason": f"version {version} has no data-quality baseline"}
-    definition = f"{endpoint}-dq-v{version}"
+    definition = f"{endpoint}-dq{version}-{settings_hash(MONITOR_SETTINGS)}"
     if not _exists(sagemaker().describe_data_quality_job_definition, JobDefinitionName=definition):
         sagemaker().create_data_quality_job_definition(**_job_definition(definition, endpoint, baseline))
     schedule = f"{endpoint}-data-quality"
+    expression = env("MONITOR_SCHEDULE", "cron(0 * ? * * *)")
     config_body = {
-        "ScheduleConfig": {"ScheduleExpression": env("MONITOR_SCHEDULE", "cron(0 * ? * * *)")},
+        "ScheduleConfig": {"ScheduleExpression": expression},
         "MonitoringJobDefinitionName": definition,
         "MonitoringType": "DataQuality",
     }
@@ -200,7 +275,9 @@ def monitor() -> dict[str, Any]:
     if existing is None:
         sagemaker().create_monitoring_schedule(MonitoringScheduleName=schedule, MonitoringScheduleConfig=config_body)
         return {"action": "schedule-created", "schedule": schedule, "definition": definition}
-    if existing["MonitoringScheduleConfig"].get("MonitoringJobDefinitionName") == definition:
+    current_config = existing["MonitoringScheduleConfig"]
+    current_expression = current_config.get("ScheduleConfig", {}).get("ScheduleExpression")
+    if current_config.get("MonitoringJobDefinitionName") == definition and current_expression == expression:
         return {"action": "none", "reason": f"{schedule} already checks against {definition}"}
     sagemaker().update_monitoring_schedule(MonitoringScheduleName=schedule, MonitoringScheduleConfig=config_body)
     return {"action": "schedule-updated", "schedule": schedule, "definition": definition}

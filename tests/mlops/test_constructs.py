@@ -121,3 +121,39 @@ def test_local_nvme_jobs_take_no_volume_key_and_training_no_volume_size() -> Non
     assert "VolumeKmsKeyId" not in cluster and cluster["VolumeSizeInGB"] == 30  # required; within the 250 GB NVMe
     with pytest.raises(PipelineDefinitionError, match=r"^processing volume 300 GB on ml\.g5\.xlarge: above"):
         ProcessingJob(instance_type="ml.g5.xlarge", volume_size_gb=300, **common).arguments_json({})
+
+
+def test_a_deploy_that_changes_the_serving_or_monitoring_settings_runs_the_reconcile_once() -> None:
+    """The custom resource's properties are the settings the handler hashes into its names (plus the schedule), so
+    CloudFormation sends Update, to the function, exactly when one of them changes."""
+    from mlstack.constructs.sagemaker.approval_deploy import RECONCILE_SETTINGS
+    from runtime.approval_deploy import handler
+
+    assert set(RECONCILE_SETTINGS) == {*handler.SERVING_SETTINGS, *handler.MONITOR_SETTINGS, "MONITOR_SCHEDULE"}
+    templates = []
+    for instance_type in ("ml.m7i.large", "ml.m7i.xlarge"):
+        stack, vpc, key, bucket = _stack()
+        deploy = ApprovalDeploy(
+            stack,
+            "Deploy",
+            model_package_group_name="team-models",
+            endpoint_name="team-serving",
+            artifacts_bucket=bucket,
+            key=key,
+            vpc=vpc,
+            subnets=vpc.isolated_subnets,
+            instance_type=instance_type,
+            monitor_image=MONITOR,
+        )
+        template = Template.from_stack(stack)
+        function = stack.get_logical_id(deploy.function.node.default_child)  # type: ignore[arg-type]
+        [(logical_id, resource)] = template.find_resources("Custom::EndpointReconcile").items()
+        assert resource["Properties"]["ServiceToken"] == {"Fn::GetAtt": [function, "Arn"]}
+        assert resource["Properties"]["ServiceTimeout"] == "300"
+        assert resource["Properties"]["INSTANCE_TYPE"] == instance_type
+        environment = template.find_resources("AWS::Lambda::Function")[function]["Properties"]["Environment"]
+        assert {k: v for k, v in resource["Properties"].items() if k in RECONCILE_SETTINGS} == {
+            k: environment["Variables"][k] for k in RECONCILE_SETTINGS
+        }
+        templates.append(logical_id)
+    assert templates[0] == templates[1]  # same resource, new properties: an Update, not a replacement

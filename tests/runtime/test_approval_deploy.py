@@ -160,6 +160,15 @@ def _update_finished(sm: Recorder) -> None:
     sm.status_override = None
 
 
+def _config(version: int) -> str:
+    """The model and endpoint-config name for a version under the current environment's serving settings."""
+    return f"{ENDPOINT}-v{version}-{handler.settings_hash(handler.SERVING_SETTINGS)}"
+
+
+def _definition(version: int) -> str:
+    return f"{ENDPOINT}-dq{version}-{handler.settings_hash(handler.MONITOR_SETTINGS)}"
+
+
 def _validation(message: str) -> ClientError:
     return ClientError({"Error": {"Code": "ValidationException", "Message": message}}, "UpdateEndpoint")
 
@@ -167,7 +176,7 @@ def _validation(message: str) -> ClientError:
 def test_approved_version_creates_the_endpoint_with_data_capture(sm: Recorder) -> None:
     package = _register(sm)
     result = handler.handler(_approve(sm, package))
-    name = f"{ENDPOINT}-v{package['ModelPackageVersion']}"
+    name = _config(package["ModelPackageVersion"])
     assert result == {"action": "created", "endpoint": ENDPOINT, "config": name}
     endpoint = sm.real.describe_endpoint(EndpointName=ENDPOINT)
     assert endpoint["EndpointConfigName"] == name
@@ -218,8 +227,8 @@ def test_newly_approved_version_updates_the_serving_endpoint(sm: Recorder) -> No
     handler.handler(_approve(sm, _register(sm)))
     second = _register(sm)
     result = handler.handler(_approve(sm, second))
-    name = f"{ENDPOINT}-v{second['ModelPackageVersion']}"
-    assert result == {"action": "updated", "endpoint": ENDPOINT, "config": name, "previous": f"{ENDPOINT}-v1"}
+    name = _config(second["ModelPackageVersion"])
+    assert result == {"action": "updated", "endpoint": ENDPOINT, "config": name, "previous": _config(1)}
     assert sm.calls == [("update_endpoint", {"EndpointName": ENDPOINT, "EndpointConfigName": name})]
     assert sm.real.describe_endpoint_config(EndpointConfigName=name)["ProductionVariants"][0]["ModelName"] == name
 
@@ -238,8 +247,8 @@ def test_approval_while_updating_is_applied_when_the_endpoint_is_in_service_agai
     assert result == {
         "action": "updated",
         "endpoint": ENDPOINT,
-        "config": f"{ENDPOINT}-v2",
-        "previous": f"{ENDPOINT}-v1",
+        "config": _config(2),
+        "previous": _config(1),
     }
 
 
@@ -249,7 +258,7 @@ def test_three_approvals_during_one_update_end_on_the_newest(sm: Recorder) -> No
     for _ in range(3):
         assert handler.handler(_approve(sm, _register(sm)))["action"] == "deferred"
     sm.status_override = None
-    assert handler.handler(_in_service())["config"] == f"{ENDPOINT}-v4"
+    assert handler.handler(_in_service())["config"] == _config(4)
     _update_finished(sm)
     assert handler.handler(_in_service())["action"] == "schedule-created"
     assert [name for name, _ in sm.calls].count("update_endpoint") == 1
@@ -282,8 +291,8 @@ def test_rejecting_the_serving_version_rolls_back_to_the_previous_approved(sm: R
     assert result == {
         "action": "updated",
         "endpoint": ENDPOINT,
-        "config": f"{ENDPOINT}-v1",
-        "previous": f"{ENDPOINT}-v2",
+        "config": _config(1),
+        "previous": _config(2),
     }
 
 
@@ -295,9 +304,9 @@ def test_rejecting_the_only_version_keeps_the_endpoint_and_says_so(
     with caplog.at_level(logging.WARNING, logger="approval_deploy"):
         result = handler.handler(_approve(sm, package, "Rejected"))
     assert result["action"] == "no-approved-version"
-    assert f"keeps serving {ENDPOINT}-v1" in result["reason"]
+    assert f"keeps serving {_config(1)}" in result["reason"]
     assert any("no Approved version is left" in r.getMessage() for r in caplog.records)
-    assert sm.real.describe_endpoint(EndpointName=ENDPOINT)["EndpointConfigName"] == f"{ENDPOINT}-v1"
+    assert sm.real.describe_endpoint(EndpointName=ENDPOINT)["EndpointConfigName"] == _config(1)
 
 
 def test_update_that_sagemaker_rolled_back_is_logged_not_retried(
@@ -314,7 +323,7 @@ def test_update_that_sagemaker_rolled_back_is_logged_not_retried(
     assert len(sm.calls) == 2 and sm.calls[-1][0] == "create_monitoring_schedule"  # no second UpdateEndpoint
     # A newer approval deploys again.
     handler.handler(_approve(sm, _register(sm)))
-    assert sm.calls[-1] == ("update_endpoint", {"EndpointName": ENDPOINT, "EndpointConfigName": f"{ENDPOINT}-v3"})
+    assert sm.calls[-1] == ("update_endpoint", {"EndpointName": ENDPOINT, "EndpointConfigName": _config(3)})
 
 
 def test_other_group_is_ignored(sm: Recorder) -> None:
@@ -328,9 +337,9 @@ def test_in_service_creates_then_repoints_the_monitoring_schedule(sm: Recorder) 
     assert result == {
         "action": "schedule-created",
         "schedule": f"{ENDPOINT}-data-quality",
-        "definition": f"{ENDPOINT}-dq-v1",
+        "definition": _definition(1),
     }
-    definition = sm.real.describe_data_quality_job_definition(JobDefinitionName=f"{ENDPOINT}-dq-v1")
+    definition = sm.real.describe_data_quality_job_definition(JobDefinitionName=_definition(1))
     assert (
         definition["DataQualityBaselineConfig"]["ConstraintsResource"]["S3Uri"]
         == "s3://artifacts/runs/x/constraints.json"
@@ -346,14 +355,14 @@ def test_in_service_creates_then_repoints_the_monitoring_schedule(sm: Recorder) 
     handler.handler(_approve(sm, _register(sm)))
     _update_finished(sm)
     assert handler.handler(_in_service())["action"] == "schedule-updated"
-    assert sm.schedules[f"{ENDPOINT}-data-quality"]["MonitoringJobDefinitionName"] == f"{ENDPOINT}-dq-v2"
+    assert sm.schedules[f"{ENDPOINT}-data-quality"]["MonitoringJobDefinitionName"] == _definition(2)
 
 
 def test_monitoring_on_a_local_nvme_type_takes_no_volume_key(sm: Recorder, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MONITOR_VOLUME_KMS", "false")
     handler.handler(_approve(sm, _register(sm)))
     handler.handler(_in_service())
-    definition = sm.real.describe_data_quality_job_definition(JobDefinitionName=f"{ENDPOINT}-dq-v1")
+    definition = sm.real.describe_data_quality_job_definition(JobDefinitionName=_definition(1))
     assert "VolumeKmsKeyId" not in definition["JobResources"]["ClusterConfig"]
 
 
@@ -400,3 +409,135 @@ def test_the_alarms_metric_filter_matches_the_failed_deployment_line_only(
     assert matcher.matches(failed) and term in failed
     for action, line in lines.items():
         assert not matcher.matches(line) and term not in line, action
+
+
+class Responses:
+    """CloudFormation's pre-signed response URL: records each PUT the handler sends."""
+
+    def __init__(self) -> None:
+        self.sent: list[dict[str, Any]] = []
+
+    def __call__(self, request: Any, timeout: float) -> Any:
+        assert request.get_method() == "PUT" and request.full_url == "https://cfn-response.example/x"
+        assert request.get_header("Content-type") == ""
+        self.sent.append(json.loads(request.data))
+        return _Closing()
+
+
+class _Closing:
+    def __enter__(self) -> _Closing:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        return None
+
+    def read(self) -> bytes:
+        return b""
+
+
+@pytest.fixture
+def responses(monkeypatch: pytest.MonkeyPatch) -> Responses:
+    recorder = Responses()
+    monkeypatch.setattr("urllib.request.urlopen", recorder)
+    return recorder
+
+
+def _stack_event(request_type: str = "Update") -> dict[str, Any]:
+    """What the stack's Custom::EndpointReconcile sends when a deploy changes the settings."""
+    return {
+        "RequestType": request_type,
+        "ResponseURL": "https://cfn-response.example/x",
+        "StackId": f"arn:aws:cloudformation:{REGION}:{ACCOUNT}:stack/mlops/1",
+        "RequestId": "r-1",
+        "LogicalResourceId": "ApprovalDeployReconcile",
+        "PhysicalResourceId": f"{ENDPOINT}-reconcile",
+        "ResourceType": "Custom::EndpointReconcile",
+        "ResourceProperties": {"INSTANCE_TYPE": "ml.m5.xlarge"},
+    }
+
+
+def _serving_and_monitored(sm: Recorder) -> None:
+    handler.handler(_approve(sm, _register(sm)))
+    assert handler.handler(_in_service())["action"] == "schedule-created"
+    sm.calls.clear()
+
+
+def test_deploy_with_a_new_instance_type_creates_a_config_and_updates_the_endpoint(
+    sm: Recorder, responses: Responses, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _serving_and_monitored(sm)
+    old = _config(1)
+    monkeypatch.setenv("INSTANCE_TYPE", "ml.m5.xlarge")
+    new = _config(1)
+    assert new != old and len(f"{'x' * 40}-serving-dq99999-{handler.settings_hash(handler.MONITOR_SETTINGS)}") <= 63
+    result = handler.handler(_stack_event())
+    assert result == {"action": "updated", "endpoint": ENDPOINT, "config": new, "previous": old}
+    assert sm.calls == [("update_endpoint", {"EndpointName": ENDPOINT, "EndpointConfigName": new})]
+    variant = sm.real.describe_endpoint_config(EndpointConfigName=new)["ProductionVariants"][0]
+    assert variant["InstanceType"] == "ml.m5.xlarge" and variant["ModelName"] == new
+    assert responses.sent == [
+        {
+            "Status": "SUCCESS",
+            "Reason": "updated",
+            "PhysicalResourceId": f"{ENDPOINT}-reconcile",
+            "StackId": f"arn:aws:cloudformation:{REGION}:{ACCOUNT}:stack/mlops/1",
+            "RequestId": "r-1",
+            "LogicalResourceId": "ApprovalDeployReconcile",
+            "Data": {"Action": "updated"},
+        }
+    ]
+    # The endpoint's IN_SERVICE event after the update finds nothing more to change on the endpoint.
+    _update_finished(sm)
+    assert handler.handler(_in_service())["action"] == "none"
+
+
+def test_deploy_with_unchanged_settings_creates_nothing(sm: Recorder, responses: Responses) -> None:
+    _serving_and_monitored(sm)
+    configs = sm.real.list_endpoint_configs()["EndpointConfigs"]
+    definitions = sm.real.list_data_quality_job_definitions()["JobDefinitionSummaries"]
+    result = handler.handler(_stack_event())
+    assert result["action"] == "none"
+    assert sm.calls == []
+    assert sm.real.list_endpoint_configs()["EndpointConfigs"] == configs
+    assert sm.real.list_data_quality_job_definitions()["JobDefinitionSummaries"] == definitions
+    assert [r["Status"] for r in responses.sent] == ["SUCCESS"]
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("MONITOR_IMAGE", "156813124566.dkr.ecr.us-east-1.amazonaws.com/sagemaker-model-monitor-analyzer:v2"),
+        ("MONITOR_INSTANCE_TYPE", "ml.m5.xlarge"),
+        ("MONITOR_SCHEDULE", "cron(0 */6 ? * * *)"),
+    ],
+)
+def test_deploy_with_new_monitoring_settings_repoints_the_schedule(
+    sm: Recorder, responses: Responses, monkeypatch: pytest.MonkeyPatch, variable: str, value: str
+) -> None:
+    _serving_and_monitored(sm)
+    monkeypatch.setenv(variable, value)
+    assert handler.handler(_stack_event()) == {
+        "action": "schedule-updated",
+        "schedule": f"{ENDPOINT}-data-quality",
+        "definition": _definition(1),
+    }
+    schedule = sm.schedules[f"{ENDPOINT}-data-quality"]
+    assert schedule["ScheduleConfig"]["ScheduleExpression"] == handler.env("MONITOR_SCHEDULE", "cron(0 * ? * * *)")
+    definition = sm.real.describe_data_quality_job_definition(JobDefinitionName=_definition(1))
+    assert definition["DataQualityAppSpecification"]["ImageUri"] == handler.env("MONITOR_IMAGE")
+    assert definition["JobResources"]["ClusterConfig"]["InstanceType"] == handler.env("MONITOR_INSTANCE_TYPE")
+
+
+def test_stack_event_answers_cloudformation_even_when_the_reconcile_fails(
+    sm: Recorder, responses: Responses, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    handler.handler(_approve(sm, _register(sm)))
+    sm.fail["update_endpoint"] = ClientError({"Error": {"Code": "ThrottlingException", "Message": "slow"}}, "X")
+    monkeypatch.setenv("INSTANCE_COUNT", "2")
+    with caplog.at_level(logging.ERROR, logger="approval_deploy"):
+        result = handler.handler(_stack_event("Create"))
+    assert result["action"] == "failed-deployment" and "ThrottlingException" in result["reason"]
+    assert any('"failed-deployment"' in r.getMessage() for r in caplog.records)  # the alarm's metric filter
+    assert [r["Status"] for r in responses.sent] == ["SUCCESS"]
+    assert handler.handler(_stack_event("Delete"))["action"] == "ignored"
+    assert len(responses.sent) == 2

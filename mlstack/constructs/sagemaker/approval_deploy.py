@@ -5,6 +5,9 @@ rejecting) a version fires "SageMaker Model Package State Change"; the function 
 data capture on, to the newest Approved version. When the endpoint reaches IN_SERVICE, "SageMaker Endpoint State
 Change" fires and the function applies any approval that arrived meanwhile, then creates the data-quality schedule
 against the baseline registered with the serving version (CreateMonitoringSchedule needs the endpoint to exist).
+A deploy that changes the serving or monitoring settings runs the same reconcile once, through
+`Custom::EndpointReconcile`: the handler names configs and definitions after a hash of those settings, so the
+serving endpoint and its schedule move to them.
 Handler: `runtime/approval_deploy/handler.py`.
 
 Serialisation without reserved concurrency (which fails the deploy in accounts whose unreserved concurrency would
@@ -17,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from aws_cdk import Acknowledgment, CfnResource, Duration, RemovalPolicy, Stack, Validations
+from aws_cdk import Acknowledgment, CfnResource, CustomResource, Duration, RemovalPolicy, Stack, Validations
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as cw_actions
 from aws_cdk import aws_ec2 as ec2
@@ -44,6 +47,22 @@ MONITORING_PREFIX = "monitoring"
 FAILED_DEPLOYMENT_PATTERN = '"failed-deployment"'
 """Logs filter pattern (a quoted term: the literal text, anywhere in the event) for the handler's decision line
 `{"action": "failed-deployment", ...}`; no other action, reason or runtime line contains that text."""
+RECONCILE_SETTINGS = (
+    "INSTANCE_TYPE",
+    "INSTANCE_COUNT",
+    "CAPTURE_PERCENT",
+    "CAPTURE_URI",
+    "VOLUME_KMS",
+    "KMS_KEY_ARN",
+    "SUBNET_IDS",
+    "SECURITY_GROUP_IDS",
+    "MONITOR_IMAGE",
+    "MONITOR_INSTANCE_TYPE",
+    "MONITOR_VOLUME_KMS",
+    "MONITOR_SCHEDULE",
+)
+"""Environment variables whose change the stack's custom resource applies at deploy time (the handler's
+SERVING_SETTINGS and MONITOR_SETTINGS, plus the schedule expression)."""
 
 
 class ApprovalDeploy(Construct):
@@ -171,6 +190,26 @@ class ApprovalDeploy(Construct):
         # queue is encrypted with `key`, so the role needs GenerateDataKey and Decrypt on it (Amazon SQS Developer
         # Guide, "Key management": producers to an SSE-KMS queue).
         key.grant(self.role, "kms:GenerateDataKey", "kms:Decrypt")
+        environment = {
+            "ENDPOINT_NAME": endpoint_name,
+            "MODEL_PACKAGE_GROUP": model_package_group_name,
+            "MODEL_PACKAGE_GROUP_ARN": _arn(stack, "model-package-group", model_package_group_name),
+            "MODEL_ROLE_ARN": self.model_role.role_arn,
+            "MONITOR_ROLE_ARN": self.monitor_role.role_arn,
+            "INSTANCE_TYPE": instance_type,
+            "INSTANCE_COUNT": str(instance_count),
+            "CAPTURE_PERCENT": str(capture_percent),
+            "CAPTURE_URI": artifacts_bucket.s3_url_for_object(CAPTURE_PREFIX),
+            "MONITOR_OUTPUT_URI": artifacts_bucket.s3_url_for_object(MONITORING_PREFIX),
+            "MONITOR_IMAGE": monitor_image,
+            "MONITOR_INSTANCE_TYPE": monitor_instance_type,
+            "MONITOR_SCHEDULE": monitor_schedule,
+            "MONITOR_VOLUME_KMS": "true" if monitor_volume_key else "false",
+            "KMS_KEY_ARN": key.key_arn,
+            "VOLUME_KMS": "true" if volume_key else "false",
+            "SUBNET_IDS": stack.to_json_string([s.subnet_id for s in subnets]),
+            "SECURITY_GROUP_IDS": stack.to_json_string([self.security_group.security_group_id]),
+        }
         self.function = lambda_.Function(
             self,
             "Function",
@@ -183,26 +222,7 @@ class ApprovalDeploy(Construct):
             memory_size=256,
             log_group=self.log_group,
             dead_letter_queue=self.dead_letters,
-            environment={
-                "ENDPOINT_NAME": endpoint_name,
-                "MODEL_PACKAGE_GROUP": model_package_group_name,
-                "MODEL_PACKAGE_GROUP_ARN": _arn(stack, "model-package-group", model_package_group_name),
-                "MODEL_ROLE_ARN": self.model_role.role_arn,
-                "MONITOR_ROLE_ARN": self.monitor_role.role_arn,
-                "INSTANCE_TYPE": instance_type,
-                "INSTANCE_COUNT": str(instance_count),
-                "CAPTURE_PERCENT": str(capture_percent),
-                "CAPTURE_URI": artifacts_bucket.s3_url_for_object(CAPTURE_PREFIX),
-                "MONITOR_OUTPUT_URI": artifacts_bucket.s3_url_for_object(MONITORING_PREFIX),
-                "MONITOR_IMAGE": monitor_image,
-                "MONITOR_INSTANCE_TYPE": monitor_instance_type,
-                "MONITOR_SCHEDULE": monitor_schedule,
-                "MONITOR_VOLUME_KMS": "true" if monitor_volume_key else "false",
-                "KMS_KEY_ARN": key.key_arn,
-                "VOLUME_KMS": "true" if volume_key else "false",
-                "SUBNET_IDS": stack.to_json_string([s.subnet_id for s in subnets]),
-                "SECURITY_GROUP_IDS": stack.to_json_string([self.security_group.security_group_id]),
-            },
+            environment=environment,
             description=f"approved {model_package_group_name} version -> endpoint {endpoint_name}; monitoring",
         )
         function = self.function.node.default_child
@@ -224,6 +244,19 @@ class ApprovalDeploy(Construct):
                 "concurrent invocations are safe",
             },
         )
+        # Run the reconcile once per deploy that changes the settings the handler hashes into its resource names
+        # (serving and monitoring): CloudFormation sends Update only when these properties change, after it has
+        # updated the function's environment (the service token references the function). Without it a changed
+        # instance type would wait for the next approval.
+        self.reconcile = CustomResource(
+            self,
+            "Reconcile",
+            service_token=self.function.function_arn,
+            resource_type="Custom::EndpointReconcile",
+            properties={name: environment[name] for name in RECONCILE_SETTINGS},
+            service_timeout=Duration.minutes(5),
+        )
+        self.reconcile.node.add_dependency(self.role)
         self.approval_rule = events.Rule(
             self,
             "ApprovalRule",
