@@ -22,7 +22,6 @@ from collections.abc import Sequence
 
 from aws_cdk import Acknowledgment, CfnResource, CustomResource, Duration, RemovalPolicy, Stack, Validations
 from aws_cdk import aws_cloudwatch as cloudwatch
-from aws_cdk import aws_cloudwatch_actions as cw_actions
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
@@ -37,6 +36,7 @@ from constructs import Construct
 
 from mlstack import resources
 from mlstack.constructs.removal import RETAINED
+from mlstack.constructs.sagemaker.approval_alarms import FAILED_DEPLOYMENT_PATTERN, add_alarms
 from mlstack.constructs.sagemaker.grants import acknowledge_wildcards, grant_volume_key, grant_vpc_and_logs
 from mlstack.constructs.scanners import skip_checkov, skip_guard, skip_guard_on_functions_outside_vpc
 from mlstack.constructs.security.groups import closed_security_group
@@ -44,7 +44,6 @@ from mlstack.constructs.security.groups import closed_security_group
 HANDLER_DIR = resources.runtime_path("approval_deploy")
 CAPTURE_PREFIX = "capture"
 MONITORING_PREFIX = "monitoring"
-FAILED_DEPLOYMENT_PATTERN = '"failed-deployment"'
 """Logs filter pattern (a quoted term: the literal text, anywhere in the event) for the handler's decision line
 `{"action": "failed-deployment", ...}`; no other action, reason or runtime line contains that text."""
 RECONCILE_SETTINGS = (
@@ -287,89 +286,15 @@ class ApprovalDeploy(Construct):
         self.monitoring_rule: events.Rule | None = None
         self.failed_rule: events.Rule | None = None
         if alarm_topic is not None:
-            self._alarms(stack, alarm_topic)
-
-    def _alarms(self, stack: Stack, topic: sns.ITopic) -> None:
-        """Function errors and dead letters (CloudWatch alarms); failed or violating monitoring runs (EventBridge)."""
-        for construct_id, description, metric in (
-            ("FunctionErrorsAlarm", f"{self.endpoint_name} deploy function failed", self.function.metric_errors()),
-            (
-                "DeadLettersAlarm",
-                f"{self.endpoint_name}: an approval or endpoint event was not handled (see the dead-letter queue)",
-                self.dead_letters.metric_approximate_number_of_messages_visible(),
-            ),
-        ):
-            alarm = cloudwatch.Alarm(
+            self.alarms, self.failed_rule, self.monitoring_rule = add_alarms(
                 self,
-                construct_id,
-                alarm_description=description,
-                metric=metric,
-                threshold=1,
-                comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-                evaluation_periods=1,
-                treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+                endpoint_name=self.endpoint_name,
+                function=self.function,
+                dead_letters=self.dead_letters,
+                log_group=self.log_group,
+                schedule_arn=_arn(stack, "monitoring-schedule", f"{self.endpoint_name}-data-quality".lower()),
+                topic=alarm_topic,
             )
-            alarm.add_alarm_action(cw_actions.SnsAction(topic))
-            self.alarms.append(alarm)
-        # A CreateEndpoint that ends Failed (container crash, capacity, health check) fires this event and no other
-        # (the in-service rule never runs). Endpoint events spell the status FAILED (AWS docs: "Events that Amazon
-        # SageMaker AI sends to EventBridge").
-        self.failed_rule = events.Rule(
-            self,
-            "EndpointFailedRule",
-            description=f"endpoint {self.endpoint_name} failed",
-            event_pattern=events.EventPattern(
-                source=["aws.sagemaker"],
-                detail_type=["SageMaker Endpoint State Change"],
-                detail={"EndpointName": [self.endpoint_name], "EndpointStatus": ["FAILED"]},
-            ),
-            targets=[targets.SnsTopic(topic)],
-        )
-        # An UpdateEndpoint that SageMaker rolled back leaves the endpoint InService on the old version: the handler
-        # logs "failed-deployment" (at ERROR) and returns normally, so the function's Errors metric stays 0.
-        failed = logs.MetricFilter(
-            self,
-            "FailedDeploymentFilter",
-            log_group=self.log_group,
-            filter_pattern=logs.FilterPattern.literal(FAILED_DEPLOYMENT_PATTERN),
-            metric_namespace=f"mlstack/{self.endpoint_name}",
-            metric_name="FailedDeployments",
-            metric_value="1",
-        )
-        alarm = cloudwatch.Alarm(
-            self,
-            "FailedDeploymentAlarm",
-            alarm_description=f"{self.endpoint_name}: a deployment did not complete (see the function's log group)",
-            metric=failed.metric(statistic="Sum", period=Duration.minutes(5)),
-            threshold=1,
-            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-            evaluation_periods=1,
-            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
-        )
-        alarm.add_alarm_action(cw_actions.SnsAction(topic))
-        self.alarms.append(alarm)
-        # A monitoring execution is a processing job whose DescribeProcessingJob names the schedule
-        # (MonitoringScheduleArn); one that finds violations completes with an ExitMessage starting
-        # "CompletedWithViolations" (SageMaker Developer Guide, Model Monitor "Interpret results"). The pattern
-        # matches those DescribeProcessingJob fields in the processing-job state-change event's detail.
-        schedule = _arn(stack, "monitoring-schedule", f"{self.endpoint_name}-data-quality".lower())
-        self.monitoring_rule = events.Rule(
-            self,
-            "MonitoringRule",
-            description=f"a data-quality monitoring run of {self.endpoint_name} found violations or failed",
-            event_pattern=events.EventPattern(
-                source=["aws.sagemaker"],
-                detail_type=["SageMaker Processing Job State Change"],
-                detail={
-                    "MonitoringScheduleArn": [schedule],
-                    "$or": [
-                        {"ExitMessage": [{"prefix": "CompletedWithViolations"}]},
-                        {"ProcessingJobStatus": ["Failed"]},
-                    ],
-                },
-            ),
-            targets=[targets.SnsTopic(topic)],
-        )
 
     def _grant_function(self, stack: Stack, group: str, endpoint: str) -> None:
         named = [
