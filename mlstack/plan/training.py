@@ -6,7 +6,6 @@ Imports no CDK: `mlstack plan` answers without starting jsii/Node.
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
 
 from mlstack.catalog import InstanceType, efa_interface_count, efa_layout
 from mlstack.catalog.fit import DEFAULT_SEQ_LEN, training_fit
@@ -15,6 +14,7 @@ from mlstack.catalog.prices import MAX_PRICE_AGE_DAYS, DatedPrice, oldest, stale
 from mlstack.catalog.prices import price as ec2_price
 from mlstack.config import BlueprintConfig
 from mlstack.config.training import NodeGroupConfig, TrainingConfig
+from mlstack.k8s.disruption import JOB_BUDGET
 from mlstack.k8s.image import JOB_CONFIGMAP, first_job_command, image_rows
 from mlstack.k8s.job import render_job_yaml
 from mlstack.k8s.kube import UPDATE_STRATEGY
@@ -24,32 +24,6 @@ from mlstack.plan.network import cluster_egress_rows
 STACK = "TrainingClusterStack"
 ADMIN_HOST_TYPE = "m7i.large"
 """Instance type of the cluster admin host (kubectl only)."""
-
-
-JOB_BUDGET = "training-jobs"
-"""Name of the PodDisruptionBudget on every job pod of the job namespace (`job_disruption_budget`)."""
-
-
-def job_disruption_budget(namespace: str) -> dict[str, Any]:
-    """A PodDisruptionBudget that refuses every eviction of a running job's pods: a node-group update (which drains
-    nodes through the eviction API, force update off) then fails instead of killing a job.
-
-    It selects every JobSet pod of the namespace (Kubeflow Trainer runs TrainJobs as JobSets, which label their pods
-    `jobset.sigs.k8s.io/jobset-name`). Job pods have no scale subresource, so only an integer `minAvailable` applies
-    (Kubernetes docs, "Specifying a Disruption Budget for your Application", arbitrary controllers); one above any
-    job's pod count makes the allowed disruptions 0. `unhealthyPodEvictionPolicy: AlwaysAllow` still lets a drain
-    evict pods that are not Ready (a broken node's), so node repair is not blocked by a dead job.
-    """
-    return {
-        "apiVersion": "policy/v1",
-        "kind": "PodDisruptionBudget",
-        "metadata": {"name": JOB_BUDGET, "namespace": namespace},
-        "spec": {
-            "minAvailable": 100000,
-            "unhealthyPodEvictionPolicy": "AlwaysAllow",
-            "selector": {"matchExpressions": [{"key": "jobset.sigs.k8s.io/jobset-name", "operator": "Exists"}]},
-        },
-    }
 
 
 def cluster_name(config: BlueprintConfig) -> str:

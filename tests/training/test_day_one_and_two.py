@@ -20,9 +20,9 @@ from mlstack.constructs.training import versions
 from mlstack.constructs.training.chart_check import index_has, oci_parts, token_url
 from mlstack.constructs.training.node_group import NODE_ROLE_POLICIES, taint_keys
 from mlstack.errors import BlueprintError
+from mlstack.k8s.disruption import job_disruption_budget
 from mlstack.k8s.job import render_job
 from mlstack.plan import build_plan
-from mlstack.plan.training import job_disruption_budget
 from tests.conftest import selected_blueprints
 from tests.synth import Session
 from tests.training.test_config import BASE
