@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aws_cdk import Acknowledgment, CfnOutput, Stack, Validations
+from aws_cdk import Acknowledgment, CfnOutput, Names, Stack, Validations
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
@@ -117,7 +117,6 @@ class ClusterAdminHost(Construct):
             security_group=self.security_group,
             role=self.role,
             user_data=user_data,
-            require_imdsv2=True,
             detailed_monitoring=True,
             ebs_optimized=True,
             block_devices=[
@@ -134,6 +133,28 @@ class ClusterAdminHost(Construct):
         cfn_instance = self.instance.node.default_child
         assert isinstance(cfn_instance, ec2.CfnInstance)
         cfn_instance.add_property_deletion_override("AvailabilityZone")
+        # IMDSv2 required through a launch template, as `require_imdsv2=True` writes it (same construct ID, name and
+        # data, so the template is unchanged), built here rather than by CDK's aspect so that it exists while this
+        # construct can acknowledge the Guard control on it.
+        launch_template = ec2.CfnLaunchTemplate(
+            self.instance,
+            "LaunchTemplate",
+            launch_template_data=ec2.CfnLaunchTemplate.LaunchTemplateDataProperty(
+                metadata_options=ec2.CfnLaunchTemplate.MetadataOptionsProperty(http_tokens="required")
+            ),
+        )
+        launch_template.launch_template_name = Names.unique_id(launch_template)
+        cfn_instance.launch_template = ec2.CfnInstance.LaunchTemplateSpecificationProperty(
+            launch_template_name=launch_template.launch_template_name,
+            version=launch_template.attr_latest_version_number,
+        )
+        skip_guard(
+            launch_template,
+            {
+                "CT.EC2.PR.10": "it carries only the IMDSv2 requirement; the instance itself has detailed monitoring "
+                "(Monitoring: true)",
+            },
+        )
         private = "the host runs in a private subnet of MlVpc (MapPublicIpOnLaunch false) and is reached through SSM"
         skip_guard(cfn_instance, {"CT.EC2.PR.8": private})
         self.access_entry = eks.AccessEntry(
