@@ -21,6 +21,24 @@ FAILED_DEPLOYMENT_PATTERN = '"failed-deployment"'
 """The deploy function's log line for a deployment SageMaker rolled back (a quoted term: matched anywhere)."""
 
 
+def _at_least_one(
+    scope: Construct, construct_id: str, description: str, metric: cloudwatch.IMetric, topic: sns.ITopic
+) -> cloudwatch.Alarm:
+    """An alarm on one or more of `metric` in a period (no data: not breaching), notifying `topic`."""
+    alarm = cloudwatch.Alarm(
+        scope,
+        construct_id,
+        alarm_description=description,
+        metric=metric,
+        threshold=1,
+        comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+        evaluation_periods=1,
+        treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+    )
+    alarm.add_alarm_action(cw_actions.SnsAction(topic))
+    return alarm
+
+
 def add_alarms(
     scope: Construct,
     *,
@@ -41,18 +59,7 @@ def add_alarms(
             dead_letters.metric_approximate_number_of_messages_visible(),
         ),
     ):
-        alarm = cloudwatch.Alarm(
-            scope,
-            construct_id,
-            alarm_description=description,
-            metric=metric,
-            threshold=1,
-            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-            evaluation_periods=1,
-            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
-        )
-        alarm.add_alarm_action(cw_actions.SnsAction(topic))
-        alarms.append(alarm)
+        alarms.append(_at_least_one(scope, construct_id, description, metric, topic))
     # A CreateEndpoint that ends Failed (container crash, capacity, health check) fires this event and no other
     # (the in-service rule never runs). Endpoint events spell the status FAILED (AWS docs: "Events that Amazon
     # SageMaker AI sends to EventBridge").
@@ -78,18 +85,15 @@ def add_alarms(
         metric_name="FailedDeployments",
         metric_value="1",
     )
-    alarm = cloudwatch.Alarm(
-        scope,
-        "FailedDeploymentAlarm",
-        alarm_description=f"{endpoint_name}: a deployment did not complete (see the function's log group)",
-        metric=failed.metric(statistic="Sum", period=Duration.minutes(5)),
-        threshold=1,
-        comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-        evaluation_periods=1,
-        treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+    alarms.append(
+        _at_least_one(
+            scope,
+            "FailedDeploymentAlarm",
+            f"{endpoint_name}: a deployment did not complete (see the function's log group)",
+            failed.metric(statistic="Sum", period=Duration.minutes(5)),
+            topic,
+        )
     )
-    alarm.add_alarm_action(cw_actions.SnsAction(topic))
-    alarms.append(alarm)
     # A monitoring execution is a processing job whose DescribeProcessingJob names the schedule
     # (MonitoringScheduleArn); one that finds violations completes with an ExitMessage starting
     # "CompletedWithViolations" (SageMaker Developer Guide, Model Monitor "Interpret results"). The pattern
