@@ -70,7 +70,7 @@ def _option_row(rank: str, o: Option, *, train: bool, target: bool = False) -> l
         f"{used}/{usable}",
         f"{o.efa_gbps_per_node:g}" if o.efa_gbps_per_node else "no EFA",
         money(o.price_per_hour),
-        "-" if o.dated_price is None else o.dated_price.date + ("" if o.dated_price.as_of else "*"),
+        "-" if o.dated_price is None else o.dated_price.date,
     ]
     if not train:
         per_m = o.usd_per_million_output_tokens
@@ -110,8 +110,6 @@ def _price_lines(advice: Advice, today: dt.date) -> list[str]:
         oldest = min(used, key=lambda p: p.date)
         old = sorted({p.instance for p in used if stale(p, today)})
         lines.append(f"prices: oldest price date used {oldest.date} ({oldest.instance}, {oldest.service})")
-        if any(not p.as_of for p in used):
-            lines.append("  * source undated: the date is the day the price was read; re-price before deciding")
         if old:
             lines.append(f"  warning: prices older than {MAX_PRICE_AGE_DAYS} days: {', '.join(old)}")
         for src in sorted({p.source for p in used}):

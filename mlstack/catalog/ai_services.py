@@ -10,7 +10,7 @@ import functools
 from importlib import resources
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 __all__ = ["AiCatalog", "BedrockModel", "Price", "ServiceFacts", "ai_catalog", "foundation_model_arn"]
 
@@ -46,7 +46,14 @@ class Price(BaseModel):
     """USD per `unit`; None when the published number could not be confirmed."""
     region: str
     source: str = Field(min_length=1)
-    date: str | None
+    date: str | None = Field(pattern=r"^\d{4}-\d{2}-\d{2}$")
+    """The date the source states the price for; required when `usd` is given (an undated price is never used)."""
+
+    @model_validator(mode="after")
+    def _dated(self) -> Price:
+        if self.usd is not None and self.date is None:
+            raise ValueError(f"price {self.id}: a usd value needs the date its source gives it (date)")
+        return self
 
 
 class AiCatalog(BaseModel):

@@ -24,20 +24,32 @@ class HostingPrice(BaseModel):
     instance: str = Field(pattern=r"^ml\.[a-z0-9-]+\.[a-z0-9-]+$")
     region: str = Field(pattern=r"^[a-z]{2}(-gov)?-[a-z]+-\d$")
     usd_per_hour: float = Field(gt=0)
-    source: str = Field(min_length=1)
+    source: str = Field(min_length=10)
     read: str = Field(pattern=r"^\d{4}-\d{2}-\d{2}$")
+    as_of: str = Field(pattern=r"^\d{4}-\d{2}-\d{2}$")
+    """The date the source states the rate for (required: an undated rate is never used)."""
+
+    @property
+    def date(self) -> str:
+        return self.as_of
 
 
 class _PriceFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
+    sources: dict[str, str] = {}
     prices: list[HostingPrice]
 
 
 @functools.cache
 def hosting_prices() -> dict[tuple[str, str], HostingPrice]:
     """Every row of the file by (instance, region); a duplicate row is an error."""
-    rows = _PriceFile.model_validate(yaml.safe_load(resources.catalog_text(PRICES_FILE))).prices
+    return load_hosting_prices(resources.catalog_text(PRICES_FILE))
+
+
+def load_hosting_prices(text: str) -> dict[tuple[str, str], HostingPrice]:
+    """Validate the hosting price YAML text; a row without `as_of` or a duplicate row is an error."""
+    rows = _PriceFile.model_validate(yaml.safe_load(text)).prices
     result: dict[tuple[str, str], HostingPrice] = {}
     for row in rows:
         key = (row.instance, row.region)

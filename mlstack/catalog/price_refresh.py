@@ -5,6 +5,7 @@ Read-only and run by hand with credentials (never at synth, never in `make test`
 hourly rate in one region, and the rows of that service and region in `data/training_prices.yaml` are replaced by
 the answers, each dated with the price list's own `publicationDate` (`as_of`) and the day of the read (`read`).
 Types the API does not answer for keep no row: a plan then says "price unknown" for them instead of guessing.
+SageMaker hosting rates and the NAT gateway hour are refreshed by `price_refresh_extra` with the same calls.
 
 Price List Query API: https://docs.aws.amazon.com/awsaccountbilling/latest/aboutv2/using-price-list-query-api.html
 (GetProducts filters: attribute names as the product's `attributes`; TERM_MATCH).
@@ -24,7 +25,7 @@ import yaml
 from mlstack.catalog.prices import DATA_FILE, Service, load_prices
 from mlstack.errors import InputError
 
-__all__ = ["API_SOURCE", "REFRESHABLE", "PricingClient", "fetch_prices", "refresh_file"]
+__all__ = ["API_SOURCE", "REFRESHABLE", "PricingClient", "documents", "fetch_prices", "on_demand_rate", "refresh_file"]
 
 API_SOURCE = "AWS Price List Query API (pricing:GetProducts, {offer}, {region})"
 
@@ -62,27 +63,29 @@ REFRESHABLE: dict[Service, _Offer] = {
 }
 
 
-def _filters(offer: _Offer, instance: str, region: str) -> list[dict[str, str]]:
-    pairs = [(offer.name_attribute, offer.prefix + instance), ("regionCode", region), *offer.fixed]
+def _filters(pairs: Iterable[tuple[str, str]]) -> list[dict[str, str]]:
     return [{"Type": "TERM_MATCH", "Field": k, "Value": v} for k, v in pairs]
 
 
-def _on_demand_hourly(item: dict[str, Any]) -> float | None:
-    """The USD per-hour rate of the item's on-demand term (None when it has none, or only a zero placeholder)."""
+def on_demand_rate(item: dict[str, Any], unit: str = "Hrs") -> float | None:
+    """The USD rate per `unit` of the item's on-demand term (None when it has none, or only a zero placeholder)."""
+    units = ("Hrs", "Hours", "hour") if unit == "Hrs" else (unit,)
     for term in (item.get("terms", {}).get("OnDemand") or {}).values():
         for dim in (term.get("priceDimensions") or {}).values():
             usd = dim.get("pricePerUnit", {}).get("USD")
-            if dim.get("unit") in ("Hrs", "Hours", "hour") and usd is not None and float(usd) > 0:
+            if dim.get("unit") in units and usd is not None and float(usd) > 0:
                 return float(usd)
     return None
 
 
-def _pages(client: PricingClient, offer: _Offer, instance: str, region: str) -> Iterator[dict[str, Any]]:
+def documents(client: PricingClient, service_code: str, pairs: Iterable[tuple[str, str]]) -> Iterator[dict[str, Any]]:
+    """Every aws_v1 product document GetProducts returns for the TERM_MATCH `pairs`, page after page."""
+    filters = _filters(pairs)
     token: str | None = None
     while True:
         kwargs: dict[str, Any] = {
-            "ServiceCode": offer.service_code,
-            "Filters": _filters(offer, instance, region),
+            "ServiceCode": service_code,
+            "Filters": filters,
             "FormatVersion": "aws_v1",
             "MaxResults": 100,
         }
@@ -106,11 +109,13 @@ def fetch_prices(
     rows: list[dict[str, Any]] = []
     unanswered: list[str] = []
     for instance in instances:
+        pairs = [(offer.name_attribute, offer.prefix + instance), ("regionCode", region), *offer.fixed]
         rates = [
-            (_on_demand_hourly(item), item.get("publicationDate", ""))
-            for item in _pages(client, offer, instance, region)
+            (on_demand_rate(item), item.get("publicationDate", ""))
+            for item in documents(client, offer.service_code, pairs)
         ]
-        found = [(usd, published) for usd, published in rates if usd is not None]
+        # a document without its publicationDate is not used: every row must carry the date of its rate
+        found = [(usd, published) for usd, published in rates if usd is not None and published]
         if not found:
             unanswered.append(instance)
             continue
@@ -122,7 +127,7 @@ def fetch_prices(
                 "usd_per_hour": usd,
                 "source": API_SOURCE.format(offer=offer.service_code, region=region),
                 "read": today.isoformat(),
-                "as_of": published[:10] if published else None,
+                "as_of": published[:10],
             }
         )
     return rows, unanswered

@@ -1,9 +1,10 @@
 """Dated hourly prices per billing service (training side), from `data/training_prices.yaml`.
 
 A price is a row (instance, region, usd_per_hour, source, read, as_of) of one service: EC2 on-demand, SageMaker
-training, SageMaker HyperPod or EC2 Capacity Blocks. A type without a row has no price for that service: callers
-show "price unknown" and list it (`missing`); nothing is estimated or borrowed from another service. Nothing here
-reads the clock: `stale` takes the day to compare against.
+training, SageMaker HyperPod or EC2 Capacity Blocks. `as_of` (the date the source states its rate for) is required:
+an undated rate is refused when the file loads, so nothing can price with one. A type without a row has no price
+for that service: callers show "price unknown" and list it (`missing`); nothing is estimated or borrowed from
+another service. Nothing here reads the clock: `stale` takes the day to compare against.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ __all__ = [
     "SERVICES",
     "DatedPrice",
     "Service",
+    "date_is_stale",
     "missing",
     "oldest",
     "price",
@@ -48,21 +50,17 @@ class DatedPrice(BaseModel):
     usd_per_hour: float = Field(gt=0, lt=10_000)
     source: str = Field(min_length=10)
     read: str = Field(pattern=_DATE)
-    as_of: str | None = Field(default=None, pattern=_DATE)
+    as_of: str = Field(pattern=_DATE)
+    """The date the source states its rate for (required: an undated rate is never used)."""
     service: Service = "ec2_on_demand"
 
     @property
     def date(self) -> str:
-        """The date the price stands for: the source's own date when it states one, else the day it was read."""
-        return self.as_of or self.read
-
-    @property
-    def undated_source(self) -> bool:
-        return self.as_of is None
+        """The date the price stands for (`as_of`)."""
+        return self.as_of
 
     def describe(self) -> str:
-        dated = f"as of {self.as_of}" if self.as_of else "source undated"
-        return f"${self.usd_per_hour:,.4g}/h {self.service} {self.region} ({dated}, read {self.read})"
+        return f"${self.usd_per_hour:,.4g}/h {self.service} {self.region} (as of {self.as_of}, read {self.read})"
 
 
 class _ServicePrices(BaseModel):
@@ -128,7 +126,12 @@ def oldest(prices: list[DatedPrice]) -> DatedPrice | None:
 
 def stale(p: DatedPrice, today: dt.date, max_age_days: int = MAX_PRICE_AGE_DAYS) -> bool:
     """True when the price's date is more than `max_age_days` before `today`."""
-    return (today - dt.date.fromisoformat(p.date)).days > max_age_days
+    return date_is_stale(p.date, today, max_age_days)
+
+
+def date_is_stale(date: str, today: dt.date, max_age_days: int = MAX_PRICE_AGE_DAYS) -> bool:
+    """True when the ISO `date` is more than `max_age_days` before `today`."""
+    return (today - dt.date.fromisoformat(date)).days > max_age_days
 
 
 def missing(instances: list[str], service: Service = "ec2_on_demand", region: str = "us-east-1") -> list[str]:

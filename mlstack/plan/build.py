@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
+import datetime as dt
+
+from mlstack.catalog.price_check import age_warnings
 from mlstack.config import BlueprintConfig
 from mlstack.plan.ai_services import plan_ai_services
 from mlstack.plan.inference import plan_inference
@@ -12,7 +16,8 @@ from mlstack.plan.training import plan_training
 from mlstack.plan.training_engines import plan_training_engine
 
 
-def build_plan(config: BlueprintConfig) -> Plan:
+def build_plan(config: BlueprintConfig, today: dt.date | None = None) -> Plan:
+    """The plan of `config`; prices older than 90 days before `today` (default: the clock's day) are named."""
     plan = Plan(
         blueprint=config.name,
         description=config.description,
@@ -31,4 +36,13 @@ def build_plan(config: BlueprintConfig) -> Plan:
         plan_mlops(config, plan)
     if config.ai_services is not None:
         plan_ai_services(config, plan)
+    # A rate without a date never prices the plan (every catalog row is dated; this holds any other source to it).
+    plan.costs = [
+        dataclasses.replace(c, unit_per_hour=None, source=f"rate has no date, not used ({c.source})")
+        if c.unit_per_hour is not None and not c.price_date
+        else c
+        for c in plan.costs
+    ]
+    priced = [(c.item, c.price_date) for c in plan.costs if c.unit_per_hour is not None]
+    plan.warnings.extend(age_warnings(priced, today or dt.date.today()))
     return plan

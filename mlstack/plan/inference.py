@@ -34,6 +34,9 @@ _SECONDS_PER_MONTH = HOURS_PER_MONTH * 3600
 _NO_HOSTING_PRICE = (
     "no SageMaker hosting price for {type} in {region} in the catalog (the lower EC2 rate must not stand in)"
 )
+NO_SERVERLESS_PRICE = (
+    "billed per GB-second of memory and per request; no dated serverless rate was read (run `mlstack prices refresh`)"
+)
 
 
 QUOTA_CODE_UNKNOWN = "unknown"
@@ -148,9 +151,7 @@ def _plan_endpoint(
             plan.warnings.append(
                 f"{spec.name}: {weights_gib:.1f} GiB of weights do not fit in {spec.memory_mb} MB of serverless memory"
             )
-        plan.costs.append(
-            Cost(f"{spec.name}: serverless compute + requests", 1, None, None, "no serverless price in the catalog")
-        )
+        plan.costs.append(Cost(f"{spec.name}: serverless compute + requests", 1, None, None, NO_SERVERLESS_PRICE))
         plan.quotas.append(
             Quota(
                 "sagemaker",
@@ -204,7 +205,7 @@ def _plan_endpoint(
                 f"{spec.name}/{variant.name}: {variant.instance_type} SageMaker hosting",
                 round(count, 3),
                 price.usd_per_hour if price else None,
-                price.read if price else None,
+                price.as_of if price else None,
                 price.source if price else _NO_HOSTING_PRICE.format(type=variant.instance_type, region=region),
             )
         )

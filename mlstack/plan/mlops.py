@@ -1,19 +1,22 @@
 """`plan_mlops`: the MLOps layer's part of `mlstack plan` (pipeline steps, instance-hours per run, endpoint, quotas).
 
-The catalog holds EC2 on-demand prices only; SageMaker bills ml.* training, processing and hosting at its own rates,
-which no dated source here confirms. So every SageMaker cost stays unknown, and the plan shows instance-hours per
-run and an EC2 list-price lower bound, labelled as such, instead of a guessed SageMaker figure.
+SageMaker bills ml.* training, processing and hosting at its own rates. The endpoint is priced at the catalog's
+dated SageMaker hosting rate where it has one; training and processing have no dated rate, so the cost per run
+stays unknown and the plan shows instance-hours per run and a dated EC2 on-demand lower bound, labelled as such,
+instead of a guessed SageMaker figure.
 """
 
 from __future__ import annotations
 
 from mlstack.catalog import get_instance
+from mlstack.catalog.hosting_prices import hosting_price
+from mlstack.catalog.prices import price as dated_price
 from mlstack.config import BlueprintConfig
 from mlstack.plan.model import Cost, Plan, Quota, Resource
 
 STACK = "MlopsStack"
 QUOTA_CODE_UNKNOWN = "unknown"
-NO_SAGEMAKER_PRICE = "SageMaker ml.* rates are not in the catalog (it holds EC2 on-demand prices); left unknown"
+NO_SAGEMAKER_PRICE = "no dated SageMaker ml.* rate for it in the catalog (EC2 rates do not stand in); left unknown"
 
 
 def plan_mlops(config: BlueprintConfig, plan: Plan) -> None:
@@ -73,10 +76,11 @@ def plan_mlops(config: BlueprintConfig, plan: Plan) -> None:
             extra += ", managed Spot" if training.spot else ""
             extra += ", checkpoints to S3" if training.checkpoints else ""
         rows.append(f"{step}: {count} x {instance_type}{extra}, ~{count * hours:g} instance-hours")
-        if it.price_per_hour is None:
+        ec2 = dated_price(it.name, "ec2_on_demand", config.env.region)
+        if ec2 is None:
             floor_known = False
         else:
-            floor += it.price_per_hour * count * hours
+            floor += ec2.usd_per_hour * count * hours
     rows.append("Register (if accuracy >= threshold): no instance")
     rows.append(f"cost per run: unknown ({NO_SAGEMAKER_PRICE})")
     if floor_known:
@@ -98,13 +102,14 @@ def plan_mlops(config: BlueprintConfig, plan: Plan) -> None:
         "ec2_floor_per_run": round(floor, 2) if floor_known else None,
         "endpoint": f"{name}-serving",
     }
+    hosting = hosting_price(serving.instance_type, config.env.region)
     plan.costs.append(
         Cost(
             f"endpoint {name}-serving: {serving.instance_count} x {serving.instance_type} (after first approval)",
             serving.instance_count,
-            None,
-            None,
-            NO_SAGEMAKER_PRICE,
+            None if hosting is None else hosting.usd_per_hour,
+            None if hosting is None else hosting.as_of,
+            NO_SAGEMAKER_PRICE if hosting is None else hosting.source,
         )
     )
     plan.quotas.append(

@@ -69,6 +69,11 @@ class Plan:
     def unpriced(self) -> list[str]:
         return [c.item for c in self.costs if c.unit_per_hour is None]
 
+    @property
+    def unpriced_reasons(self) -> dict[str, str]:
+        """Each unpriced item and why it has no price (its `source` line)."""
+        return {c.item: c.source for c in self.costs if c.unit_per_hour is None}
+
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["costs"] = [{**asdict(c), "per_hour": c.per_hour} for c in self.costs]
@@ -76,4 +81,5 @@ class Plan:
         data["per_month"] = round(self.per_month, 2)
         data["hours_per_month"] = HOURS_PER_MONTH
         data["unpriced"] = self.unpriced
+        data["unpriced_reasons"] = self.unpriced_reasons
         return data

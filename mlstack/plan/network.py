@@ -2,18 +2,9 @@
 
 from __future__ import annotations
 
+from mlstack.catalog.quotes import infra_quote
 from mlstack.config import BlueprintConfig
 from mlstack.plan.model import Cost, Plan, Quota, Resource
-
-# VPC prices, us-east-1, from the Amazon VPC pricing page (NAT gateway hour, PrivateLink endpoint hour per AZ).
-# Not re-checked offline: data processing ($/GB) is not included.
-NAT_GATEWAY_PER_HOUR = 0.045
-INTERFACE_ENDPOINT_PER_AZ_HOUR = 0.01
-VPC_PRICE_DATE: str | None = None  # not re-verified offline: see the source line
-VPC_PRICE_SOURCE = (
-    "Amazon VPC pricing page, us-east-1 list price as remembered (NAT $0.045/h, PrivateLink $0.01/AZ-h), "
-    "not re-verified offline; per-GB processing extra"
-)
 
 
 def plan_network(config: BlueprintConfig, plan: Plan) -> None:
@@ -25,7 +16,8 @@ def plan_network(config: BlueprintConfig, plan: Plan) -> None:
     plan.resources.append(Resource(stack, "Private subnet", f"/{net.private_subnet_mask}, {kind}", len(zones)))
     if net.nat_gateways:
         plan.resources.append(Resource(stack, "NAT gateway", "with an Elastic IP", net.nat_gateways))
-        plan.costs.append(Cost("NAT gateway", net.nat_gateways, NAT_GATEWAY_PER_HOUR, VPC_PRICE_DATE, VPC_PRICE_SOURCE))
+        nat = infra_quote("vpc.nat_gateway.hour", config.env.region)
+        plan.costs.append(Cost("NAT gateway", net.nat_gateways, *nat))
         plan.quotas.append(Quota("ec2", "EC2-VPC Elastic IPs", "L-0263D0A3", net.nat_gateways))
     if net.interface_endpoints:
         plan.resources.append(
@@ -35,9 +27,7 @@ def plan_network(config: BlueprintConfig, plan: Plan) -> None:
             Cost(
                 f"Interface endpoints ({len(net.interface_endpoints)} x {len(zones)} AZs)",
                 len(net.interface_endpoints) * len(zones),
-                INTERFACE_ENDPOINT_PER_AZ_HOUR,
-                VPC_PRICE_DATE,
-                VPC_PRICE_SOURCE,
+                *infra_quote("vpc.interface_endpoint.az_hour", config.env.region),
             )
         )
     for gateway in net.gateway_endpoints:

@@ -34,7 +34,8 @@ def render(plan: Plan) -> str:
     )
     if plan.unpriced:
         lines.append("No price known for: " + ", ".join(plan.unpriced))
-    sources = sorted({c.source for c in plan.costs})
+        lines += [f"  {item}: {why}" for item, why in plan.unpriced_reasons.items()]
+    sources = sorted({c.source for c in plan.costs if c.unit_per_hour is not None})
     lines += [f"  price source: {s}" for s in sources]
     lines.append("")
     lines += _table_lines(

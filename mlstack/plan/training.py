@@ -5,13 +5,11 @@ Imports no CDK: `mlstack plan` answers without starting jsii/Node.
 
 from __future__ import annotations
 
-import datetime as dt
-
 from mlstack.catalog import InstanceType, efa_interface_count, efa_layout
 from mlstack.catalog.fit import DEFAULT_SEQ_LEN, training_fit
 from mlstack.catalog.memory import GIB
-from mlstack.catalog.prices import MAX_PRICE_AGE_DAYS, DatedPrice, oldest, stale
-from mlstack.catalog.prices import price as ec2_price
+from mlstack.catalog.prices import Service
+from mlstack.catalog.quotes import FSX_UNPRICED, eks_control_plane_quote, instance_quote, unpriced
 from mlstack.config import BlueprintConfig
 from mlstack.config.training import NodeGroupConfig, TrainingConfig
 from mlstack.k8s.disruption import JOB_BUDGET
@@ -92,25 +90,6 @@ SPOT_QUOTAS: dict[str, tuple[str, str]] = {
     "standard": ("All Standard (A, C, D, H, I, M, R, T, Z) Spot Instance Requests", "L-34B43A08"),
 }
 
-# FSx for Lustre list prices, us-east-1, $/GiB-month, from the FSx for Lustre pricing page as remembered; not
-# re-verified offline (PERSISTENT_2 SSD by throughput tier; SCRATCH_2). Shown with no price date.
-FSX_PRICE_PER_GIB_MONTH: dict[int | None, float] = {125: 0.145, 250: 0.21, 500: 0.34, 1000: 0.6, None: 0.14}
-FSX_PRICE_SOURCE = (
-    "Amazon FSx for Lustre pricing page, us-east-1 SSD list prices as remembered, not re-verified offline"
-)
-EKS_CLUSTER_PER_HOUR = 0.10
-EKS_EXTENDED_PER_HOUR = 0.60
-EKS_PRICE_SOURCE = (
-    "Amazon EKS pricing page: $0.10 per cluster-hour (standard support), $0.60 once a version is in extended support "
-    "(support_type EXTENDED), not re-verified offline"
-)
-
-
-def control_plane_per_hour(support_type: str) -> float:
-    """$/h of the EKS control plane: the extended-support rate is what an EXTENDED cluster is billed once its version
-    leaves standard support (the plan assumes it has, the worst case)."""
-    return EKS_EXTENDED_PER_HOUR if support_type == "EXTENDED" else EKS_CLUSTER_PER_HOUR
-
 
 def quota_family(it: InstanceType) -> str:
     family = it.family
@@ -150,39 +129,18 @@ def plan_training(config: BlueprintConfig, plan: Plan) -> None:
         )
     )
     access_rows = access_path(config)
-    used_prices: list[DatedPrice] = []
+    region = config.env.region
     if cluster.admin_host:
         plan.resources.append(Resource(stack, "Admin host", f"{ADMIN_HOST_TYPE}, private subnet, SSM only", 1))
-        admin_price = ec2_price(ADMIN_HOST_TYPE)
-        used_prices += [admin_price] if admin_price is not None else []
-        plan.costs.append(
-            Cost(
-                f"{ADMIN_HOST_TYPE} cluster admin host",
-                1,
-                None if admin_price is None else admin_price.usd_per_hour,
-                None if admin_price is None else admin_price.date,
-                _price_source(admin_price),
-            )
-        )
+        plan.costs.append(Cost(f"{ADMIN_HOST_TYPE} cluster admin host", 1, *instance_quote(ADMIN_HOST_TYPE, region)))
     system = training.system_node_group
     plan.resources.append(
         Resource(stack, "System node group", f"{system.instance_type}, desired {system.desired_size}", 1)
     )
-    plan.costs.append(
-        Cost("EKS control plane", 1, control_plane_per_hour(cluster.support_type), None, EKS_PRICE_SOURCE)
-    )
+    plan.costs.append(Cost("EKS control plane", 1, *eks_control_plane_quote(cluster.support_type, region)))
     sys_it = system.instance
-    sys_price = ec2_price(sys_it.name)
-    used_prices += [sys_price] if sys_price is not None else []
-    plan.costs.append(
-        Cost(
-            f"{system.instance_type} system nodes (desired)",
-            system.desired_size,
-            None if sys_price is None else sys_price.usd_per_hour,
-            None if sys_price is None else sys_price.date,
-            _price_source(sys_price),
-        )
-    )
+    system_quote = instance_quote(sys_it.name, region)
+    plan.costs.append(Cost(f"{system.instance_type} system nodes (desired)", system.desired_size, *system_quote))
 
     node_rows: list[str] = []
     accel_rows: list[str] = []
@@ -218,37 +176,28 @@ def plan_training(config: BlueprintConfig, plan: Plan) -> None:
                 plan.resources.append(Resource(stack, "Placement group", f"{group.name}: cluster strategy"))
         else:
             efa_rows.append(f"{group.name}: no EFA; {it.network_gbps:g} Gbps ENA")
-        dated = ec2_price(it.name)
-        price = (
-            dated.usd_per_hour
-            if dated is not None and group.capacity.type in ("on_demand", "capacity_reservation")
-            else None
-        )
-        if price is not None and dated is not None:
-            used_prices.append(dated)
         label = {
             "on_demand": "on-demand",
             "spot": "Spot (market price, not known offline)",
             "capacity_reservation": "ODCR, billed at on-demand rate while reserved",
-            "capacity_block": "Capacity Block (prepaid per block; not priced here)",
+            "capacity_block": "Capacity Block, effective hourly rate of the prepaid reservation fee",
         }[group.capacity.type]
-        plan.costs.append(
-            Cost(
-                f"{it.name} {group.name} (desired {group.desired_size}, {label})",
-                group.desired_size,
-                price,
-                dated.date if price is not None and dated is not None else None,
-                _price_source(dated),
-            )
+        item = f"{it.name} {group.name} (desired {group.desired_size}, {label})"
+        service: Service = "capacity_block" if group.capacity.type == "capacity_block" else "ec2_on_demand"
+        quote = (
+            unpriced("Spot is billed at the market price, not known offline")
+            if group.capacity.type == "spot"
+            else instance_quote(it.name, region, service)
         )
+        cost = Cost(item, group.desired_size, *quote)
+        plan.costs.append(cost)
+        price = cost.unit_per_hour
         if group.desired_size < group.max_size and price is not None:
             at_max = price * group.max_size
             plan.warnings.append(
                 f"node group {group.name!r} at max_size {group.max_size} would cost ${at_max:,.2f}/hour "
-                f"(${at_max * HOURS_PER_MONTH:,.0f}/month) at the catalog's on-demand price"
+                f"(${at_max * HOURS_PER_MONTH:,.0f}/month) at the catalog's dated rate"
             )
-        if dated is None:
-            plan.warnings.append(f"no dated EC2 on-demand price known for {it.name} (not estimated)")
         if group.capacity.type not in ("capacity_block",):
             _add_vcpus(vcpus, it, group.capacity.type, group.max_size)
         if group.efa and it.gpudirect_rdma is False and it.accelerator is not None and it.accelerator.kind == "gpu":
@@ -306,10 +255,7 @@ def plan_training(config: BlueprintConfig, plan: Plan) -> None:
         plan.resources.append(
             Resource(stack, "FSx for Lustre", f"{fsx.deployment_type} {fsx.storage_capacity_gib} GiB, retained")
         )
-        monthly = FSX_PRICE_PER_GIB_MONTH[per_unit] * fsx.storage_capacity_gib
-        plan.costs.append(
-            Cost(f"FSx for Lustre {fsx.storage_capacity_gib} GiB", 1, monthly / HOURS_PER_MONTH, None, FSX_PRICE_SOURCE)
-        )
+        plan.costs.append(Cost(f"FSx for Lustre {fsx.storage_capacity_gib} GiB", 1, *unpriced(FSX_UNPRICED)))
     plan.resources.append(Resource(stack, "Helm charts", "device plugins, EFA device plugin, Kubeflow Trainer"))
     plan.resources.append(
         Resource(stack, "GPU/Neuron metrics", "CloudWatch Container Insights (amazon-cloudwatch-observability add-on)")
@@ -334,7 +280,6 @@ def plan_training(config: BlueprintConfig, plan: Plan) -> None:
     sections += job_sections(config)
     plan.details.setdefault("sections", []).extend(sections)
     plan.warnings.extend(memory_warnings(training))
-    plan.warnings.extend(price_age_warnings(used_prices, dt.date.today()))
 
 
 def job_sections(config: BlueprintConfig) -> list[tuple[str, list[str]]]:
@@ -377,19 +322,3 @@ def _add_vcpus(vcpus: dict[tuple[str, str], int], it: InstanceType, capacity: st
     kind = "spot" if capacity == "spot" else "on_demand"
     key = (quota_family(it), kind)
     vcpus[key] = vcpus.get(key, 0) + it.vcpus * count
-
-
-def _price_source(dated: DatedPrice | None) -> str:
-    return "no dated price" if dated is None else dated.source
-
-
-def price_age_warnings(used: list[DatedPrice], today: dt.date) -> list[str]:
-    """The oldest price date the plan used, and a warning per price older than `MAX_PRICE_AGE_DAYS`."""
-    first = oldest(used)
-    if first is None:
-        return []
-    out = [f"training prices: oldest price date used {first.date} ({first.instance}, {first.service})"]
-    old = sorted({p.instance for p in used if stale(p, today)})
-    if old:
-        out.append(f"training prices older than {MAX_PRICE_AGE_DAYS} days on {today}: {', '.join(old)}; re-price")
-    return out

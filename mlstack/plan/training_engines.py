@@ -1,14 +1,14 @@
 """The `mlstack plan` part of the HyperPod (Slurm, EKS) and Batch training engines (`training.engine`).
 
-Imports no CDK. HyperPod bills `ml.*` instances at SageMaker HyperPod rates, which the catalog does not hold (it
-holds EC2 prices): those costs stay unknown instead of being guessed. SageMaker Service Quotas codes are not in
-the catalog either: each quota is named and its code shown as 'unknown'.
+Imports no CDK. HyperPod bills `ml.*` instances at SageMaker HyperPod rates: priced from the catalog's dated
+`hyperpod` rows where it has them (none today), else unknown with the reason, never at the EC2 rate. SageMaker
+Service Quotas codes are not in the catalog either: each quota is named and its code shown as 'unknown'.
 """
 
 from __future__ import annotations
 
-from mlstack.catalog import efa_interface_count, get_instance
-from mlstack.catalog.instances import catalog
+from mlstack.catalog import efa_interface_count
+from mlstack.catalog.quotes import FSX_UNPRICED, eks_control_plane_quote, instance_quote, unpriced
 from mlstack.config import BlueprintConfig
 from mlstack.config.training import HYPERPOD_KUBERNETES_VERSIONS, TrainingConfig
 from mlstack.config.training_engines import HYPERPOD_ENGINES, BatchConfig, HyperPodConfig
@@ -20,16 +20,12 @@ from mlstack.constructs.training.versions import (
     HYPERPOD_CLI_COMMIT,
 )
 from mlstack.k8s.image import image_rows
-from mlstack.plan.model import HOURS_PER_MONTH, Cost, Plan, Quota, Resource
+from mlstack.plan.model import Cost, Plan, Quota, Resource
 from mlstack.plan.training import (
     ADMIN_HOST_TYPE,
-    EKS_PRICE_SOURCE,
-    FSX_PRICE_PER_GIB_MONTH,
-    FSX_PRICE_SOURCE,
     ON_DEMAND_QUOTAS,
     access_path,
     cluster_name,
-    control_plane_per_hour,
     job_sections,
     memory_warnings,
     quota_family,
@@ -39,10 +35,6 @@ STACK = "TrainingClusterStack"
 BATCH_IMAGE_TYPE = "ECS_AL2023_NVIDIA"
 ALLOCATION_STRATEGY = "BEST_FIT_PROGRESSIVE"
 """What the Batch stack sets (mlstack.constructs.training.batch defaults; the plan imports no CDK)."""
-HYPERPOD_PRICE_SOURCE = (
-    "SageMaker HyperPod ml.* rates (Amazon SageMaker pricing page, HyperPod tab) are not in mlstack's catalog; "
-    "look them up for the region"
-)
 
 
 def plan_training_engine(config: BlueprintConfig, plan: Plan) -> None:
@@ -90,7 +82,7 @@ def _plan_hyperpod(config: BlueprintConfig, training: TrainingConfig, plan: Plan
         efa = efa_interface_count(instance_type)
         rows.append(f"{name}: {ml} x {count}" + (f"; {efa} EFA per node (HyperPod attaches them)" if efa else ""))
         plan.resources.append(Resource(STACK, "Instance group", f"{name}: {ml}", count))
-        plan.costs.append(Cost(f"{ml} {name} (HyperPod)", count, None, None, HYPERPOD_PRICE_SOURCE))
+        plan.costs.append(Cost(f"{ml} {name} (HyperPod)", count, *instance_quote(ml, config.env.region, "hyperpod")))
         counts[ml] = counts.get(ml, 0) + count
     for ml, count in sorted(counts.items()):
         plan.quotas.append(Quota("sagemaker", f"{ml} for cluster usage", "unknown", count, "instances"))
@@ -138,31 +130,13 @@ def _plan_eks_control_plane(config: BlueprintConfig, training: TrainingConfig, p
     plan.resources.append(
         Resource(STACK, "System node group", f"{system.instance_type}, desired {system.desired_size}", 1)
     )
-    plan.costs.append(
-        Cost("EKS control plane", 1, control_plane_per_hour(cluster.support_type), None, EKS_PRICE_SOURCE)
-    )
-    sys_it = system.instance
-    plan.costs.append(
-        Cost(
-            f"{system.instance_type} system nodes (desired)",
-            system.desired_size,
-            sys_it.price_per_hour,
-            sys_it.price_date if sys_it.price_per_hour is not None else None,
-            catalog().sources.get(sys_it.price_source, sys_it.price_source),
-        )
-    )
+    region = config.env.region
+    plan.costs.append(Cost("EKS control plane", 1, *eks_control_plane_quote(cluster.support_type, region)))
+    system_quote = instance_quote(system.instance_type, region)
+    plan.costs.append(Cost(f"{system.instance_type} system nodes (desired)", system.desired_size, *system_quote))
     if cluster.admin_host:
-        admin = get_instance(ADMIN_HOST_TYPE)
         plan.resources.append(Resource(STACK, "Admin host", f"{ADMIN_HOST_TYPE}, private subnet, SSM only", 1))
-        plan.costs.append(
-            Cost(
-                f"{ADMIN_HOST_TYPE} cluster admin host",
-                1,
-                admin.price_per_hour,
-                admin.price_date if admin.price_per_hour is not None else None,
-                catalog().sources.get(admin.price_source, admin.price_source),
-            )
-        )
+        plan.costs.append(Cost(f"{ADMIN_HOST_TYPE} cluster admin host", 1, *instance_quote(ADMIN_HOST_TYPE, region)))
     sections = plan.details.setdefault("sections", [])
     sections.append(("Access", access_path(config)))
     plan.resources.append(
@@ -211,17 +185,15 @@ def _plan_batch(config: BlueprintConfig, training: TrainingConfig, plan: Plan) -
         Resource(STACK, "Batch job definition", f"multinode, {nodes} nodes, torchrun, {efa} uverbs devices"),
         Resource(STACK, "Log group", f"job logs, {settings.log_retention_days} days, KMS"),
     ]
-    price = it.price_per_hour if group.capacity.type in ("on_demand", "capacity_reservation") else None
     # minvCpus 0: no instance runs between jobs, so the standing cost is zero; a job's cost is shown beside it.
-    plan.costs.append(
-        Cost(
-            f"{it.name} {group.name} (idle between jobs)",
-            0,
-            price,
-            it.price_date if price is not None else None,
-            catalog().sources.get(it.price_source, it.price_source),
-        )
+    quote = (
+        instance_quote(it.name, config.env.region)
+        if group.capacity.type in ("on_demand", "capacity_reservation")
+        else unpriced(f"capacity {group.capacity.type}: no on-demand hourly rate applies")
     )
+    idle = Cost(f"{it.name} {group.name} (idle between jobs)", 0, *quote)
+    plan.costs.append(idle)
+    price = idle.unit_per_hour
     job_cost = "unknown" if price is None else f"${price * nodes:,.2f}/hour"
     family = quota_family(it)
     if family in ON_DEMAND_QUOTAS and group.capacity.type != "capacity_block":
@@ -248,7 +220,4 @@ def _plan_fsx(config: BlueprintConfig, training: TrainingConfig, plan: Plan) -> 
     if fsx is None:
         return
     plan.resources.append(Resource(STACK, "FSx for Lustre", f"{fsx.deployment_type} {fsx.storage_capacity_gib} GiB"))
-    monthly = FSX_PRICE_PER_GIB_MONTH[fsx.per_unit_storage_throughput] * fsx.storage_capacity_gib
-    plan.costs.append(
-        Cost(f"FSx for Lustre {fsx.storage_capacity_gib} GiB", 1, monthly / HOURS_PER_MONTH, None, FSX_PRICE_SOURCE)
-    )
+    plan.costs.append(Cost(f"FSx for Lustre {fsx.storage_capacity_gib} GiB", 1, *unpriced(FSX_UNPRICED)))

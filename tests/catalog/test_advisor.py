@@ -35,7 +35,9 @@ def test_7b_inference_fits_one_80gb_gpu() -> None:
     # holds the generated tokens too) = 0.5 GiB x 4352/4096, on one 80 GiB H100 with 15% headroom
     assert one_h100.used_bytes_per_device == pytest.approx(14e9 + 2**29 * (4096 + 256) / 4096)
     assert one_h100.usable_bytes_per_device == pytest.approx(0.85 * 80 * GIB)
-    assert one_h100.price_per_hour is None and "price unknown" in one_h100.reason
+    # the dated post-June-2025 on-demand rate (tsaol/aws-gpu snapshot of 2026-01-21)
+    assert one_h100.price_per_hour == 6.88 and one_h100.dated_price is not None
+    assert one_h100.dated_price.as_of == "2026-01-21"
 
 
 def test_every_chosen_option_fits_with_headroom() -> None:
@@ -98,8 +100,8 @@ def test_budget_cuts_options() -> None:
     tight = advise_train(70e9, max_nodes=16, budget_per_hour=50)
     assert len(tight.chosen) < len(free.chosen)
     assert all(o.price_per_hour is not None and o.price_per_hour <= 50 for o in tight.chosen)
-    # the pre-June-2025 P5 list price is no longer used: without a dated price the budget cannot be checked
-    assert by_name(tight.cut, "p5.48xlarge").reason.startswith("cut: price unknown")
+    # the dated post-June-2025 P5 rate: 2 nodes x $55.04/h is over a $50/h budget
+    assert by_name(tight.cut, "p5.48xlarge").reason.startswith("cut: over budget ($110.08/h for 2 node(s)")
     over = [o for o in tight.cut if o.reason.startswith("cut: over budget")]
     assert over and all(o.price_per_hour is not None and o.price_per_hour > 50 for o in over)
     assert by_name(tight.cut, "p5e.48xlarge").reason.startswith("cut: price unknown")
@@ -114,9 +116,10 @@ def test_405b_training_and_serving() -> None:
     train = advise_train(405e9)
     assert train.chosen and all(o.nodes > 1 for o in train.chosen if o.instance.name == "p5.48xlarge")
     infer = advise_infer(405e9, context=8192, concurrency=16)
-    # no dated price for any single node that holds it: all unpriced, ranked by fewest nodes then fill
+    # single nodes that hold it: p5en and p6-b200 have dated us-east-1 rates, p6-b300 none in us-east-1
     assert {"p5en.48xlarge", "p6-b300.48xlarge"} <= set(names(infer.chosen))
-    assert all(o.price_per_hour is None for o in infer.chosen)
+    assert by_name(infer.chosen, "p5en.48xlarge").price_per_hour == 63.296
+    assert by_name(infer.chosen, "p6-b300.48xlarge").price_per_hour is None
     p5 = by_name(infer.cut, "p5.48xlarge")  # 2 nodes would work, but single-node options exist
     assert p5.nodes == 2 and "single-node options fit" in p5.reason
 
@@ -128,11 +131,11 @@ def test_cpu_hosts_appear_for_a_tiny_model() -> None:
     amx = by_name(advice.chosen, "m7i.large")
     assert "Intel AMX" in amx.reason and amx.describe_accelerators() == "CPU 2 vCPU 8GiB (AMX)"
     assert "Graviton" in by_name(advice.chosen, "c8g.xlarge").reason
-    # ranked by $ per million output tokens: CPU hosts have no throughput estimate (no bandwidth figure), so they
-    # come after every option with one, cheapest $/h first among themselves
+    # ranked by $ per million output tokens: CPU hosts have no throughput estimate (no bandwidth figure) and no
+    # dated price (the snapshots that list them are undated), so they come after every option with an estimate
     first_cpu = next(i for i, o in enumerate(advice.chosen) if o.instance.accelerator is None)
-    assert all(o.output_tokens_per_s is not None for o in advice.chosen[:first_cpu])
-    assert advice.chosen[first_cpu].instance.name == "m7i.large"  # cheapest priced CPU host
+    assert all(o.instance.accelerator is None for o in advice.chosen[first_cpu:])
+    assert all(o.price_per_hour is None for o in cpu)
 
 
 def test_cpu_hosts_cut_for_large_models() -> None:

@@ -133,10 +133,13 @@ def test_advise_render_warns_on_stale_prices() -> None:
     from mlstack.catalog.advisor import advise_train
 
     advice = advise_train(70e9, tokens=1e12)
-    assert "older than 90 days" not in render_advice(advice, top=3, show_cut=False, today=dt.date(2026, 12, 1))
-    late = render_advice(advice, top=3, show_cut=False, today=dt.date(2027, 12, 1))
+    # the day is passed in: on-demand rows are dated 2026-01-21, the Capacity Block rates 2024-12-31
+    early = render_advice(advice, top=3, show_cut=False, today=dt.date(2025, 2, 1))
+    assert "older than 90 days" not in early
+    late = render_advice(advice, top=3, show_cut=False, today=dt.date(2026, 12, 1))
     (warning,) = [line for line in late.splitlines() if "warning: prices older than 90 days:" in line]
-    assert "trn1.32xlarge" in warning and "p5.48xlarge" not in warning  # unpriced types are listed apart
+    assert "trn1.32xlarge" in warning and "p5.48xlarge" in warning
+    assert "p5e.48xlarge" not in warning  # unpriced types are listed apart, under "no price known"
 
 
 def test_advise_train_json_keys(capsys: pytest.CaptureFixture[str]) -> None:
@@ -148,7 +151,8 @@ def test_advise_train_json_keys(capsys: pytest.CaptureFixture[str]) -> None:
     assert {"layout", "utilisation", "price_date", "price_service", "est_hours", "est_cost"} <= set(first)
     assert {"tp", "pp", "dp", "comm_bytes_per_step_per_device", "step_seconds"} <= set(first["layout"])
     assert {"row", "mfu", "mfu_low", "mfu_high", "source", "source_date"} <= set(first["utilisation"])
-    assert "p5.48xlarge" in data["unpriced"] and data["inputs"]["pricing"] == "ec2_on_demand"
+    assert "p5e.48xlarge" in data["unpriced"] and data["inputs"]["pricing"] == "ec2_on_demand"
+    assert "p5.48xlarge" not in data["unpriced"]  # dated post-June-2025 rate
 
 
 def test_advise_budget_can_leave_nothing(capsys: pytest.CaptureFixture[str]) -> None:

@@ -180,16 +180,19 @@ def test_issue_table(capsys: pytest.CaptureFixture[str]) -> None:
         assert column in header
     first = next(line for line in out.splitlines() if line.lstrip().startswith("1 "))
     assert get_instance(first.split()[1]).accelerator is not None and "TP" in first
-    assert "price unknown" in out  # unpriced options say so in the $/1M column
+    assert "no price known (not estimated): p5e.48xlarge" in out  # unpriced options are named
     assert "options cut (--all shows each with its reason)" in out
 
 
 def test_unpriced_options_rank_by_tokens_per_s_then_those_without_estimate() -> None:
     advice = advise_infer(405e9, concurrency=8)
-    assert all(o.usd_per_million_output_tokens is None for o in advice.chosen)  # no dated price holds 405B
-    rates = [o.output_tokens_per_s for o in advice.chosen]
+    # priced options first by $/1M output tokens, then unpriced ones by tokens/s, then those without an estimate
+    priced = [o for o in advice.chosen if o.usd_per_million_output_tokens is not None]
+    assert [o.instance.name for o in priced] == ["p6-b200.48xlarge", "p5en.48xlarge"]
+    rest = advice.chosen[len(priced) :]
+    rates = [o.output_tokens_per_s for o in rest]
     first_unknown = rates.index(None)
     known = [r for r in rates[:first_unknown] if r is not None]
     assert known and known == sorted(known, reverse=True)
     assert all(r is None for r in rates[first_unknown:])
-    assert advice.chosen[first_unknown].instance.name == "p6-b300.48xlarge"
+    assert rest[first_unknown].instance.name == "p6-b300.48xlarge"

@@ -126,9 +126,10 @@ def test_refresh_replaces_only_that_service_and_region_and_the_file_still_loads(
     }
     assert refresh_file(path, "ec2_on_demand", "us-east-1", [row]) == 1
     after = load_prices(path.read_text())
-    assert [(r.instance, r.usd_per_hour, r.as_of) for r in after["ec2_on_demand"]] == [
-        ("p5.48xlarge", 55.04, "2026-11-20")
-    ]
+    east1 = [(r.instance, r.usd_per_hour, r.as_of) for r in after["ec2_on_demand"] if r.region == "us-east-1"]
+    assert east1 == [("p5.48xlarge", 55.04, "2026-11-20")]
+    others = [r for r in before["ec2_on_demand"] if r.region != "us-east-1"]
+    assert others and [r for r in after["ec2_on_demand"] if r.region != "us-east-1"] == others  # other regions kept
     assert after["capacity_block"] == before["capacity_block"]  # other services untouched
 
 

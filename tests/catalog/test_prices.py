@@ -11,7 +11,7 @@ from mlstack.catalog.prices import SERVICES, load_prices, missing, oldest, price
 from mlstack.errors import CatalogError
 
 
-def test_every_row_has_a_source_and_a_read_date() -> None:
+def test_every_row_has_a_source_a_read_date_and_the_date_its_source_gives() -> None:
     table = price_table()
     assert set(table) == set(SERVICES)
     for service, rows in table.items():
@@ -25,11 +25,15 @@ def test_every_priced_instance_is_in_the_catalog() -> None:
     assert {r.instance for rows in price_table().values() for r in rows} <= names
 
 
-def test_pre_cut_p_family_on_demand_prices_are_not_used() -> None:
-    # the only rows read showed the list price from before the June-2025 P4/P5 on-demand cut: left missing
-    for name in ("p4d.24xlarge", "p4de.24xlarge", "p5.48xlarge", "p5en.48xlarge"):
-        assert price(name) is None
-    assert missing(["p5.48xlarge", "g5.xlarge", "p5.48xlarge"]) == ["p5.48xlarge"]
+def test_p_family_on_demand_prices_are_the_post_june_2025_ones_and_dated() -> None:
+    # before AWS's June-2025 cut p5.48xlarge listed at $98.32/h, p4d.24xlarge at $32.77/h, p4de at $40.97/h
+    before = {"p4d.24xlarge": 32.77, "p4de.24xlarge": 40.97, "p5.48xlarge": 98.32}
+    for name, old in before.items():
+        row = price(name)
+        assert row is not None and row.as_of >= "2025-06-05" and row.usd_per_hour < 0.7 * old
+    p5 = price("p5.48xlarge")
+    assert p5 is not None and p5.usd_per_hour == 55.04 and "7412fd2" in p5.source
+    assert missing(["p5e.48xlarge", "g5.xlarge", "p5e.48xlarge", "m7i.xlarge"]) == ["p5e.48xlarge", "m7i.xlarge"]
 
 
 def test_capacity_block_rate_is_dated_by_its_source() -> None:
@@ -43,11 +47,11 @@ def test_sagemaker_training_and_hyperpod_have_no_invented_prices() -> None:
     assert missing(["g5.xlarge"], "hyperpod") == ["g5.xlarge"]
 
 
-def test_oldest_and_undated() -> None:
+def test_oldest() -> None:
     g5 = price("g5.xlarge")
     cb = price("p5.48xlarge", "capacity_block")
     assert g5 is not None and cb is not None
-    assert g5.undated_source and g5.date == g5.read  # undated snapshot: the read date is all there is
+    assert g5.date == g5.as_of == "2026-01-21"
     assert oldest([g5, cb]) == cb and oldest([]) is None
 
 
@@ -62,16 +66,24 @@ BAD = [
     ),
     (
         "sources: {}\nservices: {ec2_on_demand: {description: d, rows: ["
-        "{instance: g5.xlarge, region: us-east-1, usd_per_hour: 1, source: 'a long enough source', read: '2026-11-30'},"
-        "{instance: g5.xlarge, region: us-east-1, usd_per_hour: 2, source: 'a long enough source', read: '2026-11-30'}"
+        "{instance: g5.xlarge, region: us-east-1, usd_per_hour: 1, source: 'a long enough source', read: '2026-11-30',"
+        " as_of: '2026-11-30'},"
+        "{instance: g5.xlarge, region: us-east-1, usd_per_hour: 2, source: 'a long enough source', read: '2026-11-30',"
+        " as_of: '2026-11-30'}"
         "]}}",
         "two rows for g5.xlarge",
     ),
     (
         "sources: {}\nservices: {ec2_on_demand: {description: d, rows: ["
-        "{instance: g5.xlarge, region: us-east-1, usd_per_hour: -1, source: 'a long enough source', read: '2026-11-30'}"
-        "]}}",
+        "{instance: g5.xlarge, region: us-east-1, usd_per_hour: -1, source: 'a long enough source', read: '2026-11-30',"
+        " as_of: '2026-11-30'}]}}",
         "greater than 0",
+    ),
+    (
+        "sources: {}\nservices: {ec2_on_demand: {description: d, rows: ["
+        "{instance: g5.xlarge, region: us-east-1, usd_per_hour: 1, source: 'a long enough source', read: '2026-11-30'}"
+        "]}}",
+        "as_of",
     ),
 ]
 

@@ -45,33 +45,16 @@ def test_default_blueprint_plan_lists_nodes_efa_storage_costs_and_quotas() -> No
     assert quotas["L-417A185B"].name == "Running On-Demand P instances" and quotas["L-417A185B"].needed == 4 * 192
     assert quotas["L-1194D53C"].service == "eks"
     p5_cost = next(c for c in plan.costs if c.item.startswith("p5.48xlarge"))
-    # the only P5 on-demand price read predates the June-2025 cut: unknown rather than stale
-    assert p5_cost.unit_per_hour is None and p5_cost.quantity == 0
-    assert "no dated EC2 on-demand price known for p5.48xlarge (not estimated)" in plan.warnings
+    # the post-June-2025 on-demand rate, dated by its source; desired 0 nodes, so 0 $/h until scaled up
+    assert p5_cost.unit_per_hour == 55.04 and p5_cost.price_date == "2026-01-21" and p5_cost.quantity == 0
     text = render(plan)
     assert "kind: TrainJob" in text and "Running On-Demand P instances" in text
     metrics = [r for r in plan.resources if r.kind == "GPU/Neuron metrics"]
     assert [r.detail for r in metrics] == ["CloudWatch Container Insights (amazon-cloudwatch-observability add-on)"]
     assert "CloudWatch Container Insights" in text and "DCGM" not in text
-    assert not any("would cost" in w for w in plan.warnings)
+    assert any("would cost $220.16/hour" in w for w in plan.warnings)  # 4 x $55.04 at max_size
     system = next(c for c in plan.costs if "system nodes" in c.item)
-    assert system.price_date == "2026-11-30" and "skypilot" in system.source
-    assert any(w.startswith("training prices: oldest price date used 2026-11-30") for w in plan.warnings)
-
-
-def test_price_age_warnings() -> None:
-    import datetime as dt
-
-    from mlstack.catalog.prices import price
-    from mlstack.plan.training import price_age_warnings
-
-    cb, g5 = price("p5.48xlarge", "capacity_block"), price("g5.xlarge")
-    assert cb is not None and g5 is not None
-    assert price_age_warnings([], dt.date(2026, 12, 1)) == []
-    lines = price_age_warnings([g5, cb], dt.date(2026, 12, 1))
-    assert lines[0] == "training prices: oldest price date used 2024-12-31 (p5.48xlarge, capacity_block)"
-    assert lines[1] == "training prices older than 90 days on 2026-12-01: p5.48xlarge; re-price"
-    assert len(price_age_warnings([g5], dt.date(2026, 12, 1))) == 1
+    assert system.unit_per_hour is None and "no dated EC2 on-demand rate for m7i.xlarge" in system.source
 
 
 def test_spot_group_uses_the_spot_quota_and_has_no_price(tmp_path: Path) -> None:
