@@ -22,6 +22,7 @@ from mlstack.catalog.memory import (
     shape_for_params,
     zero_stage_for_fsdp,
 )
+from mlstack.catalog.prices import price
 from mlstack.catalog.prices_cli import register as register_prices
 from mlstack.catalog.serve_check import register as register_serve_check
 from mlstack.console import render_table
@@ -146,13 +147,15 @@ def _cmd_catalog(args: argparse.Namespace) -> int:
             f"{it.local_nvme_count}x{it.local_nvme_gb}" if it.has_local_nvme else "-",
             {True: "yes", False: "no", None: "?"}[it.gpudirect_rdma],
             _sm(it),
-            money(it.price_per_hour),
+            money(None if (dated := price(it.name)) is None else dated.usd_per_hour),
         ]
         for it in instances
     ]
     print(f"mlstack instance catalog v{catalog().version} (reviewed {catalog().reviewed})")
     print("SM = SageMaker Hosting/Training/hyperPod; GDR = GPUDirect RDMA; Gbps from the API string ('Up to' = burst);")
-    print("$/h = us-east-1 on-demand from an undated snapshot (see `mlstack catalog TYPE` for each price's note)")
+    print(
+        "$/h = us-east-1 on-demand, dated rows of data/training_prices.yaml ('price unknown' = no dated rate; never estimated)"
+    )
     print(
         render_table(
             ["instance", "accelerators", "vCPU", "GiB", "Gbps", "EFA", "NVMe GB", "GDR", "SM", "$/h"],

@@ -202,6 +202,13 @@ def _hourly(plan: Plan, metered: list[Metered], per_month: int, what: str, unpri
                 per_hour,
                 None if price is None else price.usd,
                 None if price is None else price.date,
-                price.source if price is not None else "not in the AI services catalog",
+                _why(price),
             )
         )
+
+
+def _why(price: Price | None) -> str:
+    """The price's source, or for a missing / unconfirmed price the one-line reason it has none."""
+    if price is None:
+        return "not in the AI services catalog"
+    return price.source if price.usd is not None else f"no dated price in the AI services catalog: {price.source}"

@@ -32,7 +32,7 @@ STACK = "InferenceStack"
 _SECONDS_PER_MONTH = HOURS_PER_MONTH * 3600
 
 _NO_HOSTING_PRICE = (
-    "no SageMaker hosting price for {type} in {region} in the catalog (the lower EC2 rate must not stand in)"
+    "no dated SageMaker hosting rate for {type} in {region} in the catalog (the lower EC2 rate must not stand in)"
 )
 NO_SERVERLESS_PRICE = (
     "billed per GB-second of memory and per request; no dated serverless rate was read (run `mlstack prices refresh`)"

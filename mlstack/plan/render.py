@@ -24,7 +24,7 @@ def render(plan: Plan) -> str:
             f"{c.quantity:g}",
             "unknown" if c.unit_per_hour is None else f"${c.unit_per_hour:,.4f}",
             "unknown" if c.per_hour is None else f"${c.per_hour:,.2f}",
-            c.price_date or "undated",
+            c.price_date or "-",
         ]
         for c in plan.costs
     ]

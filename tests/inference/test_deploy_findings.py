@@ -107,15 +107,15 @@ def test_alarm_emails_must_be_addresses(tmp_path: Path) -> None:
 
 
 def test_hosting_prices_are_dated_ml_rates_and_never_ec2_rates() -> None:
-    from mlstack.catalog import get_instance
     from mlstack.catalog.hosting_prices import hosting_price, hosting_prices
+    from mlstack.catalog.prices import price
 
     rows = hosting_prices()
-    assert rows and all(r.instance.startswith("ml.") and r.source and r.read for r in rows.values())
-    for (instance, _), row in rows.items():
-        ec2 = get_instance(instance).price_per_hour
-        assert ec2 is None or row.usd_per_hour > ec2, instance  # SageMaker bills above the EC2 rate
-    assert hosting_price("ml.inf2.8xlarge", "us-east-1") is None  # unconfirmed: left missing, never guessed
+    assert rows and all(r.instance.startswith("ml.") and r.source and r.read and r.as_of for r in rows.values())
+    for (instance, region), row in rows.items():
+        ec2 = price(instance, "ec2_on_demand", region)
+        assert ec2 is None or row.usd_per_hour > ec2.usd_per_hour, instance  # SageMaker bills above the EC2 rate
+    assert hosting_price("ml.c7g.xlarge", "us-east-1") is None  # no dated rate read: left missing, never guessed
     with pytest.raises(ValueError, match="not a SageMaker instance type"):
         hosting_price("g5.2xlarge", "us-east-1")
 

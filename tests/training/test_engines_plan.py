@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 
-from mlstack.catalog import get_instance
+from mlstack.catalog.prices import price
 from mlstack.config import BLUEPRINTS_DIR, load
 from mlstack.plan import build_plan, render
 
@@ -29,11 +29,12 @@ def test_hyperpod_plan_names_ml_types_and_leaves_prices_unknown() -> None:
 def test_batch_plan_costs_nothing_idle_and_prices_a_job() -> None:
     plan = build_plan(load(BLUEPRINTS_DIR / "batch-training.yaml"))
     (cost,) = [c for c in plan.costs if c.item.startswith("p5.48xlarge")]
-    price = get_instance("p5.48xlarge").price_per_hour
-    assert price is not None
-    assert cost.quantity == 0 and cost.unit_per_hour == price
+    dated = price("p5.48xlarge")  # the dated on-demand rate, never the instance catalog's undated figure
+    assert dated is not None and dated.usd_per_hour == 55.04
+    assert cost.quantity == 0 and cost.unit_per_hour == dated.usd_per_hour and cost.price_date == dated.as_of
+    price_ = dated.usd_per_hour
     text = render(plan)
-    assert f"a 2-node job costs ${price * 2:,.2f}/hour while it runs" in text
+    assert f"a 2-node job costs ${price_ * 2:,.2f}/hour while it runs" in text
     assert "multinode, 2 nodes, torchrun, 32 uverbs devices" in text
     (quota,) = [q for q in plan.quotas if q.code == "L-417A185B"]
     assert quota.needed == 2 * 192
