@@ -153,9 +153,7 @@ def _cmd_catalog(args: argparse.Namespace) -> int:
     ]
     print(f"mlstack instance catalog v{catalog().version} (reviewed {catalog().reviewed})")
     print("SM = SageMaker Hosting/Training/hyperPod; GDR = GPUDirect RDMA; Gbps from the API string ('Up to' = burst);")
-    print(
-        "$/h = us-east-1 on-demand, dated rows of data/training_prices.yaml ('price unknown' = no dated rate; never estimated)"
-    )
+    print("$/h = us-east-1 on-demand, dated rows of data/training_prices.yaml ('price unknown': none; never estimated)")
     print(
         render_table(
             ["instance", "accelerators", "vCPU", "GiB", "Gbps", "EFA", "NVMe GB", "GDR", "SM", "$/h"],
