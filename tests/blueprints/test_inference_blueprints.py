@@ -370,15 +370,18 @@ def test_plan_sizes_the_gpu_blueprint_from_traffic_at_sagemaker_hosting_rates() 
     assert figures["per_hour"] == pytest.approx(2 * g5.usd_per_hour + g6.usd_per_hour, abs=1e-4)
     costs = {c.item: c for c in plan.costs}
     g5_cost = costs["chat/g5: ml.g5.2xlarge SageMaker hosting"]
-    assert (g5_cost.unit_per_hour, g5_cost.price_date) == (g5.usd_per_hour, g5.read)
+    assert (g5_cost.unit_per_hour, g5_cost.price_date) == (g5.usd_per_hour, g5.as_of)  # the source's date
     quotas = {q.name: q.needed for q in plan.quotas}
     assert quotas["ml.g5.2xlarge for endpoint usage"] == 4  # autoscaling max
 
 
 def test_plan_leaves_a_hosting_type_without_a_sagemaker_rate_unpriced() -> None:
-    plan = build_plan(load("inference-inferentia2"))
-    assert plan.unpriced == ["chat/AllTraffic: ml.inf2.8xlarge SageMaker hosting"]
-    assert any("no SageMaker hosting price in the catalog for ml.inf2.8xlarge" in w for w in plan.warnings)
+    plan = build_plan(load("inference-graviton"))
+    assert plan.unpriced == ["classify/AllTraffic: ml.c7g.xlarge SageMaker hosting"]
+    assert any("no SageMaker hosting price in the catalog for ml.c7g.xlarge" in w for w in plan.warnings)
+    # ml.inf2.8xlarge has a dated SageMaker hosting rate now (never the EC2 inf2.8xlarge rate, $1.96786/h)
+    inf2 = build_plan(load("inference-inferentia2"))
+    assert inf2.unpriced == [] and any(c.unit_per_hour == 2.36 for c in inf2.costs)
 
 
 def test_plan_async_scale_to_zero_counts_the_cooldown_and_the_cold_start() -> None:

@@ -108,7 +108,11 @@ def test_plan_lists_steps_instance_hours_unknown_sagemaker_cost_and_the_endpoint
     assert plan.details["mlops"]["cost_per_run"] is None
     assert plan.details["mlops"]["endpoint"] == "mlops-efa-training-serving"
     (endpoint_cost,) = [c for c in plan.costs if c.item.startswith("endpoint ")]
-    assert endpoint_cost.unit_per_hour is None  # no SageMaker hosting rate is invented
+    # the dated SageMaker hosting rate of ml.g5.2xlarge, never the EC2 g5.2xlarge rate ($1.212/h)
+    assert (endpoint_cost.unit_per_hour, endpoint_cost.price_date) == (1.515, "2025-01-26")
+    pipeline = build_plan(load("mlops-pipeline"))
+    (m7i,) = [c for c in pipeline.costs if c.item.startswith("endpoint ")]
+    assert m7i.unit_per_hour is None and "no dated SageMaker ml.* rate" in m7i.source  # none invented
     quotas = {q.name: q.needed for q in plan.quotas if q.service == "sagemaker"}
     assert quotas["ml.p4d.24xlarge for spot training job usage"] == 2
     text = render(plan)
