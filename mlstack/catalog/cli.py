@@ -102,17 +102,28 @@ def _sm(it: InstanceType) -> str:
     return "".join(f if on else "." for f, on in flags)
 
 
+def _dated_view(it: InstanceType) -> dict[str, object]:
+    """The instance's facts with its price fields taken from the dated price rows (never the undated catalog figure)."""
+    data = it.to_json()
+    dated = price(it.name)
+    data["price_per_hour"] = None if dated is None else dated.usd_per_hour
+    data["price_date"] = None if dated is None else dated.as_of
+    data["price_source"] = "no dated EC2 on-demand rate (us-east-1) in the catalog" if dated is None else dated.source
+    data.pop("price_note", None)
+    return data
+
+
 def _cmd_catalog(args: argparse.Namespace) -> int:
     if args.instance_type:
         it = get_instance(args.instance_type)
         layout = efa_layout(it.name) if it.efa_supported else ()
         if args.json:
-            data = it.to_json()
+            data = _dated_view(it)
             data["efa_layout"] = [i.model_dump() for i in layout]
             data["catalog_version"] = catalog().version
             print_json(data)
             return 0
-        rows = [[k, json.dumps(v) if not isinstance(v, str) else v] for k, v in it.to_json().items()]
+        rows = [[k, json.dumps(v) if not isinstance(v, str) else v] for k, v in _dated_view(it).items()]
         print(render_table(["field", "value"], rows))
         if layout:
             print()
@@ -132,7 +143,7 @@ def _cmd_catalog(args: argparse.Namespace) -> int:
                 "version": catalog().version,
                 "generated": catalog().generated,
                 "reviewed": catalog().reviewed,
-                "instances": [it.to_json() for it in instances],
+                "instances": [_dated_view(it) for it in instances],
             }
         )
         return 0
