@@ -53,7 +53,7 @@ def _product(instance_attr: str, name: str, usd: str, published: str = "2026-11-
                 }
             },
             "version": "20261120180411",
-            "publicationDate": published,
+            **({"publicationDate": published} if published else {}),
         }
     )
 
@@ -172,3 +172,11 @@ def test_cli_run_over_the_catalog_prints_what_it_wrote_and_what_had_no_rate(tmp_
 def test_unknown_service_is_one_line() -> None:
     with pytest.raises(InputError, match="--service must be one of"):
         fetch_prices(_client(), "hyperpod", "us-east-1", [], TODAY)
+
+
+def test_a_document_without_its_publication_date_gives_no_row() -> None:
+    client = _client()
+    with Stubber(client) as stub:
+        _expect(stub, "AmazonEC2", "instanceType", "g5.xlarge", [_product("instanceType", "g5.xlarge", "1.006", "")])
+        rows, unanswered = fetch_prices(client, "ec2_on_demand", "us-east-1", ["g5.xlarge"], TODAY)
+    assert rows == [] and unanswered == ["g5.xlarge"]  # an undated rate is never written
