@@ -177,8 +177,8 @@ def render_job(config: BlueprintConfig, image: str | None = None) -> list[dict[s
     node_job = jobset["replicatedJobs"][0]["template"]["spec"]
     pod = pod_spec(training, image)
     # A pod failure policy needs restartPolicy Never (batch/v1 JobSpec.podFailurePolicy; the JobSet webhook would
-    # default OnFailure, which restarts a crashed container in place forever). backoffLimit 0: the first failed
-    # pod fails its Job and the JobSet's failure policy decides (restart every node, or fail).
+    # default OnFailure: a crashed container restarted in place, alone, up to the Job's default backoffLimit of 6).
+    # backoffLimit 0: the first failed pod fails its Job and the JobSet's failure policy decides for every node.
     pod["restartPolicy"] = "Never"
     node_job.update(backoffLimit=0, podFailurePolicy=resilience.pod_failure_policy(pod["containers"][0]["name"]))
     node_job["template"]["spec"] = pod
