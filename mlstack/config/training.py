@@ -102,8 +102,10 @@ class JobConfig(StrictModel):
     """Job namespace (created by the deploy). Default `training`, on engine hyperpod-eks `hyperpod-training`:
     HyperPod job auto-resume only acts on jobs in `kubeflow` or a namespace starting with `hyperpod`."""
     max_retries: int = Field(default=3, ge=1, le=100)
-    """hyperpod-eks: how often HyperPod job auto-resume restarts the job after a failure (annotation
-    sagemaker.amazonaws.com/job-max-retry-count)."""
+    """Restarts after a failure that is not an application error (mlstack.workloads.resilience): eks, the JobSet's
+    failurePolicy.maxRestarts (disruptions do not count); hyperpod-eks, HyperPod job auto-resume's
+    sagemaker.amazonaws.com/job-max-retry-count and the PyTorchJob's backoffLimit; batch, retryStrategy attempts
+    minus one (at most 9)."""
 
 
 class TrainingConfig(StrictModel):

@@ -25,6 +25,7 @@ TRAIN_IMAGE_FILES = (
     "__init__.py",
     "workloads/__init__.py",
     "workloads/comm.py",
+    "workloads/elastic.py",
     "workloads/lm.py",
     "workloads/train.py",
 )

@@ -27,11 +27,12 @@ from mlstack.k8s.kube import (
     accelerator_resource,
     accelerator_taint_key,
 )
+from mlstack.workloads import resilience
 from mlstack.workloads.deepspeed_config import deepspeed_config
 
 TEMPLATE = resources.runtime_path("k8s", "torch-efa-runtime.yaml")
 FSX_CLAIM = "fsx"
-FSX_MOUNT = "/fsx"
+FSX_MOUNT = resilience.FSX_MOUNT
 HUGEPAGES_2MI = "5120Mi"
 """EFA-driver hosts pre-allocate 5128 2 MiB pages; the EKS example job requests 5120Mi (EKS User Guide, "Run
 machine learning training on Amazon EKS with Elastic Fabric Adapter")."""
@@ -94,14 +95,13 @@ def job_environment(training: TrainingConfig) -> list[dict[str, str]]:
 def script_args(training: TrainingConfig) -> list[str]:
     """Arguments for the shipped reference script (none for a user's own script: its flags are unknown).
 
-    Checkpoints go to FSx and a restarted pod resumes from the newest one; with a `model` section the job
-    trains with DeepSpeed ZeRO at the blueprint's stage and precision (the values the memory model sized for).
+    Checkpoints go to FSx (`resilience.checkpoint_args`) and a restarted pod resumes from the newest one; with a
+    `model` section the job trains with DeepSpeed ZeRO at the blueprint's stage and precision (the values the
+    memory model sized for).
     """
     if training.job.script != SHIPPED_SCRIPT:
         return []
-    args: list[str] = []
-    if training.fsx is not None:
-        args += ["--checkpoint-dir", f"{FSX_MOUNT}/checkpoints/{training.job.name}", "--resume"]
+    args: list[str] = resilience.checkpoint_args(training)
     if training.model is not None:
         ds = deepspeed_config(zero_stage=training.model.zero_stage, precision=training.model.precision)
         args += ["--strategy", "deepspeed", "--deepspeed-config", json.dumps(ds, sort_keys=True)]
@@ -143,7 +143,7 @@ def pod_spec(training: TrainingConfig, image: str | None) -> dict[str, Any]:
     container = pod["containers"][0]
     container["image"] = training.job.image or image or BUILT_IMAGE
     container["command"] = [
-        "torchrun",
+        *resilience.launcher(training),
         f"--nproc-per-node={processes_per_node(training)}",
         training.job.script,
         *script_args(training),
@@ -172,9 +172,16 @@ def render_job(config: BlueprintConfig, image: str | None = None) -> list[dict[s
 
     runtime["metadata"].update(name=runtime_name(training), namespace=namespace)
     runtime["spec"]["mlPolicy"]["numNodes"] = nodes
-    runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"] = pod_spec(
-        training, image
-    )
+    jobset = runtime["spec"]["template"]["spec"]
+    jobset["failurePolicy"] = resilience.jobset_failure_policy(training.job.max_retries)
+    node_job = jobset["replicatedJobs"][0]["template"]["spec"]
+    pod = pod_spec(training, image)
+    # A pod failure policy needs restartPolicy Never (batch/v1 JobSpec.podFailurePolicy; the JobSet webhook would
+    # default OnFailure: a crashed container restarted in place, alone, up to the Job's default backoffLimit of 6).
+    # backoffLimit 0: the first failed pod fails its Job and the JobSet's failure policy decides for every node.
+    pod["restartPolicy"] = "Never"
+    node_job.update(backoffLimit=0, podFailurePolicy=resilience.pod_failure_policy(pod["containers"][0]["name"]))
+    node_job["template"]["spec"] = pod
     job["metadata"].update(name=training.job.name, namespace=namespace)
     job["spec"]["runtimeRef"]["name"] = runtime_name(training)
     job["spec"]["trainer"]["numNodes"] = nodes

@@ -34,16 +34,17 @@ def render_pytorchjob(training: TrainingConfig, pod: dict[str, Any]) -> dict[str
     pod["nodeSelector"] = {**pod["nodeSelector"], HEALTH_LABEL: "Schedulable"}
     container = pod["containers"][0]
     container["name"] = CONTAINER
-    torchrun, nproc, *rest = container["command"]
+    command = container["command"]
+    at = next(i for i, arg in enumerate(command) if arg.startswith("--nproc-per-node="))
+    nproc = command[at]
     # $(VAR) is expanded by the kubelet from the container's environment, where the operator puts these.
     container["command"] = [
-        torchrun,
-        nproc,
+        *command[: at + 1],
         "--nnodes=$(PET_NNODES)",
         "--node-rank=$(PET_NODE_RANK)",
         "--master-addr=$(MASTER_ADDR)",
         "--master-port=$(MASTER_PORT)",
-        *rest,
+        *command[at + 1 :],
     ]
     replicas: dict[str, Any] = {
         "Master": {"replicas": 1, "restartPolicy": "OnFailure", "template": {"spec": copy.deepcopy(pod)}}
@@ -58,5 +59,12 @@ def render_pytorchjob(training: TrainingConfig, pod: dict[str, Any]) -> dict[str
             "namespace": training.job.namespace,
             "annotations": {AUTO_RESUME: "true", MAX_RETRY: str(training.job.max_retries)},
         },
-        "spec": {"nprocPerNode": nproc.split("=", 1)[1], "pytorchReplicaSpecs": replicas},
+        "spec": {
+            "nprocPerNode": nproc.split("=", 1)[1],
+            "pytorchReplicaSpecs": replicas,
+            # OnFailure restarts a crashed container in place, an application error too: without a limit it would
+            # crash-loop (and bill) forever. After `max_retries` restarts the operator fails the job
+            # (kubeflow.org/v1 RunPolicy.backoffLimit); node faults are HyperPod auto-resume's.
+            "runPolicy": {"backoffLimit": training.job.max_retries},
+        },
     }

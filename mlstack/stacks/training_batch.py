@@ -13,16 +13,19 @@ from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
 from mlstack.config import BlueprintConfig
+from mlstack.config.training import SHIPPED_SCRIPT
 from mlstack.config.training_engines import BatchConfig
 from mlstack.constructs.network.ml_vpc import retention
 from mlstack.constructs.storage.fsx_lustre import FsxLustre
 from mlstack.constructs.training.batch import BatchMultiNodeTraining
+from mlstack.constructs.training.batch_job import MAX_ATTEMPTS
 from mlstack.constructs.training.efa import EfaNetworking
 from mlstack.stacks.base import MlStack
 from mlstack.stacks.network import NetworkStack
 from mlstack.stacks.training import fsx_props
 from mlstack.stacks.training_hyperpod import node_security_group
 from mlstack.stacks.training_image import job_image
+from mlstack.workloads import resilience
 
 
 class BatchTrainingStack(MlStack):
@@ -84,6 +87,15 @@ class BatchTrainingStack(MlStack):
             nodes=training.job.nodes,
             image=image,
             script=training.job.script,
+            # The shipped script checkpoints to FSx per job (MNP nodes' AWS_BATCH_JOB_ID is `<job id>#<node>`;
+            # every attempt of a job has its ID) and resumes on a retry; a retry follows a lost host or worker,
+            # not an application error (mlstack.workloads.resilience).
+            launcher=resilience.launcher(training),
+            script_args=resilience.checkpoint_args(training, "${AWS_BATCH_JOB_ID%#*}")
+            if training.job.script == SHIPPED_SCRIPT
+            else (),
+            retry_attempts=min(training.job.max_retries + 1, MAX_ATTEMPTS),
+            exit_codes=[resilience.APP_ERROR_EXIT] if training.job.script == SHIPPED_SCRIPT else [],
             capacity_reservation_id=group.capacity.reservation_id,
             capacity_block=group.capacity.type == "capacity_block",
             fsx_dns_name=self.fsx.dns_name if self.fsx else None,

@@ -13,5 +13,5 @@ ENV DS_BUILD_OPS=0
 RUN pip install --no-cache-dir deepspeed==0.19.8
 # Every file copied here is listed in mlstack.k8s.image.TRAIN_IMAGE_FILES (the build context holds nothing else).
 COPY __init__.py /opt/mlstack/runtime/__init__.py
-COPY workloads/__init__.py workloads/comm.py workloads/lm.py workloads/train.py /opt/mlstack/runtime/workloads/
+COPY workloads/__init__.py workloads/comm.py workloads/elastic.py workloads/lm.py workloads/train.py /opt/mlstack/runtime/workloads/
 WORKDIR /opt/mlstack

@@ -193,7 +193,8 @@ def test_batch_job_definition(batch: dict[str, Any]) -> None:
     devices = container["LinuxParameters"]["Devices"]
     assert [d["HostPath"] for d in devices] == [f"/dev/infiniband/uverbs{i}" for i in range(32)]
     assert all(d["ContainerPath"] == d["HostPath"] for d in devices)
-    assert "torchrun" in container["Command"][-1] and "AWS_BATCH_JOB_NODE_INDEX" in container["Command"][-1]
+    # torchrun's arguments, through the launcher that keeps the script's exit codes (mlstack.workloads.resilience)
+    assert "elastic.py --nnodes=" in container["Command"][-1] and "AWS_BATCH_JOB_NODE_INDEX" in container["Command"][-1]
     assert container["MountPoints"] == [{"ContainerPath": "/fsx", "SourceVolume": "fsx"}]
     assert {"Type": "GPU", "Value": "8"} in container["ResourceRequirements"]
     log_id, log = _one(batch, "AWS::Logs::LogGroup")

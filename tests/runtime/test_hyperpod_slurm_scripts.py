@@ -207,6 +207,7 @@ def test_first_job_runs_torchrun_on_every_worker(tmp_path: Path, hyperpod: bool)
         f"{fsx}/mlstack/venv/bin/torchrun",
         "--nnodes=2",
         "--nproc-per-node=auto",
+        "--max-restarts=3",
         "--rdzv-backend=c10d",
         "--rdzv-endpoint=ip-10-3-0-20:29500",
         "--rdzv-id=7",
@@ -215,6 +216,8 @@ def test_first_job_runs_torchrun_on_every_worker(tmp_path: Path, hyperpod: bool)
         f"{fsx}/checkpoints/mlstack-train",
         "--checkpoint-every",
         "10",
+        "--keep-checkpoints",
+        "3",
         "--resume",
         "--steps",
         "50",
@@ -234,3 +237,5 @@ def test_first_job_stops_when_the_venv_build_failed(tmp_path: Path) -> None:
 def test_train_sbatch_asks_for_every_worker() -> None:
     directives = [line for line in (SCRIPTS / "train.sbatch").read_text().splitlines() if line.startswith("#SBATCH")]
     assert "#SBATCH --nodes=2" in directives and "#SBATCH --ntasks-per-node=1" in directives
+    # Requeued after a node failure (outside HyperPod's auto-resume), appending to the first attempt's log.
+    assert "#SBATCH --requeue" in directives and "#SBATCH --open-mode=append" in directives

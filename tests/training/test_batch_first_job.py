@@ -232,7 +232,8 @@ def test_the_job_runs_the_shipped_script_in_the_image_the_deploy_builds(net: Net
 
     container = _container(net)
     assert "cdk-hnb659fds-container-assets-" in json.dumps(container["Image"])
-    assert container["Command"][-1].endswith(f" {SHIPPED_SCRIPT}") and "/fsx/code" not in container["Command"][-1]
+    assert f" {SHIPPED_SCRIPT} --checkpoint-dir " in container["Command"][-1]
+    assert "/fsx/code" not in container["Command"][-1]
     outputs = net.templates[STACK]["Outputs"]
     assert IMAGE_OUTPUT in outputs and "BatchJobDefinition" in outputs and "BatchJobQueue" in outputs
     assembly = Path(session.outdir, f"assembly-{BLUEPRINT}")

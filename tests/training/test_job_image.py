@@ -34,6 +34,7 @@ from mlstack.k8s.image import (
 from mlstack.k8s.job import render_job
 from mlstack.k8s.pytorchjob import AUTO_RESUME, MAX_RETRY
 from mlstack.synth_all import cdk_json_context
+from mlstack.workloads.resilience import LAUNCHER
 from tests.synth import TEST_CONTEXT, Session
 from tests.training.test_config import BASE, _problem
 
@@ -122,15 +123,16 @@ def test_hyperpod_eks_job_is_a_pytorchjob_hyperpod_auto_resumes() -> None:
         (container,) = pod["containers"]
         assert container["name"] == "pytorch" and container["image"] == "acct.dkr.ecr.us-east-1.amazonaws.com/x:1"
         command = container["command"]
-        assert command[:6] == [
-            "torchrun",
+        assert command[:7] == [
+            "python",
+            LAUNCHER,
             "--nproc-per-node=8",
             "--nnodes=$(PET_NNODES)",
             "--node-rank=$(PET_NODE_RANK)",
             "--master-addr=$(MASTER_ADDR)",
             "--master-port=$(MASTER_PORT)",
         ]
-        assert command[6] == SHIPPED_SCRIPT and "--resume" in command and "deepspeed" in command
+        assert command[7] == SHIPPED_SCRIPT and "--resume" in command and "deepspeed" in command
         assert container["resources"]["limits"]["vpc.amazonaws.com/efa"] == 32
 
 

@@ -11,6 +11,7 @@ from mlstack.config import load
 from mlstack.errors import InputError
 from mlstack.k8s.job import SHIPPED_SCRIPT, render_job
 from mlstack.workloads.deepspeed_config import deepspeed_config
+from mlstack.workloads.resilience import CHECKPOINT_EVERY, KEEP_CHECKPOINTS, LAUNCHER
 
 
 def test_stage_and_precision_map_to_zero_and_mixed_precision_sections() -> None:
@@ -48,11 +49,14 @@ def test_shipped_job_runs_the_reference_script_with_the_blueprints_zero_config_a
         "containers"
     ][0]
     cmd = container["command"]
-    assert cmd[:3] == ["torchrun", "--nproc-per-node=8", SHIPPED_SCRIPT]
-    assert cmd[3:6] == ["--checkpoint-dir", "/fsx/checkpoints/llm-pretrain", "--resume"]
-    assert cmd[6:9] == ["--strategy", "deepspeed", "--deepspeed-config"]
+    assert cmd[:4] == ["python", LAUNCHER, "--nproc-per-node=8", SHIPPED_SCRIPT]
+    assert cmd[4:11] == [
+        "--checkpoint-dir", "/fsx/checkpoints/llm-pretrain", "--checkpoint-every", str(CHECKPOINT_EVERY),
+        "--keep-checkpoints", str(KEEP_CHECKPOINTS), "--resume",
+    ]  # fmt: skip
+    assert cmd[11:14] == ["--strategy", "deepspeed", "--deepspeed-config"]
     assert config.training is not None and config.training.model is not None
-    assert json.loads(cmd[9]) == deepspeed_config(zero_stage=config.training.model.zero_stage, precision="bf16")
+    assert json.loads(cmd[14]) == deepspeed_config(zero_stage=config.training.model.zero_stage, precision="bf16")
 
 
 def test_a_users_own_script_gets_no_reference_flags() -> None:

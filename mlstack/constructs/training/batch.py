@@ -23,6 +23,7 @@ Usable from any CDK app (no blueprint needed)::
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
 from typing import Literal
 
@@ -37,6 +38,7 @@ from constructs import Construct
 from mlstack.catalog import efa_interface_count, get_instance
 from mlstack.constructs.removal import RETAINED
 from mlstack.constructs.scanners import skip_guard
+from mlstack.constructs.training.batch_job import retry_strategy, shell_word
 from mlstack.constructs.training.batch_user_data import user_data
 from mlstack.constructs.training.efa import EfaNetworking
 
@@ -76,15 +78,19 @@ def uverbs_devices(instance_type: str) -> list[batch.CfnJobDefinition.DeviceProp
     ]
 
 
-def torchrun_command(script: str, processes_per_node: int) -> list[str]:
-    """The container command: torchrun with Batch's MNP variables (the main node has no MAIN_NODE address)."""
+def torchrun_command(
+    script: str, processes_per_node: int, *, launcher: Sequence[str] = ("torchrun",), script_args: Sequence[str] = ()
+) -> list[str]:
+    """The container command: torchrun (or `launcher`, which takes torchrun's arguments) with Batch's MNP
+    variables (the main node has no MAIN_NODE address), then the script and `script_args` (see `shell_word`)."""
     return [
         "bash",
         "-c",
-        "exec torchrun --nnodes=${AWS_BATCH_JOB_NUM_NODES} --node_rank=${AWS_BATCH_JOB_NODE_INDEX} "
+        f"exec {' '.join(shlex.quote(word) for word in launcher)} "
+        "--nnodes=${AWS_BATCH_JOB_NUM_NODES} --node_rank=${AWS_BATCH_JOB_NODE_INDEX} "
         f"--nproc_per_node={processes_per_node} --rdzv_conf=timeout={RENDEZVOUS_TIMEOUT_SECONDS} "
         "--master_addr=${AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS:-$(hostname -i | cut -d' ' -f1)} "
-        f"--master_port={TORCHRUN_PORT} {script}",
+        f"--master_port={TORCHRUN_PORT} {' '.join(shell_word(arg) for arg in (script, *script_args))}",
     ]
 
 
@@ -101,6 +107,8 @@ class BatchMultiNodeTraining(Construct):
     - `instance_type`: EC2 name; `max_nodes`: compute environment ceiling (max vCPUs = nodes x vCPUs).
     - `nodes`: nodes per job (default `max_nodes`); `image`, `script`: the container and torchrun entry point
       (default `DEFAULT_SCRIPT`, the reference script in the image runtime/containers/train.Dockerfile builds).
+    - `launcher` (default `torchrun`), `script_args` (default none): see `torchrun_command`; `retry_attempts`
+      (default 1, at most 10) and `exit_codes` that end a job without retry (default none): see `retry_strategy`.
     - `capacity_reservation_id`, `capacity_block`: launch into an ODCR or a Capacity Block (default on-demand).
     - `fsx_dns_name`, `fsx_mount_name`: FSx for Lustre mounted at /fsx on the host and in the container.
     - `image_type`: Batch ECS AMI type (default `ECS_AL2023_NVIDIA`, the Amazon Linux 2023 GPU AMI; Amazon Linux 2
@@ -128,6 +136,10 @@ class BatchMultiNodeTraining(Construct):
         security_groups: Sequence[ec2.ISecurityGroup] = (),
         nodes: int | None = None,
         script: str = DEFAULT_SCRIPT,
+        launcher: Sequence[str] = ("torchrun",),
+        script_args: Sequence[str] = (),
+        retry_attempts: int = 1,
+        exit_codes: Sequence[int] = (),
         capacity_reservation_id: str | None = None,
         capacity_block: bool = False,
         fsx_dns_name: str | None = None,
@@ -296,11 +308,14 @@ class BatchMultiNodeTraining(Construct):
                 num_nodes=self.nodes,
                 node_range_properties=[
                     batch.CfnJobDefinition.NodeRangePropertyProperty(
-                        target_nodes="0:", container=self._container(image, script, shared_memory_mib, fsx_dns_name)
+                        target_nodes="0:",
+                        container=self._container(
+                            image, [script, *script_args], launcher, shared_memory_mib, fsx_dns_name
+                        ),
                     )
                 ],
             ),
-            retry_strategy=batch.CfnJobDefinition.RetryStrategyProperty(attempts=1),
+            retry_strategy=retry_strategy(retry_attempts, exit_codes),
         )
 
     def _task_security_group(self, group_id: str) -> ec2.ISecurityGroup:
@@ -324,7 +339,12 @@ class BatchMultiNodeTraining(Construct):
         return group
 
     def _container(
-        self, image: str, script: str, shared_memory_mib: int, fsx_dns_name: str | None
+        self,
+        image: str,
+        script: Sequence[str],
+        launcher: Sequence[str],
+        shared_memory_mib: int,
+        fsx_dns_name: str | None,
     ) -> batch.CfnJobDefinition.ContainerPropertiesProperty:
         it = get_instance(self.instance_type)
         gpus = it.accelerator.count if it.accelerator is not None and it.accelerator.kind == "gpu" else 0
@@ -346,7 +366,7 @@ class BatchMultiNodeTraining(Construct):
             mounts.append(batch.CfnJobDefinition.MountPointsProperty(source_volume="fsx", container_path=FSX_PATH))
         return batch.CfnJobDefinition.ContainerPropertiesProperty(
             image=image,
-            command=torchrun_command(script, processes),
+            command=torchrun_command(script[0], processes, launcher=launcher, script_args=script[1:]),
             job_role_arn=self.job_role.role_arn,
             resource_requirements=resources,
             linux_parameters=batch.CfnJobDefinition.LinuxParametersProperty(

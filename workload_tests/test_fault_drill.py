@@ -1,0 +1,147 @@
+"""Fault drill: one rank SIGKILLed mid-run, torchrun restarts the workers, the job resumes from the newest
+checkpoint and ends with the loss of a run that was never interrupted.
+
+Two CPU processes over gloo under runtime/workloads/elastic.py (torchrun with the exit code policy of the
+rendered jobs), the same train.py arguments as on a cluster: --checkpoint-dir, --checkpoint-every,
+--keep-checkpoints, --resume.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runtime.workloads import elastic, launch, train
+
+ELASTIC = Path(elastic.__file__).resolve()
+ARGS = ["--steps", "24", "--batch-size", "4", "--seq-len", "32", "--checkpoint-every", "4", "--keep-checkpoints", "2"]
+
+
+def _records(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def _worker(parent: int, rank: int) -> int | None:
+    """PID of the worker of global rank `rank` that `parent` (the torchrun agent) started, from /proc."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            environ = (entry / "environ").read_bytes().split(b"\0") if ppid == parent else []
+        except (OSError, IndexError, ValueError):
+            continue
+        if f"RANK={rank}".encode() in environ:
+            return int(entry.name)
+    return None
+
+
+def _elastic(metrics: Path, *args: str, max_restarts: int) -> subprocess.Popen[str]:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONHASHSEED": "0"}
+    cmd = [
+        sys.executable, str(ELASTIC), "--standalone", "--nproc-per-node=2", f"--max-restarts={max_restarts}",
+        str(launch.TRAIN), "--metrics-file", str(metrics), *args,
+    ]  # fmt: skip
+    return subprocess.Popen(
+        cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+
+
+def _finish(proc: subprocess.Popen[str], timeout: float = 240) -> tuple[int, str]:
+    try:
+        _, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=30)
+        raise AssertionError(f"timed out:\n{stderr[-3000:]}") from None
+    return proc.returncode, stderr
+
+
+def test_a_rank_killed_after_a_checkpoint_resumes_from_it_and_ends_with_the_uninterrupted_loss(tmp_path: Path) -> None:
+    straight = launch.torchrun(tmp_path / "straight.jsonl", *ARGS, "--checkpoint-dir", str(tmp_path / "a"), timeout=240)
+
+    metrics, ckpt = tmp_path / "drill.jsonl", tmp_path / "b"
+    proc = _elastic(metrics, *ARGS, "--checkpoint-dir", str(ckpt), "--resume", max_restarts=1)
+    deadline = time.monotonic() + 180
+    while not (ckpt / "step-8" / "done").exists():  # the second checkpoint is complete: kill rank 1 now
+        assert proc.poll() is None and time.monotonic() < deadline, _finish(proc)[1][-3000:]
+        time.sleep(0.002)
+    victim = _worker(proc.pid, rank=1)
+    assert victim is not None
+    os.kill(victim, signal.SIGKILL)
+    killed_after = _records(metrics)[-1]["step"]
+    rc, stderr = _finish(proc)
+    assert rc == 0, stderr[-3000:]
+
+    records = _records(metrics)
+    steps = [r["step"] for r in records]
+    assert "exitcode: -9" in stderr  # torchrun saw rank 1 SIGKILLed and restarted the workers
+    resumed = re.findall(r"resumed from checkpoint step (\d+)", stderr)
+    assert len(resumed) == 1, stderr[-3000:]
+    resumed_from = int(resumed[0])
+    restart = len(steps) - steps[::-1].index(resumed_from + 1) - 1  # the restarted workers' first record
+    print(f"\n[drill] killed rank 1 after step {killed_after}; resumed from checkpoint step {resumed_from}; "
+          f"final loss {records[-1]['loss']!r} (uninterrupted {straight[-1]['loss']!r})")  # fmt: skip
+    assert resumed_from % 4 == 0 and 8 <= resumed_from <= killed_after < 24
+    assert steps[:restart] == list(range(1, steps[restart - 1] + 1)) and steps[restart - 1] >= resumed_from
+    assert steps[restart:] == list(range(resumed_from + 1, 25))
+    # Bit-identical: every resumed step, the last included, has the uninterrupted run's loss.
+    assert [r["loss"] for r in records[restart:]] == [r["loss"] for r in straight[resumed_from:]]
+    assert records[-1]["loss"] == straight[-1]["loss"]
+    # Bounded retention: the newest two checkpoints, no temporary directory left by the killed save (if any).
+    assert sorted(p.name for p in ckpt.iterdir()) == ["step-20", "step-24"]
+
+
+def test_an_application_error_exits_with_the_code_the_job_policies_fail_on(tmp_path: Path) -> None:
+    # --shard-group-size 3 does not divide the world size 2: the script's own check fails after the process group
+    # is up, on both ranks. torchrun alone would exit 1, the code of a lost peer.
+    bad = ["--steps", "2", "--strategy", "fsdp", "--sharding", "hybrid", "--shard-group-size", "3"]
+    rc, stderr = _finish(_elastic(tmp_path / "m.jsonl", *bad, max_restarts=0))
+    assert rc == elastic.APP_ERROR_EXIT == train.APP_ERROR_EXIT == 42, stderr[-3000:]
+    assert "does not divide the world size" in stderr
+
+
+def _complete(path: Path) -> Path:
+    path.mkdir(parents=True)
+    (path / "done").touch()
+    return path
+
+
+def test_only_complete_checkpoints_count_and_retention_keeps_the_newest(tmp_path: Path) -> None:
+    for step in (4, 8, 12):
+        _complete(tmp_path / f"step-{step}")
+    (tmp_path / "step-16.tmp").mkdir()  # killed while writing step 16
+    (tmp_path / "step-6.tmp").mkdir()  # an older leftover
+    (tmp_path / "step-20").mkdir()  # no done marker (an incomplete directory of an older release)
+    assert [p.name for p in train.complete_checkpoints(tmp_path)] == ["step-4", "step-8", "step-12"]
+    deleted = train.prune(tmp_path, keep=2)
+    assert sorted(p.name for p in deleted) == ["step-4", "step-6.tmp"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["step-12", "step-16.tmp", "step-20", "step-8"]
+    assert train.prune(tmp_path, keep=0) == []  # 0: keep all
+
+
+@pytest.mark.parametrize(
+    ("error", "code"),
+    [
+        (RuntimeError("[../third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection closed by peer"), 1),
+        (ValueError("bad data"), 42),
+        (SystemExit("--shard-group-size 3 does not divide the world size 2"), 42),
+        (SystemExit(2), 42),  # argparse
+        (SystemExit(0), 0),
+    ],
+)
+def test_failures_are_classified_by_what_failed(error: BaseException, code: int) -> None:
+    import torch.distributed as dist
+
+    assert train.failure_exit_code(error) == code
+    assert train.failure_exit_code(dist.DistNetworkError("store")) == 1
+    assert elastic.exit_code([-9, 1]) == 1 and elastic.exit_code([1, 42]) == 42
