@@ -8,6 +8,7 @@ from mlstack.plan.inference import plan_inference
 from mlstack.plan.mlops import plan_mlops
 from mlstack.plan.model import Plan
 from mlstack.plan.network import plan_network
+from mlstack.plan.operations import plan_operations
 from mlstack.plan.training import plan_training
 from mlstack.plan.training_engines import plan_training_engine
 
@@ -31,4 +32,6 @@ def build_plan(config: BlueprintConfig) -> Plan:
         plan_mlops(config, plan)
     if config.ai_services is not None:
         plan_ai_services(config, plan)
+    # Last: the budget is compared with every layer's costs.
+    plan_operations(config, plan)
     return plan

@@ -23,6 +23,7 @@ from mlstack.stacks.network import NetworkStack
 from mlstack.stacks.training import fsx_props
 from mlstack.stacks.training_hyperpod import node_security_group
 from mlstack.stacks.training_image import job_image
+from mlstack.stacks.training_ops import add_operations
 
 
 class BatchTrainingStack(MlStack):
@@ -95,6 +96,7 @@ class BatchTrainingStack(MlStack):
             removal_policy=self.removal_policy,
             update_job_timeout_minutes=settings.update_job_timeout_minutes,
         )
+        self.operations = add_operations(self, network, fsx=self.fsx, job_log_group=self.batch.log_group)
         # What `mlstack acceptance` reads after the deploy to register its nccl-tests job definition beside the
         # training one (the job queue's name is fixed: stack name and training.batch.name).
         CfnOutput(self, "BatchJobLogGroup", value=self.batch.log_group.log_group_name)

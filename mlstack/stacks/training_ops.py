@@ -1,0 +1,87 @@
+"""What every training stack adds for day two, whatever its engine: the encrypted alarm topic, the cluster's
+dashboard and alarms (`mlstack.design.observability`), the blueprint's budget and the Capacity Block expiry rule
+(`mlstack.design.cost`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_sns as sns
+
+from mlstack.config.budget import BUDGET_TAG
+from mlstack.constructs.network.ml_vpc import retention
+from mlstack.constructs.security.budget import ProjectBudget
+from mlstack.constructs.storage.fsx_lustre import FsxLustre
+from mlstack.constructs.training import versions
+from mlstack.constructs.training.capacity_block import CapacityBlockExpiry
+from mlstack.constructs.training.cluster import TrainingCluster
+from mlstack.constructs.training.observability import TrainingObservability
+from mlstack.design.cost import budget_design, capacity_block_reservations
+from mlstack.design.observability import observability_design
+from mlstack.stacks.base import MlStack
+from mlstack.stacks.network import NetworkStack
+
+
+@dataclass
+class Operations:
+    topic: sns.Topic
+    observability: TrainingObservability
+    budget: ProjectBudget | None
+    capacity_block: CapacityBlockExpiry | None
+
+
+def add_operations(
+    stack: MlStack,
+    network: NetworkStack,
+    *,
+    fsx: FsxLustre | None,
+    cluster: TrainingCluster | None = None,
+    job_log_group: logs.ILogGroup | None = None,
+) -> Operations:
+    """Constructs `AlarmTopic`, `Observability`, `Budget` and `CapacityBlockExpiry` in `stack`.
+
+    `cluster`: the EKS cluster whose Container Insights add-on writes the step lines (its add-on waits for the
+    log group this creates, or its Fluent Bit would create the group first and the stack's create would fail);
+    `job_log_group`: the engine's own job log group (batch)."""
+    blueprint = stack.blueprint
+    training = blueprint.training
+    if training is None:
+        raise ValueError(f"blueprint {blueprint.name!r} has no training section")
+    topic = stack.add_alarm_topic(network.key, training.alarm_emails)
+    design = observability_design(blueprint)
+    observability = TrainingObservability(
+        stack,
+        "Observability",
+        dashboard_name=design.dashboard_name,
+        widgets=design.widgets,
+        alarms=design.alarms,
+        topic=topic,
+        step_log=design.step_log,
+        step_metrics=design.step_metrics,
+        step_log_group=job_log_group,
+        file_system_id=fsx.file_system.ref if fsx is not None else None,
+        key=network.key,
+        log_retention=retention(training.cluster.log_retention_days),
+        removal_policy=stack.removal_policy,
+    )
+    if cluster is not None and observability.created_log_group is not None:
+        cluster.addons[versions.CLOUDWATCH_OBSERVABILITY].node.add_dependency(observability.created_log_group)
+    budget = None
+    spec = budget_design(blueprint)
+    if spec is not None:
+        budget = ProjectBudget(
+            stack,
+            "Budget",
+            monthly_usd=spec.monthly_usd,
+            tag_key=BUDGET_TAG,
+            tag_value=spec.tag_value,
+            topic=topic,
+            thresholds_percent=spec.thresholds_percent,
+            forecast_percent=spec.forecast_percent,
+        )
+    blocks = capacity_block_reservations(training)
+    capacity_block = (
+        CapacityBlockExpiry(stack, "CapacityBlockExpiry", reservation_ids=blocks, topic=topic) if blocks else None
+    )
+    return Operations(topic, observability, budget, capacity_block)
