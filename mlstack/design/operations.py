@@ -99,7 +99,15 @@ def operations_resources(config: BlueprintConfig) -> list[OperationsResource]:
                 STACK,
                 "AWS::Events::Rule",
                 "EventBridge rule",
-                f"Capacity Block expiration warning of {', '.join(blocks)} -> alarm topic",
+                f"Capacity Block expiration warning of {', '.join(blocks)} -> alarm topic and ScaleToZero",
             )
         )
+        what = "node groups on the block -> 0" if training.engine == "eks" else "queue's jobs terminated, CE disabled"
+        rows += [
+            OperationsResource(STACK, "AWS::Lambda::Function", "Lambda function", f"ScaleToZero: {what}"),
+            OperationsResource(STACK, "AWS::Lambda::Permission", "Lambda permission", "the rule invokes ScaleToZero"),
+            OperationsResource(STACK, "AWS::IAM::Role", "IAM role", "ScaleToZero (least privilege)"),
+            OperationsResource(STACK, "AWS::IAM::Policy", "IAM policy", "ScaleToZero's calls"),
+            OperationsResource(STACK, "AWS::Logs::LogGroup", "Log group", "ScaleToZero, 365 days, KMS"),
+        ]
     return rows

@@ -96,7 +96,9 @@ class BatchTrainingStack(MlStack):
             removal_policy=self.removal_policy,
             update_job_timeout_minutes=settings.update_job_timeout_minutes,
         )
-        self.operations = add_operations(self, network, fsx=self.fsx, job_log_group=self.batch.log_group)
+        self.operations = add_operations(
+            self, network, fsx=self.fsx, job_log_group=self.batch.log_group, batch=self.batch
+        )
         # What `mlstack acceptance` reads after the deploy to register its nccl-tests job definition beside the
         # training one (the job queue's name is fixed: stack name and training.batch.name).
         CfnOutput(self, "BatchJobLogGroup", value=self.batch.log_group.log_group_name)

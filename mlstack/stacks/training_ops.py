@@ -14,11 +14,13 @@ from mlstack.constructs.network.ml_vpc import retention
 from mlstack.constructs.security.budget import ProjectBudget
 from mlstack.constructs.storage.fsx_lustre import FsxLustre
 from mlstack.constructs.training import versions
+from mlstack.constructs.training.batch import BatchMultiNodeTraining
 from mlstack.constructs.training.capacity_block import CapacityBlockExpiry
 from mlstack.constructs.training.cluster import TrainingCluster
 from mlstack.constructs.training.observability import TrainingObservability
+from mlstack.constructs.training.scale_to_zero import ScaleToZero
 from mlstack.design.cost import budget_design, capacity_block_reservations
-from mlstack.design.observability import observability_design
+from mlstack.design.observability import cluster_name_of, observability_design
 from mlstack.stacks.base import MlStack
 from mlstack.stacks.network import NetworkStack
 
@@ -29,6 +31,7 @@ class Operations:
     observability: TrainingObservability
     budget: ProjectBudget | None
     capacity_block: CapacityBlockExpiry | None
+    scale_to_zero: ScaleToZero | None
 
 
 def add_operations(
@@ -38,12 +41,14 @@ def add_operations(
     fsx: FsxLustre | None,
     cluster: TrainingCluster | None = None,
     job_log_group: logs.ILogGroup | None = None,
+    batch: BatchMultiNodeTraining | None = None,
 ) -> Operations:
     """Constructs `AlarmTopic`, `Observability`, `Budget` and `CapacityBlockExpiry` in `stack`.
 
     `cluster`: the EKS cluster whose Container Insights add-on writes the step lines (its add-on waits for the
     log group this creates, or its Fluent Bit would create the group first and the stack's create would fail);
-    `job_log_group`: the engine's own job log group (batch)."""
+    `job_log_group`: the engine's own job log group (batch); `batch`: the engine's queue and compute environment
+    (batch), which a Capacity Block's expiry takes to zero like the EKS node groups on the block."""
     blueprint = stack.blueprint
     training = blueprint.training
     if training is None:
@@ -81,7 +86,22 @@ def add_operations(
             forecast_percent=spec.forecast_percent,
         )
     blocks = capacity_block_reservations(training)
-    capacity_block = (
-        CapacityBlockExpiry(stack, "CapacityBlockExpiry", reservation_ids=blocks, topic=topic) if blocks else None
-    )
-    return Operations(topic, observability, budget, capacity_block)
+    capacity_block = scale = None
+    if blocks:
+        on_blocks = {g.name for g in training.node_groups if g.capacity.type == "capacity_block"}
+        scale = ScaleToZero(
+            stack,
+            "ScaleToZero",
+            key=network.key,
+            cluster_name=cluster_name_of(blueprint) if cluster is not None else None,
+            nodegroups=[
+                g.nodegroup for name, g in (cluster.node_groups if cluster else {}).items() if name in on_blocks
+            ],
+            job_queues=[batch.job_queue.ref] if batch is not None else [],
+            compute_environments=[batch.compute_environment.ref] if batch is not None else [],
+            removal_policy=stack.removal_policy,
+        )
+        capacity_block = CapacityBlockExpiry(
+            stack, "CapacityBlockExpiry", reservation_ids=blocks, topic=topic, scale_function=scale.function
+        )
+    return Operations(topic, observability, budget, capacity_block, scale)

@@ -3,6 +3,7 @@ publish to the encrypted topic, the plan's comparison) and the Capacity Block ex
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -153,8 +154,10 @@ def test_capacity_block_rule_watches_the_blueprint_block_and_notifies() -> None:
         "detail": {"capacity-reservation-id": [BLOCK]},
     }
     topic = next(k for k, r in resources.items() if r["Type"] == "AWS::SNS::Topic")
-    (target,) = rule["Properties"]["Targets"]
-    assert target["Arn"] == {"Ref": topic}
+    sns_target, function_target = rule["Properties"]["Targets"]
+    assert sns_target["Arn"] == {"Ref": topic}
+    assert "Fn::GetAtt" in function_target["Arn"]
+    target = sns_target
     assert any("capacity-reservation-id" in v for v in target["InputTransformer"]["InputPathsMap"].values())
     key = next(
         r for r in Template.from_stack(built.network).to_json()["Resources"].values() if r["Type"] == "AWS::KMS::Key"
@@ -166,3 +169,91 @@ def test_capacity_block_rule_needs_ids() -> None:
     stack = Stack(App(), "Plain")
     with pytest.raises(ValueError, match="reservation_ids is empty"):
         CapacityBlockExpiry(stack, "Cb", reservation_ids=[], topic=sns.Topic(stack, "T"))
+
+
+def _eks_on_a_block() -> BlueprintConfig:
+    data = load("eks-gpu-training").model_dump(exclude_unset=True)
+    group = {
+        **data["training"]["node_groups"][0],
+        "capacity": {"type": "capacity_block", "reservation_id": BLOCK},
+        "placement_group": False,
+    }
+    data["training"] = {**data["training"], "node_groups": [group]}
+    return BlueprintConfig.model_validate({**data, "name": "eks-block"})
+
+
+@pytest.fixture(scope="module")
+def on_blocks(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The batch and EKS blueprints on a Capacity Block, synthesized with cdk-nag like the shipped ones."""
+    import yaml
+
+    from tests.synth import synthesize
+
+    folder = tmp_path_factory.mktemp("blocks")
+    files = []
+    for config in (_batch_on_a_block(), _eks_on_a_block()):
+        path = folder / f"{config.name}.yaml"
+        path.write_text(yaml.safe_dump(config.model_dump(mode="json", exclude_unset=True)))
+        files.append(path)
+    return synthesize(tmp_path_factory.mktemp("cdk.out"), files)
+
+
+def _statements(resources: dict[str, Any]) -> list[dict[str, Any]]:
+    policy = next(
+        r for k, r in resources.items() if r["Type"] == "AWS::IAM::Policy" and k.startswith("ScaleToZeroRole")
+    )
+    return list(policy["Properties"]["PolicyDocument"]["Statement"])
+
+
+def test_blocks_synthesize_clean_under_cdk_nag_and_cfn_lint(on_blocks: Any) -> None:
+    from cfnlint.api import ManualArgs, lint
+
+    assert on_blocks.nag_failure is None
+    for name in ("batch-training", "eks-block"):
+        for stack_id, t in on_blocks.blueprints[name].templates.items():
+            assert lint(json.dumps(t), config=ManualArgs(regions=["us-east-1"])) == [], f"{name}/{stack_id}"
+
+
+def test_eks_block_expiry_scales_only_the_node_groups_on_the_block(on_blocks: Any) -> None:
+    resources = on_blocks.blueprints["eks-block"].templates["TrainingClusterStack"]["Resources"]
+    (rule,) = [r for r in resources.values() if r["Type"] == "AWS::Events::Rule"]
+    function = next(
+        k for k, r in resources.items() if r["Type"] == "AWS::Lambda::Function" and k.startswith("ScaleToZero")
+    )
+    assert {"Fn::GetAtt": [function, "Arn"]} in [t["Arn"] for t in rule["Properties"]["Targets"]]
+    eks_statement = next(s for s in _statements(resources) if "eks:UpdateNodegroupConfig" in s["Action"])
+    assert eks_statement["Action"] == ["eks:DescribeNodegroup", "eks:UpdateNodegroupConfig"]
+    (arn,) = [eks_statement["Resource"]] if isinstance(eks_statement["Resource"], dict) else eks_statement["Resource"]
+    assert arn["Fn::GetAtt"][1] == "Arn" and "P5" in arn["Fn::GetAtt"][0]
+    env = resources[function]["Properties"]["Environment"]["Variables"]
+    assert env["CLUSTER_NAME"] == "eks-block-cluster"
+    assert not [s for s in _statements(resources) if str(s["Action"]).startswith("batch:")]
+
+
+def test_batch_block_expiry_terminates_jobs_and_disables_the_environment(on_blocks: Any) -> None:
+    resources = on_blocks.blueprints["batch-training"].templates["TrainingClusterStack"]["Resources"]
+    actions = {json.dumps(s["Action"]): s["Resource"] for s in _statements(resources)}
+    assert actions['"batch:ListJobs"'] == "*"
+    assert "job/*" in json.dumps(actions['"batch:TerminateJob"'])
+    compute = next(k for k, r in resources.items() if r["Type"] == "AWS::Batch::ComputeEnvironment")
+    assert actions['"batch:UpdateComputeEnvironment"'] == {"Ref": compute}
+    assert not [s for s in _statements(resources) if "eks:" in json.dumps(s["Action"])]
+
+
+def test_blocks_pass_checkov(on_blocks: Any) -> None:
+    import subprocess
+
+    from tests.blueprints.test_checkov import CHECKOV
+
+    args = [str(CHECKOV), "--framework", "cloudformation", "--skip-download", "--quiet", "--compact", "-o", "json"]
+    for name in ("batch-training", "eks-block"):
+        stack = on_blocks.blueprints[name].built.training
+        args += ["-f", str(on_blocks.outdir / f"assembly-{name}" / f"{stack.artifact_id}.template.json")]
+    run = subprocess.run(args, capture_output=True, text=True, timeout=600, check=False)
+    report = json.loads(run.stdout)
+    failed = [
+        f"{c['check_id']} {c['resource']}"
+        for r in (report if isinstance(report, list) else [report])
+        for c in r.get("results", {}).get("failed_checks", [])
+    ]
+    assert failed == []

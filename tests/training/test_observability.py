@@ -264,3 +264,22 @@ def test_eks_add_on_waits_for_the_application_log_group(session: Any) -> None:
         if r["Type"] == "AWS::EKS::Addon" and r["Properties"]["AddonName"] == "amazon-cloudwatch-observability"
     )
     assert group in addon["DependsOn"]
+
+
+def test_diagram_lists_the_alarms_dashboard_and_budget(session: Any) -> None:
+    from mlstack.diagram.__main__ import dot_sources
+
+    sources = dot_sources(session)
+    if "eks-g6e-training" not in sources:
+        pytest.skip("eks-g6e-training not in MLSTACK_TEST_BLUEPRINTS")
+    dot = sources["eks-g6e-training"]
+    for text in (
+        "CloudWatch alarms",
+        "cluster_failed_node_count",
+        "node_gpu_limit / node_gpu_usage_total",
+        "FreeDataStorageCapacity",
+        "CloudWatch dashboard\\nmlstack-eks-g6e-training-us-east-1",
+        "AWS Budgets\\n5000 USD monthly\\ntag mlstack:blueprint$eks-g6e-training",
+        "Log metric filters",
+    ):
+        assert text in dot, text

@@ -51,10 +51,11 @@ class CapacityBlockExpiry(Construct):
                 detail={"capacity-reservation-id": list(reservation_ids)},
             ),
         )
+        then = f"this stack scales {what} to zero now" if scale_function else f"scale {what} to zero now"
         message = events.RuleTargetInput.from_text(
             f"Capacity Block {events.EventField.from_path('$.detail.capacity-reservation-id')} ends at "
             f"{events.EventField.from_path('$.detail.end-date')}: EC2 starts terminating its instances in about 10 "
-            f"minutes; checkpoint now and scale {what} to zero"
+            f"minutes; {then} (set the blueprint's sizes to 0, or a new block, before the next deploy)"
         )
         self.rule.add_target(targets.SnsTopic(topic, message=message))
         if scale_function is not None:
