@@ -99,7 +99,7 @@ def test_batch_jobs_of_every_live_state_are_terminated(monkeypatch: pytest.Monke
         created.append(service)
         return client
 
-    monkeypatch.setattr(handler.boto3, "client", fake_client)
+    monkeypatch.setattr(boto3, "client", fake_client)
     monkeypatch.setenv("JOB_QUEUES", json.dumps([queue]))
     with stubber:
         assert handler.handler(EVENT) == {"done": ["job job-1: terminated"]}
