@@ -195,8 +195,8 @@ def _container_insights(
             Alarm(
                 "AcceleratorsIdle",
                 f"GPUs on running nodes held by pods below {IDLE_PERCENT}% for {IDLE_MINUTES} minutes: nodes bill "
-                "while idle (allocation, from the Kubernetes API: per-GPU utilisation needs the DCGM exporter, off "
-                "on this cluster)",
+                "while idle (allocation, from the Kubernetes API: per-GPU utilisation needs the add-on's GPU "
+                "exporter, off on this cluster)",
                 (
                     ("gpus", ci("node_gpu_limit", "Sum", period)),
                     ("held", ci("node_gpu_usage_total", "Sum", period)),
@@ -211,8 +211,8 @@ def _container_insights(
         )
         omitted.append(
             "GPU utilisation, memory, power, temperature and XID/ECC errors: Container Insights publishes them from "
-            "its DCGM exporter, which is off on this cluster (one DCGM host engine per GPU node, the node monitoring "
-            "agent's; its GPU health shows as node conditions, counted in cluster_failed_node_count)"
+            "the add-on's GPU exporter, which is off on this cluster (one GPU host engine per node: the node "
+            "monitoring agent's; its GPU health shows as node conditions, counted in cluster_failed_node_count)"
         )
     if "aws" in accelerators:
         widgets.append(

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from mlstack.catalog.prices import price as dated_price
 from mlstack.config import BlueprintConfig
 from mlstack.design.cost import budget_design
 from mlstack.design.observability import observability_design
@@ -24,15 +25,15 @@ def plan_operations(config: BlueprintConfig, plan: Plan) -> None:
 
 
 def max_per_hour(config: BlueprintConfig, plan: Plan) -> tuple[float, list[str]]:
-    """The plan's standing $/h plus every node group grown from its standing count to max_size at the catalog's
-    on-demand price; the groups it cannot price (Spot, Capacity Blocks, HyperPod)."""
+    """The plan's standing $/h plus every node group grown from its standing count to max_size at the dated EC2
+    on-demand price the plan uses; the groups it cannot price (Spot, Capacity Blocks, HyperPod, no dated price)."""
     training = config.training
     assert training is not None
     extra = 0.0
     unpriced: list[str] = []
     for group in training.node_groups:
-        it = group.instance
-        price = it.price_per_hour if group.capacity.type in ("on_demand", "capacity_reservation") else None
+        dated = dated_price(group.instance.name, "ec2_on_demand", config.env.region)
+        price = dated.usd_per_hour if dated and group.capacity.type in ("on_demand", "capacity_reservation") else None
         if training.engine.startswith("hyperpod"):
             price = None  # HyperPod bills ml.* instances at SageMaker prices the catalog does not hold
         standing = 0 if training.engine == "batch" else group.desired_size

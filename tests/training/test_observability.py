@@ -63,7 +63,7 @@ def test_eks_gpu_watches_container_insights_metrics_by_cluster_name() -> None:
         if n.startswith("node_gpu_")
         and n not in {"node_gpu_limit", "node_gpu_usage_total", "node_gpu_reserved_capacity"}
     }
-    assert any("DCGM exporter" in line for line in design.omitted)
+    assert any("GPU exporter, which is off" in line for line in design.omitted)
     assert design.dashboard_name == "mlstack-eks-gpu-training-us-east-1"
 
 
