@@ -23,6 +23,11 @@ class BudgetConfig(StrictModel):
     allows up to five notifications per budget, with the forecast one below counted)."""
     forecast_percent: int | None = Field(default=100, ge=1, le=1000)
     """Also notify when the month's forecast cost passes this percentage; null for none."""
+    scale_to_zero_at_percent: int | None = Field(default=None, ge=1, le=1000)
+    """When actual cost passes this percentage, a function scales the accelerated capacity to zero (engine eks:
+    every accelerated node group; batch: the queue's jobs terminated, the compute environment disabled) and tells
+    the alarm topic; null (default) for none. Not offered for HyperPod engines (UpdateCluster takes every instance
+    group's full settings) nor endpoints (a real-time endpoint keeps at least one instance)."""
     expected_hours: float = Field(default=730, gt=0, le=744)
     """Hours a month the blueprint's accelerated nodes run at their maximum: `mlstack plan` warns when maximum
     $/h x these hours is above `monthly_usd`."""
@@ -41,13 +46,24 @@ class BudgetConfig(StrictModel):
 
     @model_validator(mode="after")
     def _at_most_five(self) -> BudgetConfig:
+        if self.scale_to_zero_at_percent in self.thresholds_percent:
+            raise ValueError(
+                f"scale_to_zero_at_percent {self.scale_to_zero_at_percent} is also in thresholds_percent: AWS Budgets "
+                "takes one notification per threshold; drop it from thresholds_percent (the function tells the "
+                "alarm topic when it scales)"
+            )
         if self.notification_count > 5:
             raise ValueError(
-                f"budget has {self.notification_count} notifications (thresholds_percent + forecast_percent); AWS "
-                "Budgets allows 5 per budget: drop a threshold or set forecast_percent: null"
+                f"budget has {self.notification_count} notifications (thresholds_percent, forecast_percent, "
+                "scale_to_zero_at_percent); AWS Budgets allows 5 per budget: drop a threshold or set forecast_percent: "
+                "null"
             )
         return self
 
     @property
     def notification_count(self) -> int:
-        return len(self.thresholds_percent) + (self.forecast_percent is not None)
+        return (
+            len(self.thresholds_percent)
+            + (self.forecast_percent is not None)
+            + (self.scale_to_zero_at_percent is not None)
+        )

@@ -18,6 +18,7 @@ class BudgetDesign:
     thresholds_percent: tuple[int, ...]
     forecast_percent: int | None
     expected_hours: float
+    scale_to_zero_at_percent: int | None = None
 
 
 def budget_design(config: BlueprintConfig) -> BudgetDesign | None:
@@ -32,6 +33,7 @@ def budget_design(config: BlueprintConfig) -> BudgetDesign | None:
         thresholds_percent=tuple(budget.thresholds_percent),
         forecast_percent=budget.forecast_percent,
         expected_hours=budget.expected_hours,
+        scale_to_zero_at_percent=budget.scale_to_zero_at_percent,
     )
 
 

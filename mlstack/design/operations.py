@@ -83,6 +83,16 @@ def operations_resources(config: BlueprintConfig) -> list[OperationsResource]:
         notes = [f"{p}%" for p in budget.thresholds_percent]
         if budget.forecast_percent is not None:
             notes.append(f"forecast {budget.forecast_percent}%")
+        if budget.scale_to_zero_at_percent is not None:
+            notes.append(f"{budget.scale_to_zero_at_percent}% -> BudgetScaleToZero")
+            rows += [
+                OperationsResource(STACK, "AWS::SNS::Topic", "SNS topic", "BudgetActionTopic, KMS project key"),
+                OperationsResource(STACK, "AWS::SNS::TopicPolicy", "SNS topic policy", "AWS Budgets may publish"),
+                OperationsResource(
+                    STACK, "AWS::SNS::Subscription", "SNS subscription", "BudgetScaleToZero on BudgetActionTopic"
+                ),
+                *_function_rows("BudgetScaleToZero", _what(training.engine, "accelerated node groups"), "the topic"),
+            ]
         rows.append(
             OperationsResource(
                 STACK,
@@ -102,12 +112,20 @@ def operations_resources(config: BlueprintConfig) -> list[OperationsResource]:
                 f"Capacity Block expiration warning of {', '.join(blocks)} -> alarm topic and ScaleToZero",
             )
         )
-        what = "node groups on the block -> 0" if training.engine == "eks" else "queue's jobs terminated, CE disabled"
-        rows += [
-            OperationsResource(STACK, "AWS::Lambda::Function", "Lambda function", f"ScaleToZero: {what}"),
-            OperationsResource(STACK, "AWS::Lambda::Permission", "Lambda permission", "the rule invokes ScaleToZero"),
-            OperationsResource(STACK, "AWS::IAM::Role", "IAM role", "ScaleToZero (least privilege)"),
-            OperationsResource(STACK, "AWS::IAM::Policy", "IAM policy", "ScaleToZero's calls"),
-            OperationsResource(STACK, "AWS::Logs::LogGroup", "Log group", "ScaleToZero, 365 days, KMS"),
-        ]
+        rows += _function_rows("ScaleToZero", _what(training.engine, "node groups on the block"), "the rule")
     return rows
+
+
+def _what(engine: str, groups: str) -> str:
+    return f"{groups} -> 0" if engine == "eks" else "the queue's jobs terminated, its compute environment disabled"
+
+
+def _function_rows(name: str, what: str, invoker: str) -> list[OperationsResource]:
+    """The resources of one `ScaleToZero` construct."""
+    return [
+        OperationsResource(STACK, "AWS::Lambda::Function", "Lambda function", f"{name}: {what}"),
+        OperationsResource(STACK, "AWS::Lambda::Permission", "Lambda permission", f"{invoker} invokes {name}"),
+        OperationsResource(STACK, "AWS::IAM::Role", "IAM role", f"{name} (least privilege)"),
+        OperationsResource(STACK, "AWS::IAM::Policy", "IAM policy", f"{name}'s calls"),
+        OperationsResource(STACK, "AWS::Logs::LogGroup", "Log group", f"{name}, 365 days, KMS"),
+    ]

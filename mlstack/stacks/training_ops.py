@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sns_subscriptions as subscriptions
 
 from mlstack.config.budget import BUDGET_TAG
 from mlstack.constructs.network.ml_vpc import retention
@@ -32,6 +33,7 @@ class Operations:
     budget: ProjectBudget | None
     capacity_block: CapacityBlockExpiry | None
     scale_to_zero: ScaleToZero | None
+    budget_scale_to_zero: ScaleToZero | None
 
 
 def add_operations(
@@ -73,7 +75,27 @@ def add_operations(
     if cluster is not None and observability.created_log_group is not None:
         cluster.addons[versions.CLOUDWATCH_OBSERVABILITY].node.add_dependency(observability.created_log_group)
     budget = None
+    budget_scale: ScaleToZero | None = None
     spec = budget_design(blueprint)
+    action_topic: sns.Topic | None = None
+    if spec is not None and spec.scale_to_zero_at_percent is not None:
+        # A notification takes one SNS subscriber: the scale-down has a topic of its own, and the function tells
+        # the alarm topic what it did.
+        action_topic = sns.Topic(stack, "BudgetActionTopic", master_key=network.key, enforce_ssl=True)
+        budget_scale = ScaleToZero(
+            stack,
+            "BudgetScaleToZero",
+            key=network.key,
+            cluster_name=cluster_name_of(blueprint) if cluster is not None else None,
+            nodegroups=[g.nodegroup for g in (cluster.node_groups.values() if cluster else [])],
+            job_queues=[batch.job_queue.ref] if batch is not None else [],
+            compute_environments=[batch.compute_environment.ref] if batch is not None else [],
+            notify_topic=topic,
+            notify_key=network.key,
+            description=f"scale the training capacity to zero at {spec.scale_to_zero_at_percent}% of the budget",
+            removal_policy=stack.removal_policy,
+        )
+        action_topic.add_subscription(subscriptions.LambdaSubscription(budget_scale.function))
     if spec is not None:
         budget = ProjectBudget(
             stack,
@@ -84,6 +106,8 @@ def add_operations(
             topic=topic,
             thresholds_percent=spec.thresholds_percent,
             forecast_percent=spec.forecast_percent,
+            action_topic=action_topic,
+            action_percent=spec.scale_to_zero_at_percent,
         )
     blocks = capacity_block_reservations(training)
     capacity_block = scale = None
@@ -104,4 +128,4 @@ def add_operations(
         capacity_block = CapacityBlockExpiry(
             stack, "CapacityBlockExpiry", reservation_ids=blocks, topic=topic, scale_function=scale.function
         )
-    return Operations(topic, observability, budget, capacity_block, scale)
+    return Operations(topic, observability, budget, capacity_block, scale, budget_scale)

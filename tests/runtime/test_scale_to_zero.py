@@ -91,7 +91,7 @@ def test_batch_jobs_of_every_live_state_are_terminated(monkeypatch: pytest.Monke
         jobs = [{"jobId": "job-1", "jobName": "run1"}] if state == "RUNNING" else []
         stubber.add_response("list_jobs", {"jobSummaryList": jobs}, {"jobQueue": queue, "jobStatus": state})
     stubber.add_response(
-        "terminate_job", {}, {"jobId": "job-1", "reason": "mlstack: Capacity Block expiring (cr-0123456789abcdef0)"}
+        "terminate_job", {}, {"jobId": "job-1", "reason": "mlstack: Capacity Block cr-0123456789abcdef0 expiring"}
     )
     created: list[str] = []
 
@@ -111,3 +111,32 @@ def test_bad_environment_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setenv("NODEGROUPS", '"p5"')
     with pytest.raises(ValueError, match="NODEGROUPS must be a JSON list"):
         handler.handler(EVENT)
+
+
+def test_budget_notification_scales_and_tells_the_alarm_topic(aws: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    eks = boto3.client("eks", region_name=REGION)
+    eks.create_cluster(name="demo-cluster", roleArn=ROLE, resourcesVpcConfig={"subnetIds": ["subnet-1"]})
+    eks.create_nodegroup(
+        clusterName="demo-cluster",
+        nodegroupName="g6e",
+        nodeRole=ROLE,
+        subnets=["subnet-1"],
+        scalingConfig={"minSize": 0, "maxSize": 2, "desiredSize": 2},
+    )
+    sns = boto3.client("sns", region_name=REGION)
+    sqs = boto3.client("sqs", region_name=REGION)
+    topic = sns.create_topic(Name="alarms")["TopicArn"]
+    queue = sqs.create_queue(QueueName="inbox")["QueueUrl"]
+    queue_arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=queue_arn)
+    monkeypatch.setenv("CLUSTER_NAME", "demo-cluster")
+    monkeypatch.setenv("NODEGROUPS", json.dumps(["g6e"]))
+    monkeypatch.setenv("NOTIFY_TOPIC_ARN", topic)
+    event = {"Records": [{"Sns": {"Subject": "AWS Budgets: demo has exceeded your alert threshold", "Message": "..."}}]}
+    assert handler.handler(event) == {"done": ["nodegroup g6e: 0 nodes"]}
+    scaling = eks.describe_nodegroup(clusterName="demo-cluster", nodegroupName="g6e")["nodegroup"]["scalingConfig"]
+    assert (scaling["minSize"], scaling["desiredSize"]) == (0, 0)
+    (message,) = sqs.receive_message(QueueUrl=queue)["Messages"]
+    body = json.loads(message["Body"])
+    assert body["Subject"] == "mlstack: training capacity scaled to zero"
+    assert body["Message"] == "AWS Budgets: demo has exceeded your alert threshold: nodegroup g6e: 0 nodes"

@@ -24,8 +24,8 @@ from tests.synth import TEST_CONTEXT, template
 BLOCK = "cr-0123456789abcdef0"
 
 
-def _with(name: str, **top: Any) -> BlueprintConfig:
-    data = load(name).model_dump(exclude_unset=True)
+def _with(blueprint: str, **top: Any) -> BlueprintConfig:
+    data = load(blueprint).model_dump(exclude_unset=True)
     return BlueprintConfig.model_validate({**data, **top})
 
 
@@ -38,11 +38,20 @@ def _with(name: str, **top: Any) -> BlueprintConfig:
         ({"monthly_usd": 100, "thresholds_percent": [10, 20, 30, 40, 50]}, "AWS Budgets allows 5"),
         ({"monthly_usd": 100, "expected_hours": 800}, "expected_hours"),
         ({"monthly_usd": 100, "emails": ["a@b.c"]}, "emails"),
+        ({"monthly_usd": 100, "scale_to_zero_at_percent": 100}, "also in thresholds_percent"),
+        ({"monthly_usd": 100, "thresholds_percent": [50, 80], "scale_to_zero_at_percent": 0}, "scale_to_zero"),
     ],
 )
 def test_bad_budget_input_is_one_clear_error(budget: dict[str, Any], message: str) -> None:
     with pytest.raises(ValidationError, match=message):
         _with("eks-g6e-training", budget=budget)
+
+
+def test_budget_scale_to_zero_is_for_eks_and_batch_only() -> None:
+    budget = {"monthly_usd": 100, "thresholds_percent": [80], "scale_to_zero_at_percent": 100}
+    with pytest.raises(ValidationError, match=r"not offered for training\.engine 'hyperpod-eks'"):
+        _with("hyperpod-eks-training", budget=budget)
+    assert _with("batch-training", budget=budget).budget is not None
 
 
 def test_a_budget_needs_the_training_stack_topic() -> None:
@@ -191,17 +200,20 @@ def on_blocks(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
     folder = tmp_path_factory.mktemp("blocks")
     files = []
-    for config in (_batch_on_a_block(), _eks_on_a_block()):
+    for config in (_batch_on_a_block(), _eks_on_a_block(), _g6e_scaling_at_budget()):
         path = folder / f"{config.name}.yaml"
         path.write_text(yaml.safe_dump(config.model_dump(mode="json", exclude_unset=True)))
         files.append(path)
     return synthesize(tmp_path_factory.mktemp("cdk.out"), files)
 
 
-def _statements(resources: dict[str, Any]) -> list[dict[str, Any]]:
-    policy = next(
-        r for k, r in resources.items() if r["Type"] == "AWS::IAM::Policy" and k.startswith("ScaleToZeroRole")
-    )
+def _g6e_scaling_at_budget() -> BlueprintConfig:
+    budget = {"monthly_usd": 5000, "thresholds_percent": [50, 80], "scale_to_zero_at_percent": 100}
+    return _with("eks-g6e-training", name="g6e-budget", budget=budget)
+
+
+def _statements(resources: dict[str, Any], prefix: str = "ScaleToZeroRole") -> list[dict[str, Any]]:
+    policy = next(r for k, r in resources.items() if r["Type"] == "AWS::IAM::Policy" and k.startswith(prefix))
     return list(policy["Properties"]["PolicyDocument"]["Statement"])
 
 
@@ -209,7 +221,7 @@ def test_blocks_synthesize_clean_under_cdk_nag_and_cfn_lint(on_blocks: Any) -> N
     from cfnlint.api import ManualArgs, lint
 
     assert on_blocks.nag_failure is None
-    for name in ("batch-training", "eks-block"):
+    for name in ("batch-training", "eks-block", "g6e-budget"):
         for stack_id, t in on_blocks.blueprints[name].templates.items():
             assert lint(json.dumps(t), config=ManualArgs(regions=["us-east-1"])) == [], f"{name}/{stack_id}"
 
@@ -246,7 +258,7 @@ def test_blocks_pass_checkov(on_blocks: Any) -> None:
     from tests.blueprints.test_checkov import CHECKOV
 
     args = [str(CHECKOV), "--framework", "cloudformation", "--skip-download", "--quiet", "--compact", "-o", "json"]
-    for name in ("batch-training", "eks-block"):
+    for name in ("batch-training", "eks-block", "g6e-budget"):
         stack = on_blocks.blueprints[name].built.training
         args += ["-f", str(on_blocks.outdir / f"assembly-{name}" / f"{stack.artifact_id}.template.json")]
     run = subprocess.run(args, capture_output=True, text=True, timeout=600, check=False)
@@ -257,3 +269,40 @@ def test_blocks_pass_checkov(on_blocks: Any) -> None:
         for c in r.get("results", {}).get("failed_checks", [])
     ]
     assert failed == []
+
+
+def test_budget_scale_to_zero_has_its_own_topic_and_tells_the_alarm_topic(on_blocks: Any) -> None:
+    resources = on_blocks.blueprints["g6e-budget"].templates["TrainingClusterStack"]["Resources"]
+    topics = {k: r for k, r in resources.items() if r["Type"] == "AWS::SNS::Topic"}
+    alarm_topic = next(k for k in topics if k.startswith("AlarmTopic"))
+    action_topic = next(k for k in topics if k.startswith("BudgetActionTopic"))
+    budget = next(r for r in resources.values() if r["Type"] == "AWS::Budgets::Budget")
+    targets = [
+        (n["Notification"]["NotificationType"], n["Notification"]["Threshold"], n["Subscribers"][0]["Address"])
+        for n in budget["Properties"]["NotificationsWithSubscribers"]
+    ]
+    assert targets == [
+        ("ACTUAL", 50, {"Ref": alarm_topic}),
+        ("ACTUAL", 80, {"Ref": alarm_topic}),
+        ("FORECASTED", 100, {"Ref": alarm_topic}),
+        ("ACTUAL", 100, {"Ref": action_topic}),
+    ]
+    policies = [r for r in resources.values() if r["Type"] == "AWS::SNS::TopicPolicy"]
+    assert {json.dumps(p["Properties"]["Topics"]) for p in policies if "budgets.amazonaws.com" in json.dumps(p)} == {
+        json.dumps([{"Ref": alarm_topic}]),
+        json.dumps([{"Ref": action_topic}]),
+    }
+    function = next(
+        k for k, r in resources.items() if r["Type"] == "AWS::Lambda::Function" and k.startswith("BudgetScale")
+    )
+    (subscription,) = [r for r in resources.values() if r["Type"] == "AWS::SNS::Subscription"]
+    assert subscription["Properties"]["TopicArn"] == {"Ref": action_topic}
+    assert subscription["Properties"]["Endpoint"] == {"Fn::GetAtt": [function, "Arn"]}
+    env = resources[function]["Properties"]["Environment"]["Variables"]
+    assert env["NOTIFY_TOPIC_ARN"] == {"Ref": alarm_topic}
+    statements = _statements(resources, "BudgetScaleToZeroRole")
+    publish = next(s for s in statements if s["Action"] == "sns:Publish")
+    assert publish["Resource"] == {"Ref": alarm_topic}
+    assert any(sorted(s["Action"]) == ["kms:Decrypt", "kms:GenerateDataKey"] for s in statements)
+    eks_statement = next(s for s in statements if "eks:UpdateNodegroupConfig" in s["Action"])
+    assert "G6e" in json.dumps(eks_statement["Resource"])

@@ -283,3 +283,32 @@ def test_diagram_lists_the_alarms_dashboard_and_budget(session: Any) -> None:
         "Log metric filters",
     ):
         assert text in dot, text
+
+
+def test_plan_rows_count_the_operations_resources_of_each_template(session: Any) -> None:
+    """What `mlstack plan` lists for the day-two constructs (`operations_resources`) is what the training stack
+    holds, per CloudFormation type (the types only these constructs create in the training stack)."""
+    from collections import Counter
+
+    from mlstack.design.operations import operations_resources
+
+    mine = {
+        "AWS::SNS::Topic",
+        "AWS::SNS::TopicPolicy",
+        "AWS::SNS::Subscription",
+        "AWS::CloudWatch::Dashboard",
+        "AWS::CloudWatch::Alarm",
+        "AWS::Logs::MetricFilter",
+        "AWS::Budgets::Budget",
+        "AWS::Events::Rule",
+    }
+    for name, bp in session.blueprints.items():
+        if "TrainingClusterStack" not in bp.templates:
+            continue
+        resources = bp.templates["TrainingClusterStack"]["Resources"].values()
+        held = Counter(r["Type"] for r in resources if r["Type"] in mine)
+        planned: Counter[str] = Counter()
+        for row in operations_resources(bp.built.config):
+            if row.cfn_type in mine:
+                planned[row.cfn_type] += row.count
+        assert planned == held, name

@@ -21,8 +21,11 @@ class ProjectBudget(Construct):
     - The filter is the legacy `CostFilters` form `TagKeyValue: user:<key>$<value>` (AWS Budgets API Reference,
       Budget.CostFilters): the tag counts only once activated for cost allocation (`mlstack precheck` checks).
 
+    - `action_topic` and `action_percent`: one more ACTUAL notification, to a topic of its own (a notification
+      takes one SNS subscriber) that a function subscribes to, e.g. `ScaleToZero`.
+
     Props (keyword): `monthly_usd`, `tag_key`, `tag_value`, `topic` (required); `thresholds_percent` ((80, 100)),
-    `forecast_percent` (100).
+    `forecast_percent` (100), `action_topic` and `action_percent` (None).
     """
 
     def __init__(
@@ -36,22 +39,31 @@ class ProjectBudget(Construct):
         topic: sns.Topic,
         thresholds_percent: Sequence[int] = (80, 100),
         forecast_percent: int | None = 100,
+        action_topic: sns.Topic | None = None,
+        action_percent: int | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
+        if (action_topic is None) != (action_percent is None):
+            raise ValueError("action_topic and action_percent go together: give both or neither")
         stack = Stack.of(self)
-        topic.add_to_resource_policy(
-            iam.PolicyStatement(
-                sid="AllowBudgetsNotifications",
-                principals=[iam.ServicePrincipal("budgets.amazonaws.com")],
-                actions=["sns:Publish"],
-                resources=[topic.topic_arn],
-                conditions={
-                    "StringEquals": {"aws:SourceAccount": stack.account},
-                    "ArnLike": {"aws:SourceArn": f"arn:{stack.partition}:budgets::{stack.account}:*"},
-                },
+        rows: list[tuple[str, float, sns.Topic]] = [("ACTUAL", p, topic) for p in thresholds_percent]
+        if forecast_percent is not None:
+            rows.append(("FORECASTED", forecast_percent, topic))
+        if action_topic is not None and action_percent is not None:
+            rows.append(("ACTUAL", action_percent, action_topic))
+        for target in {id(t): t for _, _, t in rows}.values():
+            target.add_to_resource_policy(
+                iam.PolicyStatement(
+                    sid="AllowBudgetsNotifications",
+                    principals=[iam.ServicePrincipal("budgets.amazonaws.com")],
+                    actions=["sns:Publish"],
+                    resources=[target.topic_arn],
+                    conditions={
+                        "StringEquals": {"aws:SourceAccount": stack.account},
+                        "ArnLike": {"aws:SourceArn": f"arn:{stack.partition}:budgets::{stack.account}:*"},
+                    },
+                )
             )
-        )
-        subscriber = [budgets.CfnBudget.SubscriberProperty(subscription_type="SNS", address=topic.topic_arn)]
         notifications = [
             budgets.CfnBudget.NotificationWithSubscribersProperty(
                 notification=budgets.CfnBudget.NotificationProperty(
@@ -60,10 +72,9 @@ class ProjectBudget(Construct):
                     threshold=percent,
                     threshold_type="PERCENTAGE",
                 ),
-                subscribers=subscriber,
+                subscribers=[budgets.CfnBudget.SubscriberProperty(subscription_type="SNS", address=target.topic_arn)],
             )
-            for kind, percent in [("ACTUAL", p) for p in thresholds_percent]
-            + ([("FORECASTED", forecast_percent)] if forecast_percent is not None else [])
+            for kind, percent, target in rows
         ]
         self.budget = budgets.CfnBudget(
             self,
@@ -76,5 +87,7 @@ class ProjectBudget(Construct):
             ),
             notifications_with_subscribers=notifications,
         )
-        # The notifications name the topic: create the budget once the topic and its policy exist.
+        # The notifications name the topics: create the budget once the topics and their policies exist.
         self.budget.node.add_dependency(topic)
+        if action_topic is not None:
+            self.budget.node.add_dependency(action_topic)

@@ -1,5 +1,6 @@
 """`ScaleToZero`: a function that takes the training capacity to zero (EKS node groups, AWS Batch queues and
-compute environments) when invoked, e.g. by `CapacityBlockExpiry`'s rule. Handler: runtime/scale_to_zero."""
+compute environments) when invoked, by `CapacityBlockExpiry`'s rule or a budget's notification topic. Handler:
+runtime/scale_to_zero."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
+from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from mlstack import resources
@@ -26,7 +28,8 @@ class ScaleToZero(Construct):
     region when `job_queues` are given; UpdateComputeEnvironment on `compute_environments` only.
 
     Props (keyword; defaults in parentheses): `key` (required: its log group); `cluster_name` and `nodegroups` (none),
-    `job_queues` and `compute_environments` (ARNs; none), `removal_policy` (`RETAINED`, the log group).
+    `job_queues` and `compute_environments` (ARNs; none), `notify_topic` and `notify_key` (None: a topic told what
+    was scaled, and the key it is encrypted with), `description`, `removal_policy` (`RETAINED`, the log group).
     """
 
     def __init__(
@@ -39,6 +42,9 @@ class ScaleToZero(Construct):
         nodegroups: Sequence[eks.Nodegroup] = (),
         job_queues: Sequence[str] = (),
         compute_environments: Sequence[str] = (),
+        notify_topic: sns.ITopic | None = None,
+        notify_key: kms.IKey | None = None,
+        description: str = "scale the training capacity on an expiring Capacity Block to zero",
         removal_policy: RemovalPolicy = RETAINED,
     ) -> None:
         super().__init__(scope, construct_id)
@@ -52,7 +58,7 @@ class ScaleToZero(Construct):
             self,
             "Role",
             assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
-            description="scale the training capacity on an expiring Capacity Block to zero",
+            description=description,
         )
         self.role.add_to_principal_policy(
             iam.PolicyStatement(
@@ -90,9 +96,20 @@ class ScaleToZero(Construct):
                 "NODEGROUPS": stack.to_json_string([n.nodegroup_name for n in nodegroups]),
                 "JOB_QUEUES": stack.to_json_string(list(job_queues)),
                 "COMPUTE_ENVIRONMENTS": stack.to_json_string(list(compute_environments)),
+                **({"NOTIFY_TOPIC_ARN": notify_topic.topic_arn} if notify_topic is not None else {}),
             },
-            description="scale the training capacity on an expiring Capacity Block to zero",
+            description=description,
         )
+        if notify_topic is not None:
+            # Publishing to a topic encrypted with a customer-managed key takes GenerateDataKey and Decrypt on that
+            # key (SNS Developer Guide, "Configure AWS KMS permissions": publishers to an encrypted topic).
+            self.role.add_to_principal_policy(
+                iam.PolicyStatement(actions=["sns:Publish"], resources=[notify_topic.topic_arn])
+            )
+            if notify_key is not None:
+                self.role.add_to_principal_policy(
+                    iam.PolicyStatement(actions=["kms:GenerateDataKey", "kms:Decrypt"], resources=[notify_key.key_arn])
+                )
         self.function.node.add_dependency(self.role)
         function = self.function.node.default_child
         assert isinstance(function, CfnResource)
@@ -105,8 +122,8 @@ class ScaleToZero(Construct):
                 "CKV_AWS_117": "calls only the EKS and AWS Batch control-plane APIs; it reaches nothing in the VPC",
                 "CKV_AWS_173": "the environment holds resource names and ARNs only, no secret",
                 "CKV_AWS_45": "no secret in the environment: names and ARNs of this stack",
-                "CKV_AWS_116": "invoked by an EventBridge rule, which retries delivery; the rule's other target has "
-                "already told the alarm topic, and the function's log records every call it made",
+                "CKV_AWS_116": "invoked asynchronously by an EventBridge rule or an SNS topic, both of which retry "
+                "delivery; the function's log records every call it made",
                 "CKV_AWS_115": "no reserved concurrency on purpose: reserving any fails the deploy in accounts whose "
                 "unreserved concurrency would fall below 100 (new accounts); every call is idempotent",
             },
