@@ -6,7 +6,8 @@ check reads, with boto3 and read-only calls only, what the endpoint stack will n
 - the DataStack is deployed (its outputs name the model bucket);
 - the model bucket is in the blueprint's region and holds the artifact object;
 - a same-account ECR image tag exists (an AWS Deep Learning Container lives in AWS's registry: not checked);
-- the account's SageMaker endpoint-instance quotas cover each variant's maximum, where Service Quotas answers.
+- the account's SageMaker endpoint-instance quotas cover each variant's maximum, where Service Quotas answers;
+- with a `budget:`, its cost-allocation tag is active (`mlstack.precheck_cost`).
 
 It prints one line per missing thing and exits 1; synth never calls it (synth stays offline).
 """
@@ -26,6 +27,7 @@ from mlstack.config.inference import (
     RealtimeEndpointConfig,
 )
 from mlstack.errors import InputError
+from mlstack.precheck_cost import check_cost_allocation_tag
 
 MODEL_BUCKET_OUTPUT = "ModelBucketName"
 """The DataStack output that names the model bucket (mlstack.stacks.data sets it; no CDK import here)."""
@@ -64,16 +66,22 @@ def cmd_precheck(args: argparse.Namespace) -> int:
         print(f"missing: {problem}")
     if result.problems:
         return 1
+    if loaded.inference is None:
+        print(f"ok: {loaded.name}: nothing missing for its budget")
+        return 0
     print(f"ok: {loaded.name}: the InferenceStack can be deployed (npx cdk deploy InferenceStack -c blueprint=...)")
     return 0
 
 
 def run_precheck(config: BlueprintConfig, session: Any) -> Precheck:
     """Read-only checks in the blueprint's region with `session` (a boto3.Session)."""
+    result = Precheck()
+    check_cost_allocation_tag(config, session, result.problems, result.notes)
     inference = config.inference
     if inference is None:
-        raise InputError(f"blueprint {config.name!r} has no inference section: nothing to check")
-    result = Precheck()
+        if config.budget is None:
+            raise InputError(f"blueprint {config.name!r} has no inference section nor budget: nothing to check")
+        return result
     region = config.env.region
     bucket = _model_bucket(config, session, result)
     if bucket is not None:

@@ -9,6 +9,7 @@ from pydantic import Field, field_validator, model_validator
 
 from mlstack.config.ai_services import AiServicesConfig
 from mlstack.config.base import StrictModel, every_problem
+from mlstack.config.budget import BudgetConfig
 from mlstack.config.inference import InferenceConfig
 from mlstack.config.mlops import MlopsConfig
 from mlstack.config.network import NetworkConfig, default_interface_endpoints
@@ -65,6 +66,9 @@ class BlueprintConfig(StrictModel):
     """Managed AI service API and document pipeline (AiServicesStack); omit for none."""
     mlops: MlopsConfig | None = None
     """SageMaker pipeline, model registry, approval-to-deploy and monitoring (MlopsStack); omit for none."""
+    budget: BudgetConfig | None = None
+    """A monthly AWS Budgets cost budget on the blueprint's `mlstack:blueprint` tag, notifying the training stack's
+    alarm topic (`mlstack/config/budget.py`); omit for none."""
 
     @model_validator(mode="before")
     @classmethod
@@ -110,6 +114,19 @@ class BlueprintConfig(StrictModel):
         if self.inference is not None:
             # An isolated network needs the ECR and S3 endpoints; a DLC image's registry account fits the region.
             problems += self.inference.check_network(self.network) + self.inference.check_region(self.env.region)
+        if self.budget is not None and self.training is None:
+            problems.append(
+                "budget: needs a training section: its notifications go to the training stack's alarm topic; add "
+                "training or remove budget"
+            )
+        elif self.budget is not None and self.budget.scale_to_zero_at_percent is not None:
+            assert self.training is not None
+            if self.training.engine not in ("eks", "batch"):
+                problems.append(
+                    f"budget.scale_to_zero_at_percent: not offered for training.engine {self.training.engine!r} "
+                    "(HyperPod's UpdateCluster takes every instance group's full settings); remove it, or use eks "
+                    "or batch"
+                )
         if self.ai_services is not None:
             # Each AI service used is offered in env.region.
             problems += self.ai_services.check_region(self.env.region)

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from mlstack.catalog.memory import MAX_PARAMS
-from mlstack.config.base import StrictModel
+from mlstack.config.base import StrictModel, email_addresses
 from mlstack.config.training_cluster import (
     HYPERPOD_KUBERNETES_VERSIONS,
     RESERVATION_KINDS,
@@ -126,6 +126,14 @@ class TrainingConfig(StrictModel):
     """Engines hyperpod-slurm and hyperpod-eks: instance groups, lifecycle scripts (default settings when omitted)."""
     batch: BatchConfig | None = None
     """Engine batch: job queue, job definition and logs (default settings when omitted)."""
+    alarm_emails: list[str] = Field(default_factory=list, max_length=20)
+    """Addresses subscribed to the training stack's alarm topic (each confirms by e-mail): the cluster's alarms,
+    the budget's notifications and Capacity Block expiry warnings go there (output `AlarmTopicArn`)."""
+
+    @field_validator("alarm_emails")
+    @classmethod
+    def _emails(cls, value: list[str]) -> list[str]:
+        return email_addresses("alarm_emails", value)
 
     @model_validator(mode="before")
     @classmethod

@@ -272,7 +272,22 @@ def _scaling_policy(app: App, key: Key, r: dict[str, Any]) -> Described:
 
 
 def _alarm(app: App, key: Key, r: dict[str, Any]) -> Described:
-    return Described("ops", ["CloudWatch alarms", str(_props(r).get("MetricName", "metric math"))], group="alarms")
+    p = _props(r)
+    # A metric-math alarm names its metrics inside `Metrics`: the diagram lists them, not just "metric math".
+    used = [m["MetricStat"]["Metric"].get("MetricName") for m in p.get("Metrics", []) if "MetricStat" in m]
+    name = p.get("MetricName") or " / ".join(str(u) for u in used if u) or "metric math"
+    return Described("ops", ["CloudWatch alarms", str(name)], group="alarms")
+
+
+def _budget(app: App, key: Key, r: dict[str, Any]) -> Described:
+    budget = _props(r).get("Budget", {})
+    limit = budget.get("BudgetLimit", {})
+    tags = budget.get("CostFilters", {}).get("TagKeyValue", [])
+    lines = [
+        "AWS Budgets",
+        f"{limit.get('Amount')} {limit.get('Unit', 'USD')} {str(budget.get('TimeUnit', '')).lower()}",
+    ]
+    return Described("ops", lines + [f"tag {t.removeprefix('user:')}" for t in tags])
 
 
 def _function(app: App, key: Key, r: dict[str, Any]) -> Described:
@@ -392,6 +407,15 @@ _DESCRIBE: dict[str, Callable[[App, Key, dict[str, Any]], Described]] = {
     "AWS::ApplicationAutoScaling::ScalableTarget": _scalable_target,
     "AWS::ApplicationAutoScaling::ScalingPolicy": _scaling_policy,
     "AWS::CloudWatch::Alarm": _alarm,
+    "AWS::CloudWatch::Dashboard": lambda a, k, r: Described(
+        "ops", ["CloudWatch dashboard", str(_props(r).get("DashboardName", short_name(k[1])))]
+    ),
+    "AWS::Logs::MetricFilter": lambda a, k, r: Described(
+        "ops",
+        ["Log metric filters", *[str(t.get("MetricName")) for t in _props(r).get("MetricTransformations", [])]],
+        group="metric_filters",
+    ),
+    "AWS::Budgets::Budget": _budget,
     "AWS::Lambda::Function": _function,
     "AWS::Lambda::Url": _function_url,
 }

@@ -12,6 +12,7 @@ from mlstack.plan.inference import plan_inference
 from mlstack.plan.mlops import plan_mlops
 from mlstack.plan.model import Plan
 from mlstack.plan.network import plan_network
+from mlstack.plan.operations import plan_operations
 from mlstack.plan.training import plan_training
 from mlstack.plan.training_engines import plan_training_engine
 
@@ -45,4 +46,6 @@ def build_plan(config: BlueprintConfig, today: dt.date | None = None) -> Plan:
     ]
     priced = [(c.item, c.price_date) for c in plan.costs if c.unit_per_hour is not None]
     plan.warnings.extend(age_warnings(priced, today or dt.date.today()))
+    # Last: the budget is compared with every layer's (dated) costs.
+    plan_operations(config, plan)
     return plan

@@ -12,6 +12,7 @@ from mlstack.config import BlueprintConfig
 from mlstack.config.network import INTERFACE_ENDPOINTS
 from mlstack.constructs.network.ml_vpc import MlVpc, retention
 from mlstack.constructs.security.project_key import ProjectKey
+from mlstack.design.cost import capacity_block_reservations
 from mlstack.stacks.base import MlStack
 
 
@@ -46,6 +47,12 @@ class NetworkStack(MlStack):
         if blueprint.training is not None:
             # Managed node groups launch through EC2 Auto Scaling with volumes encrypted with this key.
             self.key.allow_ebs_through_ec2()
+            # TrainingClusterStack's alarm topic: its alarms, the budget and the Capacity Block rule publish.
+            self.key.allow_cloudwatch_alarms_to_sns()
+            if blueprint.budget is not None:
+                self.key.allow_budgets_to_sns()
+            if capacity_block_reservations(blueprint.training):
+                self.key.allow_eventbridge_to_sns()
         ai_services = blueprint.ai_services
         if blueprint.inference is not None or (ai_services is not None and ai_services.document_pipeline is not None):
             # The inference stack's and the document pipeline's alarm topics are encrypted with this key.

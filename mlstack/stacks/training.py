@@ -23,6 +23,7 @@ from mlstack.plan.training import ADMIN_HOST_TYPE, cluster_name, memory_warnings
 from mlstack.stacks.base import MlStack
 from mlstack.stacks.network import NetworkStack
 from mlstack.stacks.training_image import add_first_job
+from mlstack.stacks.training_ops import add_operations
 
 STACK = "TrainingClusterStack"
 
@@ -105,6 +106,7 @@ class TrainingClusterStack(MlStack):
             volume.node.add_dependency(self.cluster.addons["aws-fsx-csi-driver"])
             volume.node.add_dependency(self.cluster.cluster.node.find_child("manifest-JobNamespace"))
 
+        self.operations = add_operations(self, network, fsx=self.fsx, cluster=self.cluster)
         for warning in memory_warnings(training):
             Annotations.of(self).add_warning_v2("mlstack:model-fit", warning)
 

@@ -25,6 +25,7 @@ from mlstack.stacks.network import NetworkStack
 from mlstack.stacks.training import fsx_props
 from mlstack.stacks.training_hyperpod import node_security_group
 from mlstack.stacks.training_image import job_image
+from mlstack.stacks.training_ops import add_operations
 from mlstack.workloads import resilience
 
 
@@ -106,6 +107,9 @@ class BatchTrainingStack(MlStack):
             queue_priority=settings.job_queue_priority,
             removal_policy=self.removal_policy,
             update_job_timeout_minutes=settings.update_job_timeout_minutes,
+        )
+        self.operations = add_operations(
+            self, network, fsx=self.fsx, job_log_group=self.batch.log_group, batch=self.batch
         )
         # What `mlstack acceptance` reads after the deploy to register its nccl-tests job definition beside the
         # training one (the job queue's name is fixed: stack name and training.batch.name).

@@ -24,6 +24,7 @@ from mlstack.constructs.training.hyperpod import DEEP_HEALTH_CHECKS, HyperPodClu
 from mlstack.stacks.base import MlStack
 from mlstack.stacks.network import NetworkStack
 from mlstack.stacks.training import fsx_props
+from mlstack.stacks.training_ops import add_operations
 
 FSX_MOUNT_PATH = "/fsx"
 
@@ -149,3 +150,4 @@ class HyperPodTrainingStack(MlStack):
             workloads=WORKLOADS_DIR,
             **volume_encryption(hyperpod, training.engine, network.key),
         )
+        self.operations = add_operations(self, network, fsx=self.fsx)

@@ -34,6 +34,7 @@ from mlstack.stacks.network import NetworkStack
 from mlstack.stacks.training import admin_host, cluster_props, fsx_props
 from mlstack.stacks.training_hyperpod import volume_encryption, worker_groups
 from mlstack.stacks.training_image import add_first_job
+from mlstack.stacks.training_ops import add_operations
 
 
 def eks_cluster(
@@ -134,6 +135,7 @@ class HyperPodEksTrainingStack(MlStack):
         # HyperPod checks for its chart's agents when it creates the cluster (SageMaker HyperPod docs: without the
         # chart "the creation process" may fail).
         self.hyperpod.cluster.node.add_dependency(self.hyperpod_chart.install)
+        self.operations = add_operations(self, network, fsx=self.fsx, cluster=self.cluster)
 
 
 def labelled_workers(training: TrainingConfig, hyperpod: HyperPodConfig) -> list[HyperPodInstanceGroup]:

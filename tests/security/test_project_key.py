@@ -31,7 +31,19 @@ def test_a_training_blueprint_s_key_allows_ebs_through_ec2_from_the_network_stac
     # Before: TrainingClusterStack added these two statements to NetworkStack's key (one stack editing another's
     # resource); a NetworkStack built alone lacked them.
     training = {"training": {"node_groups": [{"name": "gpu", "instance_type": "p5.48xlarge"}]}}
-    assert _sids(_network_only(training)) == ["AllowCloudWatchLogs", "AllowEbsThroughEc2", "AllowEbsGrantsThroughEc2"]
+    assert _sids(_network_only(training)) == [
+        "AllowCloudWatchLogs",
+        "AllowEbsThroughEc2",
+        "AllowEbsGrantsThroughEc2",
+        # The training stack's alarm topic (dashboard alarms) is encrypted with this key too.
+        "AllowCloudWatchAlarmsToEncryptedTopics",
+    ]
+
+
+def test_a_budget_lets_aws_budgets_use_the_key() -> None:
+    training = {"training": {"node_groups": [{"name": "gpu", "instance_type": "p5.48xlarge"}]}}
+    sids = _sids(_network_only({**training, "budget": {"monthly_usd": 1000}}))
+    assert sids[-1] == "AllowBudgetsToEncryptedTopics"
 
 
 def test_a_blueprint_without_layers_gets_only_the_cloudwatch_logs_statement() -> None:

@@ -34,6 +34,7 @@ def test_default_blueprint_plan_lists_nodes_efa_storage_costs_and_quotas() -> No
         "Job image",
         "First job",
         "Job manifest",
+        "Operations",
     ]
     assert "p5: p5.48xlarge x desired 0 (min 0, max 4) in use1-az4" in sections["Nodes"][0]
     assert (

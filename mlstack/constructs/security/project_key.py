@@ -37,6 +37,7 @@ class ProjectKey(kms.Key):
     - `allow_ebs_through_ec2()`: EC2 (and EC2 Auto Scaling on behalf of the account) encrypts EBS volumes;
     - `allow_cloudwatch_alarms_to_sns()`: CloudWatch alarm actions publish to SNS topics encrypted with the key;
     - `allow_eventbridge_to_sns()`: EventBridge rules publish to SNS topics encrypted with the key;
+    - `allow_budgets_to_sns()`: AWS Budgets notifications publish to SNS topics encrypted with the key;
     - `allow_service(...)`: a later layer's service principal, with the actions and conditions it needs.
 
     Each method adds its statements once, however often it is called.
@@ -159,5 +160,15 @@ class ProjectKey(kms.Key):
         self.allow_service(
             "AllowCloudWatchAlarmsToEncryptedTopics",
             principal=iam.ServicePrincipal("cloudwatch.amazonaws.com"),
+            actions=("kms:Decrypt", "kms:GenerateDataKey*"),
+        )
+
+    def allow_budgets_to_sns(self) -> None:
+        """AWS Budgets encrypts what a budget notification publishes to a topic encrypted with this key (AWS Cost
+        Management User Guide, "Creating an Amazon SNS topic for budget notifications": an encrypted topic's key
+        lets budgets.amazonaws.com use kms:GenerateDataKey* and kms:Decrypt)."""
+        self.allow_service(
+            "AllowBudgetsToEncryptedTopics",
+            principal=iam.ServicePrincipal("budgets.amazonaws.com"),
             actions=("kms:Decrypt", "kms:GenerateDataKey*"),
         )

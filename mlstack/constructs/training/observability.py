@@ -1,0 +1,166 @@
+"""`TrainingObservability`: a training cluster's CloudWatch dashboard, its alarms (every one notifies the stack's
+topic) and the metric filters that turn the reference script's JSON step lines into step metrics."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as cw_actions
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_sns as sns
+from constructs import Construct
+
+from mlstack.constructs.removal import RETAINED
+from mlstack.design.metrics import FSX_ID, Alarm, Metric, StepLog, StepMetric, Widget
+
+
+class TrainingObservability(Construct):
+    """Dashboard `dashboard_name` with `widgets` (and an alarm-status row), one CloudWatch alarm per `alarms` entry
+    with `topic` as its alarm (and, where asked, insufficient-data) action, and one metric filter per `step_metrics`
+    entry on the step-line log group.
+
+    Props (keyword; defaults in parentheses): `dashboard_name`, `widgets`, `alarms`, `topic` (required);
+    `step_log` (None: no metric filters), `step_metrics` (()), `step_log_group` (the engine's own job log group,
+    when `step_log.log_group_name` is None), `file_system_id` (the FSx file system's ID for metrics whose
+    FileSystemId is `FSX_ID`), `key` and `log_retention` (ONE_YEAR) and `removal_policy` (`RETAINED`) for a log
+    group this construct creates (`step_log.create`).
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        dashboard_name: str,
+        widgets: Sequence[Widget],
+        alarms: Sequence[Alarm],
+        topic: sns.ITopic,
+        step_log: StepLog | None = None,
+        step_metrics: Sequence[StepMetric] = (),
+        step_log_group: logs.ILogGroup | None = None,
+        file_system_id: str | None = None,
+        key: kms.IKey | None = None,
+        log_retention: logs.RetentionDays = logs.RetentionDays.ONE_YEAR,
+        removal_policy: RemovalPolicy = RETAINED,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self._file_system_id = file_system_id
+        self.log_group: logs.ILogGroup | None = None
+        self.created_log_group: logs.LogGroup | None = None
+        self.metric_filters: list[logs.MetricFilter] = []
+        if step_log is not None:
+            self.log_group = self._step_log_group(step_log, step_log_group, key, log_retention, removal_policy)
+            for metric in step_metrics:
+                value = metric.value if metric.value.isdigit() else f"{step_log.field_prefix}{metric.value}"
+                self.metric_filters.append(
+                    logs.MetricFilter(
+                        self,
+                        f"{metric.name}Filter",
+                        log_group=self.log_group,
+                        filter_pattern=logs.FilterPattern.literal(step_log.pattern),
+                        metric_namespace=step_log.namespace,
+                        metric_name=metric.name,
+                        metric_value=value,
+                        unit=_UNITS[metric.unit],
+                    )
+                )
+        action = cw_actions.SnsAction(topic)
+        self.alarms: list[cloudwatch.Alarm] = []
+        for spec in alarms:
+            alarm = cloudwatch.Alarm(
+                self,
+                spec.construct_id,
+                alarm_description=spec.description,
+                metric=self._alarm_metric(spec),
+                threshold=spec.threshold,
+                comparison_operator=_COMPARISONS[spec.comparison],
+                evaluation_periods=spec.evaluation_periods,
+                datapoints_to_alarm=spec.datapoints_to_alarm,
+                treat_missing_data=_MISSING[spec.treat_missing_data],
+            )
+            alarm.add_alarm_action(action)
+            alarm.add_ok_action(action)
+            if spec.notify_on_insufficient_data:
+                alarm.add_insufficient_data_action(action)
+            self.alarms.append(alarm)
+        self.dashboard = cloudwatch.Dashboard(self, "Dashboard", dashboard_name=dashboard_name)
+        graphs: list[cloudwatch.IWidget] = [
+            cloudwatch.GraphWidget(title=w.title, left=[self._metric(m) for m in w.metrics], width=12, height=6)
+            for w in widgets
+        ]
+        if self.alarms:
+            graphs.insert(0, cloudwatch.AlarmStatusWidget(title="Alarms", alarms=list(self.alarms), width=24, height=3))
+        self.dashboard.add_widgets(*graphs)
+
+    def _step_log_group(
+        self,
+        step_log: StepLog,
+        given: logs.ILogGroup | None,
+        key: kms.IKey | None,
+        retention: logs.RetentionDays,
+        removal_policy: RemovalPolicy,
+    ) -> logs.ILogGroup:
+        if step_log.log_group_name is None:
+            if given is None:
+                raise ValueError("step_log names no log group: pass step_log_group (the engine's job log group)")
+            return given
+        if not step_log.create:
+            return logs.LogGroup.from_log_group_name(self, "StepLogGroup", step_log.log_group_name)
+        # Created here, before the agent that writes to it: a metric filter needs its log group to exist, and
+        # the stack then owns the group's retention and key instead of the agent creating it with neither.
+        self.created_log_group = logs.LogGroup(
+            self,
+            "StepLogGroup",
+            log_group_name=step_log.log_group_name,
+            encryption_key=key,
+            retention=retention,
+            removal_policy=removal_policy,
+        )
+        return self.created_log_group
+
+    def _metric(self, spec: Metric) -> cloudwatch.Metric:
+        dimensions = {
+            name: (self._file_system_id or value) if value == FSX_ID else value for name, value in spec.dimensions
+        }
+        if FSX_ID in spec.dimension_map.values() and self._file_system_id is None:
+            raise ValueError(f"metric {spec.name} needs the file system's ID: pass file_system_id")
+        return cloudwatch.Metric(
+            namespace=spec.namespace,
+            metric_name=spec.name,
+            dimensions_map=dimensions or None,
+            statistic=spec.statistic,
+            period=Duration.seconds(spec.period_s),
+            label=spec.label or None,
+        )
+
+    def _alarm_metric(self, spec: Alarm) -> cloudwatch.IMetric:
+        if spec.expression is None:
+            return self._metric(spec.metric)
+        return cloudwatch.MathExpression(
+            expression=spec.expression,
+            using_metrics={name: self._metric(m) for name, m in spec.metrics},
+            period=Duration.seconds(spec.metric.period_s),
+            label=spec.construct_id,
+        )
+
+
+_COMPARISONS = {
+    "GreaterThanThreshold": cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+    "GreaterThanOrEqualToThreshold": cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+    "LessThanThreshold": cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
+    "LessThanOrEqualToThreshold": cloudwatch.ComparisonOperator.LESS_THAN_OR_EQUAL_TO_THRESHOLD,
+}
+_MISSING = {
+    "breaching": cloudwatch.TreatMissingData.BREACHING,
+    "notBreaching": cloudwatch.TreatMissingData.NOT_BREACHING,
+    "ignore": cloudwatch.TreatMissingData.IGNORE,
+    "missing": cloudwatch.TreatMissingData.MISSING,
+}
+_UNITS = {
+    "Seconds": cloudwatch.Unit.SECONDS,
+    "Count/Second": cloudwatch.Unit.COUNT_PER_SECOND,
+    "Count": cloudwatch.Unit.COUNT,
+}

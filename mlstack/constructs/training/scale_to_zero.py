@@ -1,0 +1,145 @@
+"""`ScaleToZero`: a function that takes the training capacity to zero (EKS node groups, AWS Batch queues and
+compute environments) when invoked, by `CapacityBlockExpiry`'s rule or a budget's notification topic. Handler:
+runtime/scale_to_zero."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from aws_cdk import Acknowledgment, CfnResource, Duration, RemovalPolicy, Stack, Validations
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_sns as sns
+from constructs import Construct
+
+from mlstack import resources
+from mlstack.constructs.removal import RETAINED
+from mlstack.constructs.scanners import nag_id, skip_checkov, skip_guard_on_functions_outside_vpc
+
+HANDLER_DIR = resources.runtime_path("scale_to_zero")
+
+
+class ScaleToZero(Construct):
+    """The function and its least-privilege role: DescribeNodegroup and UpdateNodegroupConfig on `nodegroups`
+    only; ListJobs (no resource-level permission in AWS Batch) and TerminateJob on this account's jobs in this
+    region when `job_queues` are given; UpdateComputeEnvironment on `compute_environments` only.
+
+    Props (keyword; defaults in parentheses): `key` (required: its log group); `cluster_name` and `nodegroups` (none),
+    `job_queues` and `compute_environments` (ARNs; none), `notify_topic` and `notify_key` (None: a topic told what
+    was scaled, and the key it is encrypted with), `description`, `removal_policy` (`RETAINED`, the log group).
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        key: kms.IKey,
+        cluster_name: str | None = None,
+        nodegroups: Sequence[eks.Nodegroup] = (),
+        job_queues: Sequence[str] = (),
+        compute_environments: Sequence[str] = (),
+        notify_topic: sns.ITopic | None = None,
+        notify_key: kms.IKey | None = None,
+        description: str = "scale the training capacity on an expiring Capacity Block to zero",
+        removal_policy: RemovalPolicy = RETAINED,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        if nodegroups and cluster_name is None:
+            raise ValueError("nodegroups need cluster_name (the EKS cluster they belong to)")
+        stack = Stack.of(self)
+        self.log_group = logs.LogGroup(
+            self, "LogGroup", encryption_key=key, retention=logs.RetentionDays.ONE_YEAR, removal_policy=removal_policy
+        )
+        self.role = iam.Role(
+            self,
+            "Role",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            description=description,
+        )
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["logs:CreateLogStream", "logs:PutLogEvents"], resources=[self.log_group.log_group_arn]
+            )
+        )
+        if nodegroups:
+            self.role.add_to_principal_policy(
+                iam.PolicyStatement(
+                    actions=["eks:DescribeNodegroup", "eks:UpdateNodegroupConfig"],
+                    resources=[n.nodegroup_arn for n in nodegroups],
+                )
+            )
+        jobs = f"arn:{stack.partition}:batch:{stack.region}:{stack.account}:job/*"
+        if job_queues:
+            self.role.add_to_principal_policy(iam.PolicyStatement(actions=["batch:ListJobs"], resources=["*"]))
+            self.role.add_to_principal_policy(iam.PolicyStatement(actions=["batch:TerminateJob"], resources=[jobs]))
+        if compute_environments:
+            self.role.add_to_principal_policy(
+                iam.PolicyStatement(actions=["batch:UpdateComputeEnvironment"], resources=list(compute_environments))
+            )
+        self.function = lambda_.Function(
+            self,
+            "Function",
+            runtime=lambda_.Runtime.PYTHON_3_14,
+            architecture=lambda_.Architecture.ARM_64,
+            handler="handler.handler",
+            code=lambda_.Code.from_asset(str(HANDLER_DIR), exclude=["__pycache__", "*.pyc"]),
+            role=self.role,
+            timeout=Duration.minutes(2),
+            memory_size=256,
+            log_group=self.log_group,
+            environment={
+                "CLUSTER_NAME": cluster_name or "",
+                "NODEGROUPS": stack.to_json_string([n.nodegroup_name for n in nodegroups]),
+                "JOB_QUEUES": stack.to_json_string(list(job_queues)),
+                "COMPUTE_ENVIRONMENTS": stack.to_json_string(list(compute_environments)),
+                **({"NOTIFY_TOPIC_ARN": notify_topic.topic_arn} if notify_topic is not None else {}),
+            },
+            description=description,
+        )
+        if notify_topic is not None:
+            # Publishing to a topic encrypted with a customer-managed key takes GenerateDataKey and Decrypt on that
+            # key (SNS Developer Guide, "Configure AWS KMS permissions": publishers to an encrypted topic).
+            self.role.add_to_principal_policy(
+                iam.PolicyStatement(actions=["sns:Publish"], resources=[notify_topic.topic_arn])
+            )
+            if notify_key is not None:
+                self.role.add_to_principal_policy(
+                    iam.PolicyStatement(actions=["kms:GenerateDataKey", "kms:Decrypt"], resources=[notify_key.key_arn])
+                )
+        self.function.node.add_dependency(self.role)
+        function = self.function.node.default_child
+        assert isinstance(function, CfnResource)
+        skip_guard_on_functions_outside_vpc(
+            function, "calls only the EKS and AWS Batch control-plane APIs; it reaches nothing inside the VPC"
+        )
+        skip_checkov(
+            function,
+            {
+                "CKV_AWS_117": "calls only the EKS and AWS Batch control-plane APIs; it reaches nothing in the VPC",
+                "CKV_AWS_173": "the environment holds resource names and ARNs only, no secret",
+                "CKV_AWS_45": "no secret in the environment: names and ARNs of this stack",
+                "CKV_AWS_116": "invoked asynchronously by an EventBridge rule or an SNS topic, both of which retry "
+                "delivery; the function's log records every call it made",
+                "CKV_AWS_115": "no reserved concurrency on purpose: reserving any fails the deploy in accounts whose "
+                "unreserved concurrency would fall below 100 (new accounts); every call is idempotent",
+            },
+        )
+        if job_queues:
+            Validations.of(self.role).acknowledge(
+                Acknowledgment(
+                    id="AwsSolutions-IAM5[Resource::*]",
+                    reason="batch:ListJobs has no resource-level permission (Service Authorization Reference, AWS "
+                    "Batch actions)",
+                )
+            )
+            Validations.of(self.role).acknowledge(
+                Acknowledgment(
+                    id=f"AwsSolutions-IAM5[Resource::{nag_id(stack, jobs)}]",
+                    reason="job IDs exist only once a job is submitted: TerminateJob on this account's jobs in this "
+                    "region",
+                )
+            )

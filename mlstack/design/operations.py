@@ -1,0 +1,131 @@
+"""The resources the training stack's day-two constructs create, by CloudFormation type (no CDK import): what
+`mlstack plan` lists for `mlstack.stacks.training_ops.add_operations`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mlstack.config import BlueprintConfig
+from mlstack.design.cost import budget_design, capacity_block_reservations
+from mlstack.design.observability import observability_design
+
+STACK = "TrainingClusterStack"
+
+
+@dataclass(frozen=True)
+class OperationsResource:
+    stack: str
+    cfn_type: str
+    label: str
+    detail: str
+    count: int = 1
+
+
+def operations_resources(config: BlueprintConfig) -> list[OperationsResource]:
+    """Alarm topic, dashboard, alarms, step-line metric filters (and the log group they read, where the stack
+    creates it), budget and Capacity Block rule of the blueprint's training stack; [] without training."""
+    training = config.training
+    if training is None:
+        return []
+    design = observability_design(config)
+    rows = [
+        OperationsResource(STACK, "AWS::SNS::Topic", "SNS topic", "alarm topic, KMS project key, TLS-only publish"),
+        OperationsResource(
+            STACK,
+            "AWS::SNS::TopicPolicy",
+            "SNS topic policy",
+            "CloudWatch alarms"
+            + (", AWS Budgets" if config.budget else "")
+            + (", EventBridge" if capacity_block_reservations(training) else "")
+            + " of this account may publish",
+        ),
+    ]
+    if training.alarm_emails:
+        rows.append(
+            OperationsResource(
+                STACK, "AWS::SNS::Subscription", "SNS subscription", "e-mail (confirm it)", len(training.alarm_emails)
+            )
+        )
+    rows.append(OperationsResource(STACK, "AWS::CloudWatch::Dashboard", "CloudWatch dashboard", design.dashboard_name))
+    rows.append(
+        OperationsResource(
+            STACK,
+            "AWS::CloudWatch::Alarm",
+            "CloudWatch alarm",
+            ", ".join(a.construct_id for a in design.alarms),
+            len(design.alarms),
+        )
+    )
+    if design.step_log is not None:
+        where = design.step_log.log_group_name or "the job log group"
+        rows.append(
+            OperationsResource(
+                STACK,
+                "AWS::Logs::MetricFilter",
+                "Metric filter",
+                f"step lines in {where} -> {design.step_log.namespace}: "
+                + ", ".join(m.name for m in design.step_metrics),
+                len(design.step_metrics),
+            )
+        )
+        if design.step_log.create and design.step_log.log_group_name is not None:
+            rows.append(
+                OperationsResource(
+                    STACK,
+                    "AWS::Logs::LogGroup",
+                    "Log group",
+                    f"{design.step_log.log_group_name} (Fluent Bit's container logs), "
+                    f"{training.cluster.log_retention_days} days, KMS",
+                )
+            )
+    budget = budget_design(config)
+    if budget is not None:
+        notes = [f"{p}%" for p in budget.thresholds_percent]
+        if budget.forecast_percent is not None:
+            notes.append(f"forecast {budget.forecast_percent}%")
+        if budget.scale_to_zero_at_percent is not None:
+            notes.append(f"{budget.scale_to_zero_at_percent}% -> BudgetScaleToZero")
+            rows += [
+                OperationsResource(STACK, "AWS::SNS::Topic", "SNS topic", "BudgetActionTopic, KMS project key"),
+                OperationsResource(STACK, "AWS::SNS::TopicPolicy", "SNS topic policy", "AWS Budgets may publish"),
+                OperationsResource(
+                    STACK, "AWS::SNS::Subscription", "SNS subscription", "BudgetScaleToZero on BudgetActionTopic"
+                ),
+                *_function_rows("BudgetScaleToZero", _what(training.engine, "accelerated node groups"), "the topic"),
+            ]
+        rows.append(
+            OperationsResource(
+                STACK,
+                "AWS::Budgets::Budget",
+                "Budget",
+                f"${budget.monthly_usd:,.0f}/month on tag {budget.tag_key}={budget.tag_value}; notifies at "
+                + ", ".join(notes),
+            )
+        )
+    blocks = capacity_block_reservations(training)
+    if blocks:
+        rows.append(
+            OperationsResource(
+                STACK,
+                "AWS::Events::Rule",
+                "EventBridge rule",
+                f"Capacity Block expiration warning of {', '.join(blocks)} -> alarm topic and ScaleToZero",
+            )
+        )
+        rows += _function_rows("ScaleToZero", _what(training.engine, "node groups on the block"), "the rule")
+    return rows
+
+
+def _what(engine: str, groups: str) -> str:
+    return f"{groups} -> 0" if engine == "eks" else "the queue's jobs terminated, its compute environment disabled"
+
+
+def _function_rows(name: str, what: str, invoker: str) -> list[OperationsResource]:
+    """The resources of one `ScaleToZero` construct."""
+    return [
+        OperationsResource(STACK, "AWS::Lambda::Function", "Lambda function", f"{name}: {what}"),
+        OperationsResource(STACK, "AWS::Lambda::Permission", "Lambda permission", f"{invoker} invokes {name}"),
+        OperationsResource(STACK, "AWS::IAM::Role", "IAM role", f"{name} (least privilege)"),
+        OperationsResource(STACK, "AWS::IAM::Policy", "IAM policy", f"{name}'s calls"),
+        OperationsResource(STACK, "AWS::Logs::LogGroup", "Log group", f"{name}, 365 days, KMS"),
+    ]

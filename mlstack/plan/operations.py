@@ -1,0 +1,63 @@
+"""The training stack's day-two part of `mlstack plan`: topic, dashboard, alarms, budget, Capacity Block rule
+(`mlstack.design.operations`), and the budget against the blueprint's most expensive hour."""
+
+from __future__ import annotations
+
+from mlstack.catalog.prices import price as dated_price
+from mlstack.config import BlueprintConfig
+from mlstack.design.cost import budget_design
+from mlstack.design.observability import observability_design
+from mlstack.design.operations import operations_resources
+from mlstack.plan.model import Plan, Resource
+
+
+def plan_operations(config: BlueprintConfig, plan: Plan) -> None:
+    """Rows, a section and warnings of the training stack's operations; nothing without training."""
+    if config.training is None:
+        return
+    for row in operations_resources(config):
+        plan.resources.append(Resource(row.stack, row.label, f"{row.cfn_type}: {row.detail}", row.count))
+    design = observability_design(config)
+    rows = [f"alarm {a.construct_id}: {a.description}" for a in design.alarms]
+    rows += [f"not watched: {line}" for line in design.omitted]
+    plan.details.setdefault("sections", []).append(("Operations", rows))
+    plan.warnings.extend(budget_warnings(config, plan))
+
+
+def max_per_hour(config: BlueprintConfig, plan: Plan) -> tuple[float, list[str]]:
+    """The plan's standing $/h plus every node group grown from its standing count to max_size at the dated EC2
+    on-demand price the plan uses; the groups it cannot price (Spot, Capacity Blocks, HyperPod, no dated price)."""
+    training = config.training
+    assert training is not None
+    extra = 0.0
+    unpriced: list[str] = []
+    for group in training.node_groups:
+        dated = dated_price(group.instance.name, "ec2_on_demand", config.env.region)
+        price = dated.usd_per_hour if dated and group.capacity.type in ("on_demand", "capacity_reservation") else None
+        if training.engine.startswith("hyperpod"):
+            price = None  # HyperPod bills ml.* instances at SageMaker prices the catalog does not hold
+        standing = 0 if training.engine == "batch" else group.desired_size
+        if price is None:
+            unpriced.append(group.name)
+            continue
+        extra += price * (group.max_size - standing)
+    return plan.per_hour + extra, unpriced
+
+
+def budget_warnings(config: BlueprintConfig, plan: Plan) -> list[str]:
+    """A warning when the most expensive hour times `budget.expected_hours` is above `budget.monthly_usd`, and
+    what the comparison leaves out."""
+    budget = budget_design(config)
+    if budget is None:
+        return []
+    top, unpriced = max_per_hour(config, plan)
+    total = top * budget.expected_hours
+    out = []
+    if total > budget.monthly_usd:
+        out.append(
+            f"budget: at most ${top:,.2f}/hour x {budget.expected_hours:g} hours = ${total:,.0f}, above "
+            f"budget.monthly_usd ${budget.monthly_usd:,.0f}: raise the budget, lower max_size or expected_hours"
+        )
+    if unpriced:
+        out.append(f"budget: node groups {', '.join(unpriced)} have no price here; the comparison leaves them out")
+    return out

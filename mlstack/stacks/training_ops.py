@@ -1,0 +1,131 @@
+"""What every training stack adds for day two, whatever its engine: the encrypted alarm topic, the cluster's
+dashboard and alarms (`mlstack.design.observability`), the blueprint's budget and the Capacity Block expiry rule
+(`mlstack.design.cost`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sns_subscriptions as subscriptions
+
+from mlstack.config.budget import BUDGET_TAG
+from mlstack.constructs.network.ml_vpc import retention
+from mlstack.constructs.security.budget import ProjectBudget
+from mlstack.constructs.storage.fsx_lustre import FsxLustre
+from mlstack.constructs.training import versions
+from mlstack.constructs.training.batch import BatchMultiNodeTraining
+from mlstack.constructs.training.capacity_block import CapacityBlockExpiry
+from mlstack.constructs.training.cluster import TrainingCluster
+from mlstack.constructs.training.observability import TrainingObservability
+from mlstack.constructs.training.scale_to_zero import ScaleToZero
+from mlstack.design.cost import budget_design, capacity_block_reservations
+from mlstack.design.observability import cluster_name_of, observability_design
+from mlstack.stacks.base import MlStack
+from mlstack.stacks.network import NetworkStack
+
+
+@dataclass
+class Operations:
+    topic: sns.Topic
+    observability: TrainingObservability
+    budget: ProjectBudget | None
+    capacity_block: CapacityBlockExpiry | None
+    scale_to_zero: ScaleToZero | None
+    budget_scale_to_zero: ScaleToZero | None
+
+
+def add_operations(
+    stack: MlStack,
+    network: NetworkStack,
+    *,
+    fsx: FsxLustre | None,
+    cluster: TrainingCluster | None = None,
+    job_log_group: logs.ILogGroup | None = None,
+    batch: BatchMultiNodeTraining | None = None,
+) -> Operations:
+    """Constructs `AlarmTopic`, `Observability`, `Budget` and `CapacityBlockExpiry` in `stack`.
+
+    `cluster`: the EKS cluster whose Container Insights add-on writes the step lines (its add-on waits for the
+    log group this creates, or its Fluent Bit would create the group first and the stack's create would fail);
+    `job_log_group`: the engine's own job log group (batch); `batch`: the engine's queue and compute environment
+    (batch), which a Capacity Block's expiry takes to zero like the EKS node groups on the block."""
+    blueprint = stack.blueprint
+    training = blueprint.training
+    if training is None:
+        raise ValueError(f"blueprint {blueprint.name!r} has no training section")
+    topic = stack.add_alarm_topic(network.key, training.alarm_emails)
+    design = observability_design(blueprint)
+    observability = TrainingObservability(
+        stack,
+        "Observability",
+        dashboard_name=design.dashboard_name,
+        widgets=design.widgets,
+        alarms=design.alarms,
+        topic=topic,
+        step_log=design.step_log,
+        step_metrics=design.step_metrics,
+        step_log_group=job_log_group,
+        file_system_id=fsx.file_system.ref if fsx is not None else None,
+        key=network.key,
+        log_retention=retention(training.cluster.log_retention_days),
+        removal_policy=stack.removal_policy,
+    )
+    if cluster is not None and observability.created_log_group is not None:
+        cluster.addons[versions.CLOUDWATCH_OBSERVABILITY].node.add_dependency(observability.created_log_group)
+    budget = None
+    budget_scale: ScaleToZero | None = None
+    spec = budget_design(blueprint)
+    action_topic: sns.Topic | None = None
+    if spec is not None and spec.scale_to_zero_at_percent is not None:
+        # A notification takes one SNS subscriber: the scale-down has a topic of its own, and the function tells
+        # the alarm topic what it did.
+        action_topic = sns.Topic(stack, "BudgetActionTopic", master_key=network.key, enforce_ssl=True)
+        budget_scale = ScaleToZero(
+            stack,
+            "BudgetScaleToZero",
+            key=network.key,
+            cluster_name=cluster_name_of(blueprint) if cluster is not None else None,
+            nodegroups=[g.nodegroup for g in (cluster.node_groups.values() if cluster else [])],
+            job_queues=[batch.job_queue.ref] if batch is not None else [],
+            compute_environments=[batch.compute_environment.ref] if batch is not None else [],
+            notify_topic=topic,
+            notify_key=network.key,
+            description=f"scale the training capacity to zero at {spec.scale_to_zero_at_percent}% of the budget",
+            removal_policy=stack.removal_policy,
+        )
+        action_topic.add_subscription(subscriptions.LambdaSubscription(budget_scale.function))
+    if spec is not None:
+        budget = ProjectBudget(
+            stack,
+            "Budget",
+            monthly_usd=spec.monthly_usd,
+            tag_key=BUDGET_TAG,
+            tag_value=spec.tag_value,
+            topic=topic,
+            thresholds_percent=spec.thresholds_percent,
+            forecast_percent=spec.forecast_percent,
+            action_topic=action_topic,
+            action_percent=spec.scale_to_zero_at_percent,
+        )
+    blocks = capacity_block_reservations(training)
+    capacity_block = scale = None
+    if blocks:
+        on_blocks = {g.name for g in training.node_groups if g.capacity.type == "capacity_block"}
+        scale = ScaleToZero(
+            stack,
+            "ScaleToZero",
+            key=network.key,
+            cluster_name=cluster_name_of(blueprint) if cluster is not None else None,
+            nodegroups=[
+                g.nodegroup for name, g in (cluster.node_groups if cluster else {}).items() if name in on_blocks
+            ],
+            job_queues=[batch.job_queue.ref] if batch is not None else [],
+            compute_environments=[batch.compute_environment.ref] if batch is not None else [],
+            removal_policy=stack.removal_policy,
+        )
+        capacity_block = CapacityBlockExpiry(
+            stack, "CapacityBlockExpiry", reservation_ids=blocks, topic=topic, scale_function=scale.function
+        )
+    return Operations(topic, observability, budget, capacity_block, scale, budget_scale)

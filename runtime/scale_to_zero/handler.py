@@ -1,0 +1,80 @@
+"""Scale the training capacity to zero: on an expiring Capacity Block (EventBridge "Capacity Block Expiration
+Warning": EC2 starts terminating the block's instances about 10 minutes later), or when a budget's actual cost
+passes its scale-to-zero threshold (AWS Budgets notification through SNS).
+
+- EKS managed node groups (`NODEGROUPS`, JSON list of names of cluster `CLUSTER_NAME`): min and desired size 0
+  (UpdateNodegroupConfig; max size stays, EKS requires it to be at least 1). The node group drains its nodes, so a
+  job's pods get their termination grace period to checkpoint.
+- AWS Batch (`JOB_QUEUES`, `COMPUTE_ENVIRONMENTS`, JSON lists of ARNs): jobs of the queues that are submitted,
+  pending, runnable, starting or running are terminated (a running container gets SIGTERM, then SIGKILL after its
+  stop timeout), and each compute environment is disabled: a disabled managed environment starts no instance and
+  scales in to its minimum (0) once its instances are idle (AWS Batch User Guide, "Compute environment states").
+
+With `NOTIFY_TOPIC_ARN`, what it did is published to that topic (the budget's own notification goes to the
+function's topic only). The next `cdk deploy` sets the blueprint's sizes again: change the blueprint (desired_size
+0, or a new block) before deploying. Runs with the function's role only; every call is idempotent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import boto3
+
+BATCH_STATES = ("SUBMITTED", "PENDING", "RUNNABLE", "STARTING", "RUNNING")
+
+
+def _names(variable: str) -> list[str]:
+    value = json.loads(os.environ.get(variable) or "[]")
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ValueError(f"{variable} must be a JSON list of strings, got {value!r}")
+    return value
+
+
+def _trigger(event: dict[str, Any]) -> str:
+    """What asked for the scale-down, in a few words: the Capacity Block, or the budget notification's subject."""
+    records = event.get("Records") or []
+    if records and isinstance(records[0], dict) and "Sns" in records[0]:
+        sns = records[0]["Sns"]
+        return str(sns.get("Subject") or "AWS Budgets notification")
+    return f"Capacity Block {event.get('detail', {}).get('capacity-reservation-id', '?')} expiring"
+
+
+def handler(event: dict[str, Any], context: object = None) -> dict[str, list[str]]:
+    trigger = _trigger(event)
+    done: list[str] = []
+    nodegroups = _names("NODEGROUPS")
+    if nodegroups:
+        eks = boto3.client("eks")
+        cluster = os.environ["CLUSTER_NAME"]
+        for name in nodegroups:
+            scaling = eks.describe_nodegroup(clusterName=cluster, nodegroupName=name)["nodegroup"]["scalingConfig"]
+            eks.update_nodegroup_config(
+                clusterName=cluster,
+                nodegroupName=name,
+                scalingConfig={"minSize": 0, "desiredSize": 0, "maxSize": max(1, int(scaling.get("maxSize", 1)))},
+            )
+            done.append(f"nodegroup {name}: 0 nodes")
+    queues, environments = _names("JOB_QUEUES"), _names("COMPUTE_ENVIRONMENTS")
+    if queues or environments:
+        batch = boto3.client("batch")
+        for queue in queues:
+            for state in BATCH_STATES:
+                for page in batch.get_paginator("list_jobs").paginate(jobQueue=queue, jobStatus=state):
+                    for job in page.get("jobSummaryList", []):
+                        batch.terminate_job(jobId=job["jobId"], reason=f"mlstack: {trigger}"[:255])
+                        done.append(f"job {job['jobId']}: terminated")
+        for environment in environments:
+            batch.update_compute_environment(computeEnvironment=environment, state="DISABLED")
+            done.append(f"compute environment {environment}: disabled")
+    print(json.dumps({"trigger": trigger, "done": done}))
+    topic = os.environ.get("NOTIFY_TOPIC_ARN")
+    if topic:
+        boto3.client("sns").publish(
+            TopicArn=topic,
+            Subject="mlstack: training capacity scaled to zero",
+            Message=f"{trigger}: " + ("; ".join(done) or "nothing was running"),
+        )
+    return {"done": done}

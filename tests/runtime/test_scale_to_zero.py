@@ -1,0 +1,142 @@
+"""runtime/scale_to_zero/handler.py: on a Capacity Block expiration warning, the node groups on the block go to
+zero (moto's EKS) and the Batch queue's jobs are terminated and its compute environment disabled (moto's Batch
+for the environment, botocore's Stubber for the jobs: moto runs Batch jobs in Docker, absent here)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from botocore.stub import Stubber
+from moto import mock_aws
+
+from runtime.scale_to_zero import handler
+
+REGION = "us-east-1"
+ROLE = "arn:aws:iam::123456789012:role/nodes"
+EVENT = {
+    "source": "aws.ec2",
+    "detail-type": "Capacity Block Expiration Warning",
+    "detail": {"capacity-reservation-id": "cr-0123456789abcdef0", "end-date": "2026-12-01T11:30:00Z"},
+}
+
+
+@pytest.fixture
+def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    for name, value in {
+        "AWS_DEFAULT_REGION": REGION,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+    }.items():
+        monkeypatch.setenv(name, value)
+    with mock_aws():
+        yield
+
+
+def test_node_groups_on_the_block_go_to_zero_and_keep_their_max(aws: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    eks = boto3.client("eks", region_name=REGION)
+    eks.create_cluster(name="demo-cluster", roleArn=ROLE, resourcesVpcConfig={"subnetIds": ["subnet-1"]})
+    for name in ("p5", "system"):
+        eks.create_nodegroup(
+            clusterName="demo-cluster",
+            nodegroupName=name,
+            nodeRole=ROLE,
+            subnets=["subnet-1"],
+            scalingConfig={"minSize": 2, "maxSize": 4, "desiredSize": 2},
+        )
+    monkeypatch.setenv("CLUSTER_NAME", "demo-cluster")
+    monkeypatch.setenv("NODEGROUPS", json.dumps(["p5"]))
+    result = handler.handler(EVENT)
+    assert result == {"done": ["nodegroup p5: 0 nodes"]}
+    scaling = {
+        n: eks.describe_nodegroup(clusterName="demo-cluster", nodegroupName=n)["nodegroup"]["scalingConfig"]
+        for n in ("p5", "system")
+    }
+    assert scaling == {
+        "p5": {"minSize": 0, "maxSize": 4, "desiredSize": 0},
+        "system": {"minSize": 2, "maxSize": 4, "desiredSize": 2},
+    }
+
+
+def test_batch_compute_environment_is_disabled(aws: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    batch = boto3.client("batch", region_name=REGION)
+    iam = boto3.client("iam", region_name=REGION)
+    role = iam.create_role(RoleName="batch", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+    env = batch.create_compute_environment(
+        computeEnvironmentName="train", type="UNMANAGED", state="ENABLED", serviceRole=role
+    )
+    queue = batch.create_job_queue(
+        jobQueueName="train",
+        state="ENABLED",
+        priority=1,
+        computeEnvironmentOrder=[{"order": 1, "computeEnvironment": env["computeEnvironmentArn"]}],
+    )
+    monkeypatch.setenv("JOB_QUEUES", json.dumps([queue["jobQueueArn"]]))
+    monkeypatch.setenv("COMPUTE_ENVIRONMENTS", json.dumps([env["computeEnvironmentArn"]]))
+    assert handler.handler(EVENT) == {"done": [f"compute environment {env['computeEnvironmentArn']}: disabled"]}
+    (described,) = batch.describe_compute_environments(computeEnvironments=[env["computeEnvironmentArn"]])[
+        "computeEnvironments"
+    ]
+    assert described["state"] == "DISABLED"
+
+
+def test_batch_jobs_of_every_live_state_are_terminated(monkeypatch: pytest.MonkeyPatch) -> None:
+    client = boto3.client("batch", region_name=REGION, aws_access_key_id="t", aws_secret_access_key="t")
+    stubber = Stubber(client)
+    queue = "arn:aws:batch:us-east-1:123456789012:job-queue/train"
+    for state in handler.BATCH_STATES:
+        jobs = [{"jobId": "job-1", "jobName": "run1"}] if state == "RUNNING" else []
+        stubber.add_response("list_jobs", {"jobSummaryList": jobs}, {"jobQueue": queue, "jobStatus": state})
+    stubber.add_response(
+        "terminate_job", {}, {"jobId": "job-1", "reason": "mlstack: Capacity Block cr-0123456789abcdef0 expiring"}
+    )
+    created: list[str] = []
+
+    def fake_client(service: str, **_: Any) -> Any:
+        created.append(service)
+        return client
+
+    monkeypatch.setattr(boto3, "client", fake_client)
+    monkeypatch.setenv("JOB_QUEUES", json.dumps([queue]))
+    with stubber:
+        assert handler.handler(EVENT) == {"done": ["job job-1: terminated"]}
+    stubber.assert_no_pending_responses()
+    assert created == ["batch"]
+
+
+def test_bad_environment_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NODEGROUPS", '"p5"')
+    with pytest.raises(ValueError, match="NODEGROUPS must be a JSON list"):
+        handler.handler(EVENT)
+
+
+def test_budget_notification_scales_and_tells_the_alarm_topic(aws: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    eks = boto3.client("eks", region_name=REGION)
+    eks.create_cluster(name="demo-cluster", roleArn=ROLE, resourcesVpcConfig={"subnetIds": ["subnet-1"]})
+    eks.create_nodegroup(
+        clusterName="demo-cluster",
+        nodegroupName="g6e",
+        nodeRole=ROLE,
+        subnets=["subnet-1"],
+        scalingConfig={"minSize": 0, "maxSize": 2, "desiredSize": 2},
+    )
+    sns = boto3.client("sns", region_name=REGION)
+    sqs = boto3.client("sqs", region_name=REGION)
+    topic = sns.create_topic(Name="alarms")["TopicArn"]
+    queue = sqs.create_queue(QueueName="inbox")["QueueUrl"]
+    queue_arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=queue_arn)
+    monkeypatch.setenv("CLUSTER_NAME", "demo-cluster")
+    monkeypatch.setenv("NODEGROUPS", json.dumps(["g6e"]))
+    monkeypatch.setenv("NOTIFY_TOPIC_ARN", topic)
+    event = {"Records": [{"Sns": {"Subject": "AWS Budgets: demo has exceeded your alert threshold", "Message": "..."}}]}
+    assert handler.handler(event) == {"done": ["nodegroup g6e: 0 nodes"]}
+    scaling = eks.describe_nodegroup(clusterName="demo-cluster", nodegroupName="g6e")["nodegroup"]["scalingConfig"]
+    assert (scaling["minSize"], scaling["desiredSize"]) == (0, 0)
+    (message,) = sqs.receive_message(QueueUrl=queue)["Messages"]
+    body = json.loads(message["Body"])
+    assert body["Subject"] == "mlstack: training capacity scaled to zero"
+    assert body["Message"] == "AWS Budgets: demo has exceeded your alert threshold: nodegroup g6e: 0 nodes"
