@@ -13,6 +13,7 @@ from aws_cdk.assertions import Template
 from pydantic import ValidationError
 
 from mlstack.blueprint import build
+from mlstack.catalog.prices import price
 from mlstack.config import BlueprintConfig, load
 from mlstack.constructs.security.budget import ProjectBudget
 from mlstack.constructs.training.capacity_block import DETAIL_TYPES, CapacityBlockExpiry
@@ -123,8 +124,10 @@ def test_plan_warns_when_the_most_expensive_month_exceeds_the_budget() -> None:
     shipped = build_plan(load("eks-g6e-training"))
     assert not [w for w in shipped.warnings if w.startswith("budget:")]
     top, unpriced = max_per_hour(load("eks-g6e-training"), shipped)
-    # Standing costs plus both g6e.12xlarge nodes at the catalog's on-demand price.
-    assert top == pytest.approx(shipped.per_hour + 2 * 10.49)
+    # Standing costs plus both g6e.12xlarge nodes at the catalog's dated on-demand price.
+    g6e = price("g6e.12xlarge")
+    assert g6e is not None
+    assert top == pytest.approx(shipped.per_hour + 2 * g6e.usd_per_hour)
     assert unpriced == []
     small = _with("eks-g6e-training", budget={"monthly_usd": 1000, "expected_hours": 200})
     (warning,) = [w for w in build_plan(small).warnings if w.startswith("budget:")]
