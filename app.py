@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import sys
 
+import mlstack  # noqa: F401  (first: the jsii kernel that `import aws_cdk` starts gets mlstack.kernel's options)
+
+# isort: split
 import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 
