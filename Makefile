@@ -27,10 +27,13 @@ export CDK_DISABLE_CLI_TELEMETRY := true
 WL_VENV := .venv-workloads
 WL_BIN := $(WL_VENV)/bin
 
-.PHONY: install synth test lint bench snapshot-update clean check-charts diagrams graphviz deploy-local test-deploy-local \
+.PHONY: install synth test test-mypy test-pytest lint bench snapshot-update clean check-charts diagrams graphviz deploy-local test-deploy-local \
 	install-workloads test-workloads bench-workloads slurm-packages test-slurm
 
-install: $(STAMPS)/venv $(STAMPS)/npm $(STAMPS)/checkov-$(CHECKOV_VERSION)
+INSTALL_STAMPS := $(STAMPS)/venv $(STAMPS)/npm $(STAMPS)/checkov-$(CHECKOV_VERSION)
+# The three installs share nothing (two venvs, node_modules): on a fresh clone they run side by side.
+install:
+	@$(MAKE) --no-print-directory -j3 --output-sync=target $(INSTALL_STAMPS)
 
 $(STAMPS)/venv: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -55,10 +58,17 @@ synth: install
 	rm -rf cdk.out
 	$(BIN)/python -m mlstack.synth_all cdk.out
 
+# mypy and pytest run side by side: pytest is one process (its background checkers use the second core part of
+# the time), and a fresh clone's mypy (no cache yet) is the next longest step.
 test: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	@$(MAKE) --no-print-directory -j2 --output-sync=line test-mypy test-pytest
+
+test-mypy:
 	$(BIN)/mypy
+
+test-pytest:
 	$(BIN)/pytest -q
 
 lint: synth
