@@ -35,16 +35,20 @@ INSTALL_STAMPS := $(STAMPS)/venv $(STAMPS)/npm $(STAMPS)/checkov-$(CHECKOV_VERSI
 install:
 	@$(MAKE) --no-print-directory -j3 --output-sync=target $(INSTALL_STAMPS)
 
+# --no-compile: pip would byte-compile all of aws-cdk-lib (530 MB of Python, most of it never imported here);
+# Python compiles each module the first time it is imported instead, and keeps the .pyc.
+PIP_INSTALL := pip install --quiet --disable-pip-version-check --no-compile
+
 $(STAMPS)/venv: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check --upgrade pip
-	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev]'
+	$(BIN)/$(PIP_INSTALL) -e '.[dev]'
 	@mkdir -p $(STAMPS) && touch $@
 
 $(STAMPS)/checkov-$(CHECKOV_VERSION):
 	rm -rf $(CHECKOV_VENV)
 	$(PYTHON) -m venv $(CHECKOV_VENV)
-	$(CHECKOV_VENV)/bin/pip install --quiet --disable-pip-version-check 'checkov==$(CHECKOV_VERSION)'
+	$(CHECKOV_VENV)/bin/$(PIP_INSTALL) 'checkov==$(CHECKOV_VERSION)'
 	@mkdir -p $(STAMPS) && rm -f $(STAMPS)/checkov-* && touch $@
 
 # --omit=peer: @cdklabs/cdk-validator-cfnguard names aws-cdk-lib as a peer; only its cfn-guard binary and rules are
