@@ -8,6 +8,11 @@ the shipped blueprints' templates takes about half the CPU time (the reports are
 compiler V8 uses). Node takes V8 flags only on its command line, and jsii starts node itself, but NODE_OPTIONS
 accepts `--require`: `kernel_preload.cjs` sets the flag before any module is compiled.
 
+The kernel also gets a larger young generation (`--max-semi-space-size=64`, MB; V8's default on 64-bit is 16, and
+NODE_OPTIONS accepts the flag): a synth allocates hundreds of MB of short-lived objects, and with the default
+size V8 scavenges so often that it spent about 5% more of the kernel's CPU time (measured over the all-blueprint
+synth). A caller's own `--max-semi-space-size` wins.
+
 `prepare()` runs when `mlstack` is imported (`mlstack/__init__.py`). A kernel that is already running (aws_cdk
 imported before mlstack) keeps its flags: nothing breaks, it is only slower. NODE_OPTIONS set by the caller is
 kept, with the preload added once.
@@ -23,10 +28,18 @@ from pathlib import Path
 PRELOAD = Path(__file__).resolve().with_name("kernel_preload.cjs")
 
 
+SEMI_SPACE = "--max-semi-space-size=64"
+
+
 def node_options(current: str) -> str:
-    """`current` NODE_OPTIONS with the preload required once (quoted: node parses the value like a shell)."""
-    require = f'--require "{PRELOAD}"'
-    return current if str(PRELOAD) in current else f"{current} {require}".strip()
+    """`current` NODE_OPTIONS with the preload required once (quoted: node parses the value like a shell) and the
+    young generation's size unless `current` sets one."""
+    options = [current] if current else []
+    if "--max-semi-space-size" not in current:
+        options.append(SEMI_SPACE)
+    if str(PRELOAD) not in current:
+        options.append(f'--require "{PRELOAD}"')
+    return " ".join(options)
 
 
 def prepare(environ: MutableMapping[str, str] = os.environ) -> None:

@@ -11,11 +11,15 @@ from tests.synth import ROOT
 NODE = ROOT / "node_modules" / ".bin" / "node"
 
 
-def test_the_preload_is_added_once_after_the_callers_options() -> None:
+def test_the_options_are_added_once_after_the_callers_options() -> None:
     once = kernel.node_options("--max-old-space-size=2048")
-    assert once == f'--max-old-space-size=2048 --require "{kernel.PRELOAD}"'
+    assert once == f'--max-old-space-size=2048 --max-semi-space-size=64 --require "{kernel.PRELOAD}"'
     assert kernel.node_options(once) == once
-    assert kernel.node_options("") == f'--require "{kernel.PRELOAD}"'
+    assert kernel.node_options("") == f'--max-semi-space-size=64 --require "{kernel.PRELOAD}"'
+
+
+def test_a_callers_young_generation_size_wins() -> None:
+    assert kernel.node_options("--max-semi-space-size=8") == f'--max-semi-space-size=8 --require "{kernel.PRELOAD}"'
 
 
 def test_prepare_leaves_a_running_kernel_alone() -> None:
