@@ -27,21 +27,28 @@ export CDK_DISABLE_CLI_TELEMETRY := true
 WL_VENV := .venv-workloads
 WL_BIN := $(WL_VENV)/bin
 
-.PHONY: install synth test lint bench snapshot-update clean check-charts diagrams graphviz deploy-local test-deploy-local \
+.PHONY: install synth test test-mypy test-pytest lint bench snapshot-update clean check-charts diagrams graphviz deploy-local test-deploy-local \
 	install-workloads test-workloads bench-workloads slurm-packages test-slurm
 
-install: $(STAMPS)/venv $(STAMPS)/npm $(STAMPS)/checkov-$(CHECKOV_VERSION)
+INSTALL_STAMPS := $(STAMPS)/venv $(STAMPS)/npm $(STAMPS)/checkov-$(CHECKOV_VERSION)
+# The three installs share nothing (two venvs, node_modules): on a fresh clone they run side by side.
+install:
+	@$(MAKE) --no-print-directory -j3 --output-sync=target $(INSTALL_STAMPS)
+
+# --no-compile: pip would byte-compile all of aws-cdk-lib (530 MB of Python, most of it never imported here);
+# Python compiles each module the first time it is imported instead, and keeps the .pyc.
+PIP_INSTALL := pip install --quiet --disable-pip-version-check --no-compile
 
 $(STAMPS)/venv: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check --upgrade pip
-	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev]'
+	$(BIN)/$(PIP_INSTALL) -e '.[dev]'
 	@mkdir -p $(STAMPS) && touch $@
 
 $(STAMPS)/checkov-$(CHECKOV_VERSION):
 	rm -rf $(CHECKOV_VENV)
 	$(PYTHON) -m venv $(CHECKOV_VENV)
-	$(CHECKOV_VENV)/bin/pip install --quiet --disable-pip-version-check 'checkov==$(CHECKOV_VERSION)'
+	$(CHECKOV_VENV)/bin/$(PIP_INSTALL) 'checkov==$(CHECKOV_VERSION)'
 	@mkdir -p $(STAMPS) && rm -f $(STAMPS)/checkov-* && touch $@
 
 # --omit=peer: @cdklabs/cdk-validator-cfnguard names aws-cdk-lib as a peer; only its cfn-guard binary and rules are
@@ -55,10 +62,17 @@ synth: install
 	rm -rf cdk.out
 	$(BIN)/python -m mlstack.synth_all cdk.out
 
+# mypy and pytest run side by side: pytest is one process (its background checkers use the second core part of
+# the time), and a fresh clone's mypy (no cache yet) is the next longest step.
 test: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	@$(MAKE) --no-print-directory -j2 --output-sync=line test-mypy test-pytest
+
+test-mypy:
 	$(BIN)/mypy
+
+test-pytest:
 	$(BIN)/pytest -q
 
 lint: synth

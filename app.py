@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import sys
 
+import mlstack  # noqa: F401  (first: the jsii kernel that `import aws_cdk` starts gets mlstack.kernel's options)
+
+# isort: split
 import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 
@@ -17,6 +20,7 @@ from mlstack import blueprint, config
 from mlstack.console import print_problems
 from mlstack.errors import MlstackError
 from mlstack.k8s.image import IMAGE_CONTEXT_KEY, with_job_image
+from mlstack.synth_all import fewer_gc_passes
 
 
 def main() -> int:
@@ -30,11 +34,12 @@ def main() -> int:
     image = app.node.try_get_context(IMAGE_CONTEXT_KEY)
     if image:
         loaded = with_job_image(loaded, str(image))
-    blueprint.build(app, loaded)
-    if app.node.try_get_context("nag") not in (False, "false"):
-        # cdk-nag 3 is a validation plugin: unacknowledged AwsSolutions findings fail the synth.
-        cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
-    app.synth()
+    with fewer_gc_passes():
+        blueprint.build(app, loaded)
+        if app.node.try_get_context("nag") not in (False, "false"):
+            # cdk-nag 3 is a validation plugin: unacknowledged AwsSolutions findings fail the synth.
+            cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+        app.synth()
     return 0
 
 

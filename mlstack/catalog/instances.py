@@ -15,7 +15,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from mlstack import resources
+from mlstack import resources, yamlload
 from mlstack.errors import CatalogError
 
 __all__ = [
@@ -252,7 +252,7 @@ DATA_FILE = "instances.yaml"
 def load_catalog(text: str) -> Catalog:
     """Validate catalog YAML text (exposed for tests of the validation rules)."""
     try:
-        raw = yaml.safe_load(text)
+        raw = yamlload.safe_load(text)
         return Catalog.model_validate(raw)
     except (yaml.YAMLError, ValidationError) as err:
         raise CatalogError(f"instance catalog is invalid: {err}".replace("\n", " | ")) from err

@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from mlstack import resources
+from mlstack import resources, yamlload
 from mlstack.config.blueprint import BlueprintConfig
 from mlstack.errors import BlueprintError
 
@@ -40,7 +40,7 @@ def load(ref: str | Path, blueprints_dir: Path = BLUEPRINTS_DIR) -> BlueprintCon
     if not path.is_file():
         raise BlueprintError(f"{path}: no such blueprint file; check the path")
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        raw = yamlload.safe_load(path.read_text(encoding="utf-8"))
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)

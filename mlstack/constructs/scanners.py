@@ -15,8 +15,11 @@ from constructs import IConstruct
 
 def acknowledge_nag(scope: IConstruct, reasons: Mapping[str, str]) -> None:
     """cdk-nag: acknowledge each rule (`AwsSolutions-IAM4[...]`) on `scope` and its children, with its reason."""
-    for rule_id, reason in reasons.items():
-        Validations.of(scope).acknowledge(Acknowledgment(id=rule_id, reason=reason))
+    # One call for all of them (the same acknowledgments, in order): each jsii call is a round trip to the kernel.
+    if reasons:
+        Validations.of(scope).acknowledge(
+            *(Acknowledgment(id=rule_id, reason=reason) for rule_id, reason in reasons.items())
+        )
 
 
 def nag_id(stack: Stack, value: object) -> str:

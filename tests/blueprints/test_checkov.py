@@ -7,39 +7,22 @@ by `mlstack.constructs.scanners.skip_checkov`).
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.synth import ROOT, Session
+from tests.blueprints import gate_runs
+from tests.synth import Session
 
-CHECKOV = Path(os.environ.get("MLSTACK_CHECKOV", ROOT / ".venv-checkov" / "bin" / "checkov"))
 MIN_REASON = 20
 """A skip's comment must say why (a few words at least), not just 'n/a'."""
 
 
-def _templates(session: Session) -> list[Path]:
-    return sorted(
-        session.outdir / f"assembly-{name}" / f"{stack.artifact_id}.template.json"
-        for name, bp in session.blueprints.items()
-        for stack in bp.built.stacks
-    )
-
-
 @pytest.fixture(scope="module")
 def checkov_report(session: Session) -> list[dict[str, Any]]:
-    assert CHECKOV.exists(), f"{CHECKOV} is missing: run `make install` (it creates .venv-checkov)"
-    args = [str(CHECKOV), "--framework", "cloudformation", "--skip-download", "--quiet", "--compact", "-o", "json"]
-    for template in _templates(session):
-        args += ["-f", str(template)]
-    run = subprocess.run(args, capture_output=True, text=True, timeout=600, check=False)
-    assert run.returncode in (0, 1), run.stderr[-2000:]
-    report = json.loads(run.stdout) if run.stdout.strip() else []
-    return report if isinstance(report, list) else [report]
+    # One checkov run over every template, in the background since the session synthesized (gate_runs).
+    return gate_runs.checkov_report(session)
 
 
 def test_checkov_scanned_every_template(session: Session, checkov_report: list[dict[str, Any]]) -> None:

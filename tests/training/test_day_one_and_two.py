@@ -4,6 +4,7 @@ credentials, version skew, upkeep, Neuron. Each test pins one reviewed defect of
 from __future__ import annotations
 
 import copy
+import importlib
 import json
 import re
 from pathlib import Path
@@ -271,6 +272,7 @@ def test_every_allowed_kubernetes_version_has_its_own_kubectl_layer() -> None:
     assert set(KUBECTL_LAYERS) == set(get_args(KubernetesVersion))
     for version, layer in KUBECTL_LAYERS.items():
         assert layer.__name__ == f"KubectlV{version.split('.')[1]}Layer", version
+        assert hasattr(importlib.import_module(layer.module), layer.__name__), version  # imported only when used
 
 
 def test_kubernetes_version_without_a_kubectl_layer_is_rejected(tmp_path: Path, base: dict[str, Any]) -> None:

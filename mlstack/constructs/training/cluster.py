@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import importlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
@@ -12,9 +13,6 @@ from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
-from aws_cdk.lambda_layer_kubectl_v34 import KubectlV34Layer
-from aws_cdk.lambda_layer_kubectl_v35 import KubectlV35Layer
-from aws_cdk.lambda_layer_kubectl_v36 import KubectlV36Layer
 from constructs import Construct
 
 from mlstack.catalog import get_instance
@@ -44,11 +42,21 @@ ACCELERATOR_TAINTS = (GPU_TAINT, NEURON_TAINT, EFA_TAINT)
 
 DEFAULT_KUBERNETES_VERSION = "1.35"
 
-KUBECTL_LAYERS: dict[str, Callable[[Construct, str], lambda_.LayerVersion]] = {
-    "1.34": KubectlV34Layer,
-    "1.35": KubectlV35Layer,
-    "1.36": KubectlV36Layer,
-}
+
+class _KubectlLayer:
+    """`KubectlV<minor>Layer`, imported on first use: each package's import loads a 37 MB jsii tarball into the
+    kernel (read and hashed on every synth), so a synth loads only the versions its clusters run."""
+
+    def __init__(self, minor: int) -> None:
+        self.__name__ = f"KubectlV{minor}Layer"
+        self.module = f"aws_cdk.lambda_layer_kubectl_v{minor}"
+
+    def __call__(self, scope: Construct, construct_id: str) -> lambda_.LayerVersion:
+        layer: lambda_.LayerVersion = getattr(importlib.import_module(self.module), self.__name__)(scope, construct_id)
+        return layer
+
+
+KUBECTL_LAYERS: dict[str, _KubectlLayer] = {f"1.{minor}": _KubectlLayer(minor) for minor in (34, 35, 36)}
 """The kubectl Lambda layer of each Kubernetes version the cluster can run: kubectl and the cluster keep the same
 minor version (kubectl supports one minor version of skew, Kubernetes version skew policy), one PyPI package per
 minor (`aws-cdk.lambda-layer-kubectl-v34` ...)."""

@@ -1,0 +1,144 @@
+"""cfn-lint and checkov over every template of the session, each in its own process, started in the background as
+soon as the session has synthesized (like cfn-guard and asl-validator, `tests/template_checks/background.py`).
+
+They are the slowest gates (cfn-lint about 35 s, checkov about 12 s on a quiet machine) and need nothing but the
+template files, so they run on the second core while the other tests run in this one; `tests/conftest.py` runs
+the tests that read their reports last, when the runs are done. cfn-lint runs as its CLI, once per region (the
+blueprints' regions), with the ignored checks of `.cfnlintrc.yaml`; checkov from its own venv, offline.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.synth import ROOT, Session
+
+CFN_LINT = Path(os.environ.get("MLSTACK_CFN_LINT", ROOT / ".venv" / "bin" / "cfn-lint"))
+CHECKOV = Path(os.environ.get("MLSTACK_CHECKOV", ROOT / ".venv-checkov" / "bin" / "checkov"))
+
+READERS = {
+    "cfn-lint": "tests/blueprints/test_gates.py::test_cfn_lint_finds_no_errors_or_warnings",
+    "checkov": "tests/blueprints/test_checkov.py",
+}
+"""The tests that read each run: a run starts only when one of them is selected."""
+
+TIMEOUT_S = 600
+
+
+@dataclass
+class Run:
+    """One background run: its process, and its stdout (the report) and stderr in files of their own."""
+
+    name: str
+    args: list[str]
+    out: Path
+    started: float = field(default_factory=time.monotonic)
+    process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> Run:
+        with self.out.open("wb") as out, self.out.with_suffix(".stderr").open("wb") as err:
+            self.process = subprocess.Popen(self.args, stdout=out, stderr=err, cwd=ROOT)
+        return self
+
+    def wait(self) -> tuple[int, str, str]:
+        """(exit status, stdout, stderr), once the run has ended."""
+        assert self.process is not None
+        waited = self.process.returncode is None
+        code = self.process.wait(timeout=TIMEOUT_S)
+        if waited:
+            print(f"\n{self.name}: {time.monotonic() - self.started:.1f} s", file=sys.stderr)
+        read = {"encoding": "utf-8", "errors": "replace"}
+        return code, self.out.read_text(**read), self.out.with_suffix(".stderr").read_text(**read)
+
+
+RUNS: dict[str, list[Run]] = {}
+
+
+def template_files(session: Session) -> dict[Path, tuple[str, str, str]]:
+    """Each template file of the session -> (blueprint, stack construct ID, region)."""
+    return {
+        session.outdir / f"assembly-{name}" / f"{stack.artifact_id}.template.json": (
+            name,
+            stack.node.id,
+            bp.built.config.env.region,
+        )
+        for name, bp in session.blueprints.items()
+        for stack in bp.built.stacks
+        if stack.node.id in bp.templates
+    }
+
+
+def cfn_lint_ignores() -> list[str]:
+    config = yaml.safe_load((ROOT / ".cfnlintrc.yaml").read_text())
+    return list(config.get("ignore_checks", []))
+
+
+def _start_cfn_lint(session: Session, workdir: Path) -> list[Run]:
+    by_region: dict[str, list[Path]] = defaultdict(list)
+    for path, (_, _, region) in sorted(template_files(session).items()):
+        by_region[region].append(path)
+    runs = []
+    for region, paths in sorted(by_region.items()):
+        args = [str(CFN_LINT), "--format", "json", "--regions", region]
+        args += ["--ignore-checks", *cfn_lint_ignores(), "--", *map(str, paths)]
+        runs.append(Run(f"cfn-lint {region}", args, workdir / f"cfn-lint-{region}.json").start())
+    return runs
+
+
+def _start_checkov(session: Session, workdir: Path) -> list[Run]:
+    args = [str(CHECKOV), "--framework", "cloudformation", "--skip-download", "--quiet", "--compact", "-o", "json"]
+    for path in sorted(template_files(session)):
+        args += ["-f", str(path)]
+    return [Run("checkov", args, workdir / "checkov.json").start()]
+
+
+def start_if_selected(session: Session, selected: Sequence[str]) -> None:
+    wanted = {name for name, prefix in READERS.items() if any(nodeid.startswith(prefix) for nodeid in selected)}
+    workdir = session.outdir / "gates"
+    workdir.mkdir(parents=True, exist_ok=True)
+    if "cfn-lint" in wanted and CFN_LINT.exists():
+        RUNS["cfn-lint"] = _start_cfn_lint(session, workdir)
+    if "checkov" in wanted and CHECKOV.exists():
+        RUNS["checkov"] = _start_checkov(session, workdir)
+
+
+def _runs(session: Session, name: str, tool: Path) -> list[Run]:
+    assert tool.exists(), f"{tool} is missing: run `make install`"
+    if name not in RUNS:  # a test run on its own, or the fixture ran without it selected
+        start_if_selected(session, [READERS[name]])
+    return RUNS[name]
+
+
+def cfn_lint_problems(session: Session) -> list[str]:
+    """Every cfn-lint match as `<blueprint>/<stack>: <rule> <message> @ <path>` (empty: clean)."""
+    files = {path.resolve(): labels for path, labels in template_files(session).items()}
+    problems = []
+    for run in _runs(session, "cfn-lint", CFN_LINT):
+        code, output, errors = run.wait()
+        # Exit status: a bit per level found (2 error, 4 warning, 8 informational); bit 1 is a failed run.
+        assert code & 1 == 0, (output + errors)[-2000:]
+        for match in json.loads(output):
+            name, stack_id, _ = files[Path(match["Filename"]).resolve()]
+            path = "/".join(map(str, match["Location"]["Path"] or []))
+            problems.append(f"{name}/{stack_id}: {match['Rule']['Id']} {match['Message']} @ {path}")
+    return problems
+
+
+def checkov_report(session: Session) -> list[dict[str, Any]]:
+    """checkov's JSON report (one entry per framework) over every template."""
+    (run,) = _runs(session, "checkov", CHECKOV)
+    code, output, errors = run.wait()
+    assert code in (0, 1), (output + errors)[-2000:]
+    report = json.loads(output) if output.strip() else []
+    return report if isinstance(report, list) else [report]
