@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from mlstack.config import BlueprintConfig
+from mlstack.design.footprint import footprint
 from mlstack.plan.ai_services import plan_ai_services
 from mlstack.plan.inference import plan_inference
 from mlstack.plan.mlops import plan_mlops
 from mlstack.plan.model import Plan
 from mlstack.plan.network import plan_network
+from mlstack.plan.supporting import add_supporting
 from mlstack.plan.training import plan_training
 from mlstack.plan.training_engines import plan_training_engine
 
@@ -31,4 +33,5 @@ def build_plan(config: BlueprintConfig) -> Plan:
         plan_mlops(config, plan)
     if config.ai_services is not None:
         plan_ai_services(config, plan)
+    add_supporting(plan, footprint(config))
     return plan

@@ -24,6 +24,7 @@ def plan_network(config: BlueprintConfig, plan: Plan) -> None:
     kind = "isolated (no NAT)" if net.nat_gateways == 0 else "private with NAT egress"
     plan.resources.append(Resource(stack, "Private subnet", f"/{net.private_subnet_mask}, {kind}", len(zones)))
     if net.nat_gateways:
+        plan.resources.append(Resource(stack, "Public subnet", "for the NAT gateways (no host runs in it)", len(zones)))
         plan.resources.append(Resource(stack, "NAT gateway", "with an Elastic IP", net.nat_gateways))
         plan.costs.append(Cost("NAT gateway", net.nat_gateways, NAT_GATEWAY_PER_HOUR, VPC_PRICE_DATE, VPC_PRICE_SOURCE))
         plan.quotas.append(Quota("ec2", "EC2-VPC Elastic IPs", "L-0263D0A3", net.nat_gateways))

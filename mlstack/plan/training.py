@@ -14,6 +14,7 @@ from mlstack.catalog.prices import MAX_PRICE_AGE_DAYS, DatedPrice, oldest, stale
 from mlstack.catalog.prices import price as ec2_price
 from mlstack.config import BlueprintConfig
 from mlstack.config.training import NodeGroupConfig, TrainingConfig
+from mlstack.design.footprint.training import device_plugin_charts
 from mlstack.k8s.disruption import JOB_BUDGET
 from mlstack.k8s.image import JOB_CONFIGMAP, first_job_command, image_rows
 from mlstack.k8s.job import render_job_yaml
@@ -310,7 +311,8 @@ def plan_training(config: BlueprintConfig, plan: Plan) -> None:
         plan.costs.append(
             Cost(f"FSx for Lustre {fsx.storage_capacity_gib} GiB", 1, monthly / HOURS_PER_MONTH, None, FSX_PRICE_SOURCE)
         )
-    plan.resources.append(Resource(stack, "Helm charts", "device plugins, EFA device plugin, Kubeflow Trainer"))
+    charts = [*device_plugin_charts(training), "Kubeflow Trainer"]
+    plan.resources.append(Resource(stack, "Helm charts", ", ".join(charts), len(charts)))
     plan.resources.append(
         Resource(stack, "GPU/Neuron metrics", "CloudWatch Container Insights (amazon-cloudwatch-observability add-on)")
     )
