@@ -19,19 +19,17 @@ from mlstack.constructs.training.versions import (
     HYPERPOD_CHART_SHA256,
     HYPERPOD_CLI_COMMIT,
 )
+from mlstack.design.training import ADMIN_HOST_TYPE, cluster_name, memory_warnings
 from mlstack.k8s.image import image_rows
 from mlstack.plan.model import HOURS_PER_MONTH, Cost, Plan, Quota, Resource
 from mlstack.plan.training import (
-    ADMIN_HOST_TYPE,
     EKS_PRICE_SOURCE,
     FSX_PRICE_PER_GIB_MONTH,
     FSX_PRICE_SOURCE,
     ON_DEMAND_QUOTAS,
     access_path,
-    cluster_name,
     control_plane_per_hour,
     job_sections,
-    memory_warnings,
     quota_family,
 )
 

@@ -1,4 +1,4 @@
-"""`AiServicesStack`: the blueprint's AI service API and document pipeline; `plan_ai_services` for `mlstack plan`."""
+"""`AiServicesStack`: the blueprint's AI service API and document pipeline (planned by `mlstack.plan.ai_services`)."""
 
 from __future__ import annotations
 
@@ -15,12 +15,11 @@ from mlstack.config import BlueprintConfig
 from mlstack.constructs.ai_services import AiServiceApi, DocumentPipeline, Guardrail
 from mlstack.constructs.ai_services.api import MEDIA_PREFIX
 from mlstack.constructs.ai_services.document_pipeline import INPUT_PREFIX
-from mlstack.plan.ai_services import plan_ai_services
 from mlstack.stacks.base import MlStack
 from mlstack.stacks.data import access_log_bucket, kms_bucket
 from mlstack.stacks.network import NetworkStack
 
-__all__ = ["AiServicesStack", "plan_ai_services"]
+__all__ = ["AiServicesStack"]
 
 
 class AiServicesStack(MlStack):

@@ -1,4 +1,4 @@
-"""`InferenceStack`: the blueprint's SageMaker endpoints; `plan_inference` for `mlstack plan`."""
+"""`InferenceStack`: the blueprint's SageMaker endpoints (its part of `mlstack plan` is `mlstack.plan.inference`)."""
 
 from __future__ import annotations
 
@@ -13,14 +13,13 @@ from mlstack.config import BlueprintConfig
 from mlstack.config.inference import PAYLOAD_LIMIT_BYTES, InferenceConfig
 from mlstack.config.inference_fit import weights_gib
 from mlstack.constructs.inference import AlarmThresholds, AsyncServing, InvokeApi, ModelEndpoint
-from mlstack.plan.inference import plan_inference
 from mlstack.stacks.base import MlStack
 from mlstack.stacks.data import DataStack, access_log_bucket, kms_bucket
 from mlstack.stacks.images import serving_image
 from mlstack.stacks.inference_props import serving_props
 from mlstack.stacks.network import NetworkStack
 
-__all__ = ["InferenceStack", "plan_inference"]
+__all__ = ["InferenceStack"]
 
 
 class InferenceStack(MlStack):

@@ -17,9 +17,9 @@ from mlstack.constructs.storage.fsx_lustre import DataRepository, FsxLustre
 from mlstack.constructs.training.admin_host import ClusterAdminHost
 from mlstack.constructs.training.cluster import SystemNodes, TrainingCluster
 from mlstack.constructs.training.node_group import Capacity
+from mlstack.design.training import ADMIN_HOST_TYPE, cluster_name, memory_warnings
 from mlstack.k8s.disruption import job_disruption_budget
 from mlstack.k8s.job import FSX_CLAIM
-from mlstack.plan.training import ADMIN_HOST_TYPE, cluster_name, memory_warnings
 from mlstack.stacks.base import MlStack
 from mlstack.stacks.network import NetworkStack
 from mlstack.stacks.training_image import add_first_job
