@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from mlstack.config import BlueprintConfig
+from mlstack.design.network import network_design
 from mlstack.plan.model import Cost, Plan, Quota, Resource
 
 # VPC prices, us-east-1, from the Amazon VPC pricing page (NAT gateway hour, PrivateLink endpoint hour per AZ).
@@ -17,14 +18,17 @@ VPC_PRICE_SOURCE = (
 
 
 def plan_network(config: BlueprintConfig, plan: Plan) -> None:
-    net = config.network
-    zones = config.zones
+    net = network_design(config)
+    zones = net.zones
     stack = "NetworkStack"
     plan.resources.append(Resource(stack, "VPC", f"{net.cidr} across {', '.join(zones)}"))
     kind = "isolated (no NAT)" if net.nat_gateways == 0 else "private with NAT egress"
     plan.resources.append(Resource(stack, "Private subnet", f"/{net.private_subnet_mask}, {kind}", len(zones)))
+    if net.public_subnets:
+        plan.resources.append(
+            Resource(stack, "Public subnet", "for the NAT gateways (no host runs in it)", net.public_subnets)
+        )
     if net.nat_gateways:
-        plan.resources.append(Resource(stack, "Public subnet", "for the NAT gateways (no host runs in it)", len(zones)))
         plan.resources.append(Resource(stack, "NAT gateway", "with an Elastic IP", net.nat_gateways))
         plan.costs.append(Cost("NAT gateway", net.nat_gateways, NAT_GATEWAY_PER_HOUR, VPC_PRICE_DATE, VPC_PRICE_SOURCE))
         plan.quotas.append(Quota("ec2", "EC2-VPC Elastic IPs", "L-0263D0A3", net.nat_gateways))
@@ -45,7 +49,7 @@ def plan_network(config: BlueprintConfig, plan: Plan) -> None:
         plan.resources.append(Resource(stack, "Gateway endpoint", gateway))
     plan.resources.append(Resource(stack, "KMS key", "customer-managed, rotation on; shared by every stack"))
     plan.resources.append(
-        Resource(stack, "Flow logs", f"CloudWatch Logs, {net.flow_logs.retention_days} days, KMS-encrypted")
+        Resource(stack, "Flow logs", f"CloudWatch Logs, {net.flow_log_retention_days} days, KMS-encrypted")
     )
     plan.quotas.append(Quota("vpc", "VPCs per Region", "L-F678F1CE", 1))
     if config.removal == "destroy":

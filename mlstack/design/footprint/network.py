@@ -6,6 +6,7 @@ from collections import Counter
 
 from mlstack.config import BlueprintConfig
 from mlstack.design.footprint.parts import LOG_GROUP, SECURITY_GROUP, Footprint, function, role
+from mlstack.design.network import network_design
 
 
 def project_key() -> Footprint:
@@ -49,10 +50,10 @@ def ml_vpc(*, zones: int, nat_gateways: int, interface_endpoints: int, gateway_e
 
 
 def network_stack(config: BlueprintConfig) -> Footprint:
-    net = config.network
+    design = network_design(config)
     return project_key() + ml_vpc(
-        zones=len(config.zones),
-        nat_gateways=net.nat_gateways,
-        interface_endpoints=len(net.interface_endpoints),
-        gateway_endpoints=len(net.gateway_endpoints),
+        zones=len(design.zones),
+        nat_gateways=design.nat_gateways,
+        interface_endpoints=len(design.interface_services),
+        gateway_endpoints=len(design.gateway_endpoints),
     )
