@@ -3,12 +3,18 @@ blueprint's model fits its node groups."""
 
 from __future__ import annotations
 
+from typing import Literal
+
 from mlstack.catalog.fit import DEFAULT_SEQ_LEN, training_fit
 from mlstack.catalog.memory import GIB
 from mlstack.config import BlueprintConfig
 from mlstack.config.training import TrainingConfig
 
-__all__ = ["ADMIN_HOST_TYPE", "cluster_name", "memory_warnings"]
+__all__ = ["ADMIN_HOST_TYPE", "BATCH_IMAGE_TYPE", "cluster_name", "memory_warnings"]
+
+BATCH_IMAGE_TYPE: Literal["ECS_AL2023_NVIDIA"] = "ECS_AL2023_NVIDIA"
+"""The AWS Batch compute environment's ECS AMI: the Amazon Linux 2023 GPU AMI (engine batch takes GPU node
+groups only, `training_rules.py`; Amazon Linux 2 AMIs reach end of support)."""
 
 ADMIN_HOST_TYPE = "m7i.large"
 """Instance type of the cluster admin host (kubectl only)."""

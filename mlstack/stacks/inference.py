@@ -81,7 +81,12 @@ class InferenceStack(MlStack):
                 data_bucket=self.data_bucket,
                 environment=config.container_environment(spec),
                 network_isolation=config.model.network_isolation,
-                alarms=AlarmThresholds(**spec.alarms.model_dump()),
+                alarms=AlarmThresholds(
+                    latency_p99_ms=spec.alarms.latency_p99_ms,
+                    errors_5xx=spec.alarms.errors_5xx,
+                    oldest_request_minutes=spec.alarms.oldest_request_minutes,
+                    backlog_without_capacity_minutes=spec.alarms.backlog_without_capacity_minutes,
+                ),
                 alarm_topic=self.alarm_topic,
             )
             self.endpoints[spec.name] = endpoint

@@ -8,9 +8,11 @@ from aws_cdk import CfnOutput
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
+from mlstack import resources
 from mlstack.config import BlueprintConfig
 from mlstack.config.mlops import SCHEDULES, MlopsConfig
 from mlstack.constructs.sagemaker import ApprovalDeploy, MlopsPipeline, StudioDomain, TrainingSettings
+from mlstack.design.mlops import MLOPS_SERVING_ENVIRONMENT
 from mlstack.stacks.base import MlStack
 from mlstack.stacks.data import access_log_bucket, kms_bucket
 from mlstack.stacks.images import serving_image as image_of
@@ -78,6 +80,8 @@ class MlopsStack(MlStack):
             accuracy_threshold=pipeline.accuracy_threshold,
             serving_instance_types=[config.serving.instance_type],
             input_prefix=pipeline.input_prefix,
+            serving_environment=MLOPS_SERVING_ENVIRONMENT,
+            scripts_dir=resources.runtime_path("mlops"),
             alarm_topic=self.alarm_topic,
         )
         self.pipeline.node.add_dependency(self.model_package_group)

@@ -18,6 +18,7 @@ from mlstack.constructs.network.ml_vpc import retention
 from mlstack.constructs.storage.fsx_lustre import FsxLustre
 from mlstack.constructs.training.batch import BatchMultiNodeTraining
 from mlstack.constructs.training.efa import EfaNetworking
+from mlstack.design.training import BATCH_IMAGE_TYPE
 from mlstack.stacks.base import MlStack
 from mlstack.stacks.network import NetworkStack
 from mlstack.stacks.training import fsx_props
@@ -94,6 +95,7 @@ class BatchTrainingStack(MlStack):
             queue_priority=settings.job_queue_priority,
             removal_policy=self.removal_policy,
             update_job_timeout_minutes=settings.update_job_timeout_minutes,
+            image_type=BATCH_IMAGE_TYPE,
         )
         # What `mlstack acceptance` reads after the deploy to register its nccl-tests job definition beside the
         # training one (the job queue's name is fixed: stack name and training.batch.name).

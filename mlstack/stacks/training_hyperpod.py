@@ -43,7 +43,7 @@ def volume_encryption(hyperpod: HyperPodConfig, engine: str, key: kms.IKey) -> d
     """`HyperPodCluster` keywords of `training.hyperpod.volume_key`: the project key and continuous node provisioning
     (the only mode in which HyperPod takes a customer-managed volume key), or nothing (HyperPod's AWS owned key)."""
     if not hyperpod.customer_volume_key(engine):
-        return {}
+        return {"volume_key": None, "node_provisioning_mode": None}
     return {"volume_key": key, "node_provisioning_mode": "Continuous"}
 
 
@@ -147,5 +147,6 @@ class HyperPodTrainingStack(MlStack):
             node_recovery=hyperpod.node_recovery,
             removal_policy=self.removal_policy,
             workloads=WORKLOADS_DIR,
+            eks_cluster_arn=None,
             **volume_encryption(hyperpod, training.engine, network.key),
         )

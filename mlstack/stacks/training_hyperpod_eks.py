@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from aws_cdk import RemovalPolicy
 from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
@@ -32,17 +33,22 @@ from mlstack.k8s.kube import LABEL_PREFIX
 from mlstack.stacks.base import MlStack
 from mlstack.stacks.network import NetworkStack
 from mlstack.stacks.training import admin_host, cluster_props, fsx_props
-from mlstack.stacks.training_hyperpod import volume_encryption, worker_groups
+from mlstack.stacks.training_hyperpod import FSX_MOUNT_PATH, volume_encryption, worker_groups
 from mlstack.stacks.training_image import add_first_job
 
 
 def eks_cluster(
-    scope: Construct, blueprint: BlueprintConfig, network: NetworkStack, training: TrainingConfig, **kwargs: Any
+    scope: Construct,
+    blueprint: BlueprintConfig,
+    network: NetworkStack,
+    training: TrainingConfig,
+    *,
+    removal_policy: RemovalPolicy,
 ) -> TrainingCluster:
     """The training layer's EKS cluster, without the accelerated node pieces: HyperPod brings the nodes and the
     HyperPod chart their NVIDIA, Neuron and EFA device plugins, so `TrainingCluster` sees no node groups and
     installs none of its own (two device plugins on one node would both advertise the devices)."""
-    return TrainingCluster(scope, "Training", **cluster_props(blueprint, network), **kwargs)
+    return TrainingCluster(scope, "Training", **cluster_props(blueprint, network), removal_policy=removal_policy)
 
 
 class HyperPodEksTrainingStack(MlStack):
@@ -109,6 +115,8 @@ class HyperPodEksTrainingStack(MlStack):
             subnets=network.network.private_subnets,
             key=network.key,
             removal_policy=self.removal_policy,
+            # The chart's own defaults, and the Region its agents report in.
+            values={"global": {"region": self.region}},
         )
         # A hook or a webhook of a sub-chart needs a node to run on: install once the system nodes are up.
         self.hyperpod_chart.install.node.add_dependency(self.cluster.system_nodes)
@@ -125,6 +133,11 @@ class HyperPodEksTrainingStack(MlStack):
             node_recovery=hyperpod.node_recovery,
             removal_policy=self.removal_policy,
             eks_cluster_arn=eks.cluster_arn,
+            # The EKS engine mounts FSx through the CSI driver (the FsxVolume manifest), not from lifecycle scripts.
+            fsx_dns_name=None,
+            fsx_mount_name=None,
+            fsx_mount_path=FSX_MOUNT_PATH,
+            workloads=None,
             **volume_encryption(hyperpod, training.engine, network.key),
         )
         # Like managed node groups: a node that joins before the CNI, kube-proxy and Pod Identity agent add-ons
