@@ -15,8 +15,8 @@ from mlstack.config import BlueprintConfig
 from mlstack.constructs.ai_services import AiServiceApi, DocumentPipeline, Guardrail
 from mlstack.constructs.ai_services.api import MEDIA_PREFIX
 from mlstack.constructs.ai_services.document_pipeline import INPUT_PREFIX
+from mlstack.constructs.storage.buckets import access_log_bucket, kms_bucket
 from mlstack.stacks.base import MlStack
-from mlstack.stacks.data import access_log_bucket, kms_bucket
 from mlstack.stacks.network import NetworkStack
 
 __all__ = ["AiServicesStack"]
@@ -51,7 +51,7 @@ class AiServicesStack(MlStack):
         )
         self.add_stack_dependency(network)
         key = network.key
-        self.access_logs = access_log_bucket(self)
+        self.access_logs = access_log_bucket(self, removal_policy=self.removal_policy)
         self.pipeline: DocumentPipeline | None = None
         self.alarm_topic: sns.Topic | None = None
         if config.document_pipeline is not None:
@@ -80,7 +80,14 @@ class AiServicesStack(MlStack):
         if config.api is not None:
             api = config.api
             if "transcribe.start" in api.operations:
-                self.media_bucket = kms_bucket(self, "MediaBucket", key, self.access_logs, log_prefix="media/")
+                self.media_bucket = kms_bucket(
+                    self,
+                    "MediaBucket",
+                    key=key,
+                    access_logs=self.access_logs,
+                    log_prefix="media/",
+                    removal_policy=self.removal_policy,
+                )
                 CfnOutput(self, "MediaUploadTo", value=f"s3://{self.media_bucket.bucket_name}/{MEDIA_PREFIX}")
             user_pool = clients = None
             if api.cognito_user_pool_id is not None:

@@ -13,8 +13,9 @@ from mlstack.config import BlueprintConfig
 from mlstack.config.inference import PAYLOAD_LIMIT_BYTES, InferenceConfig
 from mlstack.config.inference_fit import weights_gib
 from mlstack.constructs.inference import AlarmThresholds, AsyncServing, InvokeApi, ModelEndpoint
+from mlstack.constructs.storage.buckets import access_log_bucket, kms_bucket
 from mlstack.stacks.base import MlStack
-from mlstack.stacks.data import DataStack, access_log_bucket, kms_bucket
+from mlstack.stacks.data import DataStack
 from mlstack.stacks.images import serving_image
 from mlstack.stacks.inference_props import serving_props
 from mlstack.stacks.network import NetworkStack
@@ -56,10 +57,14 @@ class InferenceStack(MlStack):
         self.add_stack_dependency(data)
         self.data = data
         key = network.key
-        self.access_logs = access_log_bucket(self)
+        self.access_logs = access_log_bucket(self, removal_policy=self.removal_policy)
         artifact = config.model.artifact
         self.model_bucket = data.model_bucket
-        self.data_bucket = kms_bucket(self, "DataBucket", key, self.access_logs) if config.needs_data_bucket else None
+        self.data_bucket = (
+            kms_bucket(self, "DataBucket", key=key, access_logs=self.access_logs, removal_policy=self.removal_policy)
+            if config.needs_data_bucket
+            else None
+        )
 
         self.alarm_topic = self.add_alarm_topic(key, config.alarm_emails)
         image = serving_image(config.model.image, blueprint.env.region, data.repository)

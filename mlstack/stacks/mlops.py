@@ -12,9 +12,9 @@ from mlstack import resources
 from mlstack.config import BlueprintConfig
 from mlstack.config.mlops import SCHEDULES, MlopsConfig
 from mlstack.constructs.sagemaker import ApprovalDeploy, MlopsPipeline, StudioDomain, TrainingSettings
+from mlstack.constructs.storage.buckets import access_log_bucket, kms_bucket
 from mlstack.design.mlops import MLOPS_SERVING_ENVIRONMENT
 from mlstack.stacks.base import MlStack
-from mlstack.stacks.data import access_log_bucket, kms_bucket
 from mlstack.stacks.images import serving_image as image_of
 from mlstack.stacks.network import NetworkStack
 
@@ -46,8 +46,10 @@ class MlopsStack(MlStack):
         key = network.key
         subnets = network.network.private_subnets
         self.alarm_topic = self.add_alarm_topic(key, config.alarm_emails)
-        self.access_logs = access_log_bucket(self)
-        self.artifacts = kms_bucket(self, "ArtifactsBucket", key, self.access_logs)
+        self.access_logs = access_log_bucket(self, removal_policy=self.removal_policy)
+        self.artifacts = kms_bucket(
+            self, "ArtifactsBucket", key=key, access_logs=self.access_logs, removal_policy=self.removal_policy
+        )
         group_name = f"{blueprint.name}-models"
         self.model_package_group = sagemaker.CfnModelPackageGroup(
             self,
