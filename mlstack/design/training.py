@@ -3,14 +3,23 @@ blueprint's model fits its node groups."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal
 
 from mlstack.catalog.fit import DEFAULT_SEQ_LEN, training_fit
 from mlstack.catalog.memory import GIB
 from mlstack.config import BlueprintConfig
 from mlstack.config.training import TrainingConfig
+from mlstack.config.training_cluster import CapacityKind
 
-__all__ = ["ADMIN_HOST_TYPE", "BATCH_IMAGE_TYPE", "cluster_name", "memory_warnings"]
+__all__ = [
+    "ADMIN_HOST_TYPE",
+    "BATCH_IMAGE_TYPE",
+    "NodeGroupDesign",
+    "cluster_name",
+    "memory_warnings",
+    "node_group_designs",
+]
 
 BATCH_IMAGE_TYPE: Literal["ECS_AL2023_NVIDIA"] = "ECS_AL2023_NVIDIA"
 """The AWS Batch compute environment's ECS AMI: the Amazon Linux 2023 GPU AMI (engine batch takes GPU node
@@ -61,3 +70,48 @@ def memory_warnings(training: TrainingConfig) -> list[str]:
                 "and pipeline parallelism)"
             )
     return warnings
+
+
+@dataclass(frozen=True)
+class NodeGroupDesign:
+    """One accelerated node group as the blueprint implies it: what `TrainingCluster.add_accelerated_node_group`
+    takes, every decision made (EFA, placement group, zones) so the construct's own defaults never apply."""
+
+    name: str
+    instance_type: str
+    zones: tuple[str, ...]
+    efa: bool
+    placement_group: bool
+    """A cluster placement group: for EFA groups unless a reservation fixes placement (or the blueprint says)."""
+    efa_on_every_card: bool
+    capacity_type: CapacityKind
+    reservation_id: str | None
+    placement_group_name: str | None
+    desired_size: int
+    min_size: int
+    max_size: int
+    root_volume_gib: int
+
+
+def node_group_designs(config: BlueprintConfig) -> list[NodeGroupDesign]:
+    """The accelerated node groups of the EKS engine, in blueprint order."""
+    training = config.training
+    assert training is not None
+    return [
+        NodeGroupDesign(
+            name=group.name,
+            instance_type=group.instance_type,
+            zones=tuple(training.zones_of(group, config.zones)),
+            efa=group.efa,
+            placement_group=group.uses_placement_group,
+            efa_on_every_card=group.efa_on_every_card,
+            capacity_type=group.capacity.type,
+            reservation_id=group.capacity.reservation_id,
+            placement_group_name=group.capacity.placement_group_name,
+            desired_size=group.desired_size,
+            min_size=group.min_size,
+            max_size=group.max_size,
+            root_volume_gib=group.root_volume_gib,
+        )
+        for group in training.node_groups
+    ]

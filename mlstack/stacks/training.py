@@ -17,7 +17,7 @@ from mlstack.constructs.storage.fsx_lustre import DataRepository, FsxLustre
 from mlstack.constructs.training.admin_host import ClusterAdminHost
 from mlstack.constructs.training.cluster import SystemNodes, TrainingCluster
 from mlstack.constructs.training.node_group import Capacity
-from mlstack.design.training import ADMIN_HOST_TYPE, cluster_name, memory_warnings
+from mlstack.design.training import ADMIN_HOST_TYPE, cluster_name, memory_warnings, node_group_designs
 from mlstack.k8s.disruption import job_disruption_budget
 from mlstack.k8s.job import FSX_CLAIM
 from mlstack.stacks.base import MlStack
@@ -58,22 +58,22 @@ class TrainingClusterStack(MlStack):
             self, "Training", **cluster_props(blueprint, network), removal_policy=self.removal_policy
         )
         self.admin_host = admin_host(self, network, self.cluster, training)
-        for group in training.node_groups:
-            capacity = group.capacity
+        for group in node_group_designs(blueprint):
             # In the stack's scope, where earlier releases created them: their logical IDs stay put.
             self.cluster.add_accelerated_node_group(
                 group.name,
                 scope=self,
                 instance_type=group.instance_type,
-                subnets=[network.network.subnet_in(z) for z in training.zones_of(group, zones)],
+                subnets=[network.network.subnet_in(z) for z in group.zones],
                 efa=group.efa,
-                placement_group=group.uses_placement_group,
+                placement_group=group.placement_group,
                 efa_on_every_card=group.efa_on_every_card,
-                capacity=Capacity(capacity.type, capacity.reservation_id, capacity.placement_group_name),
+                capacity=Capacity(group.capacity_type, group.reservation_id, group.placement_group_name),
                 desired_size=group.desired_size,
                 min_size=group.min_size,
                 max_size=group.max_size,
                 root_volume_gib=group.root_volume_gib,
+                key=network.key,
             )
         self.node_groups = self.cluster.node_groups
         self.efa = {name: group.efa for name, group in self.node_groups.items() if group.efa is not None}

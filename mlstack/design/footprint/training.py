@@ -26,6 +26,7 @@ from mlstack.design.footprint.parts import (
     provider_framework,
     role,
 )
+from mlstack.design.training import node_group_designs
 
 KUBERNETES_RESOURCE = "Custom::AWSCDK-EKS-KubernetesResource"
 HELM_CHART = "Custom::AWSCDK-EKS-HelmChart"
@@ -171,14 +172,14 @@ def device_plugin_charts(training: TrainingConfig) -> list[str]:
     return charts
 
 
-def _eks(training: TrainingConfig) -> Footprint:
+def _eks(config: BlueprintConfig, training: TrainingConfig) -> Footprint:
     groups = training.node_groups
     found = training_cluster(
         admin_principals=len(training.cluster.admin_principal_arns),
         device_plugin_charts=len(device_plugin_charts(training)),
     )
-    for group in groups:
-        found += accelerated_node_group(efa=group.efa, placement_group=group.uses_placement_group)
+    for design in node_group_designs(config):
+        found += accelerated_node_group(efa=design.efa, placement_group=design.placement_group)
     # FSx clients: each EFA group's security group (closed), and the EKS cluster group (open; not in the template)
     # when some node group has no EFA.
     efa_groups = sum(1 for g in groups if g.efa)
@@ -196,10 +197,9 @@ def _hyperpod_eks(training: TrainingConfig) -> Footprint:
 
 def training_stack(config: BlueprintConfig, training: TrainingConfig) -> Footprint:
     """The training stack of `training.engine`."""
-    del config
     engine = training.engine
     if engine == "eks":
-        found = _eks(training)
+        found = _eks(config, training)
     elif engine == "hyperpod-eks":
         found = _hyperpod_eks(training)
     else:
