@@ -26,9 +26,9 @@ from mlstack.config.inference import (
     VariantConfig,
 )
 from mlstack.config.inference_fit import MAX_STARTUP_SECONDS, host_memory_warning
-from mlstack.config.inference_model import EcrImage
 from mlstack.design.footprint.inference import model_endpoint
 from mlstack.design.footprint.parts import ALARM
+from mlstack.design.inference import inference_storage
 from mlstack.plan.model import HOURS_PER_MONTH, Cost, Plan, Quota, Resource
 
 STACK = "InferenceStack"
@@ -54,20 +54,20 @@ def plan_inference(config: BlueprintConfig, plan: Plan) -> None:
     weights_gib = model.parameters_billion * 1e9 * precision_bytes(model.precision) / GIB
     artifact = model.artifact
     where = artifact.existing_bucket or "<model-bucket>"
-    if artifact.existing_bucket is None:
+    storage = inference_storage(inference)
+    if storage.model_bucket:
         # DataStack deploys first: the artifact must be in the bucket before InferenceStack creates the model.
         plan.resources.append(
             Resource(DATA_STACK, "S3 bucket", "models (project KMS key, TLS only, versioned, logged)")
         )
         plan.resources.append(Resource(DATA_STACK, "S3 bucket", "access logs of the model bucket (SSE-S3, TLS only)"))
-    image = model.image
-    if isinstance(image, EcrImage) and image.create_repository:
+    if storage.image_repository is not None:
         plan.resources.append(
-            Resource(DATA_STACK, "ECR repository", f"{image.repository} (project KMS key, immutable)")
+            Resource(DATA_STACK, "ECR repository", f"{storage.image_repository} (project KMS key, immutable)")
         )
     plan.resources.append(Resource(STACK, "S3 bucket", "access logs (SSE-S3, TLS only, versioned)"))
     plan.resources.append(Resource(STACK, "SNS topic", "alarms (project KMS key), every endpoint alarm notifies it"))
-    if inference.needs_data_bucket:
+    if storage.data_bucket:
         plan.resources.append(
             Resource(STACK, "S3 bucket", "data capture / async results (project KMS key, TLS only, logged)")
         )

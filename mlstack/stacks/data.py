@@ -16,9 +16,9 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from mlstack.config import BlueprintConfig
-from mlstack.config.inference import EcrImage
 from mlstack.constructs.scanners import skip_guard
 from mlstack.constructs.storage.buckets import access_log_bucket, kms_bucket
+from mlstack.design.inference import inference_storage
 from mlstack.precheck import MODEL_BUCKET_OUTPUT
 from mlstack.stacks.base import MlStack
 from mlstack.stacks.network import NetworkStack
@@ -48,8 +48,9 @@ class DataStack(MlStack):
         )
         self.add_stack_dependency(network)
         artifact = config.model.artifact
+        storage = inference_storage(config)
         self.model_bucket: s3.IBucket
-        if artifact.existing_bucket is None:
+        if storage.model_bucket:
             self.access_logs: s3.Bucket | None = access_log_bucket(self, removal_policy=self.removal_policy)
             self.model_bucket = kms_bucket(
                 self, "ModelBucket", key=network.key, access_logs=self.access_logs, removal_policy=self.removal_policy
@@ -69,12 +70,12 @@ class DataStack(MlStack):
 
         image = config.model.image
         self.repository: ecr.IRepository | None = None
-        if isinstance(image, EcrImage) and image.create_repository:
+        if storage.image_repository is not None:
             self.repository = ecr.Repository(
                 self,
                 "ImageRepository",
                 # The blueprint names the repository: `docker push` needs the name before this stack exists.
-                repository_name=image.repository,
+                repository_name=storage.image_repository,
                 encryption=ecr.RepositoryEncryption.KMS,
                 encryption_key=network.key,
                 image_scan_on_push=True,

@@ -14,6 +14,7 @@ from mlstack.config.inference import PAYLOAD_LIMIT_BYTES, InferenceConfig
 from mlstack.config.inference_fit import weights_gib
 from mlstack.constructs.inference import AlarmThresholds, AsyncServing, InvokeApi, ModelEndpoint
 from mlstack.constructs.storage.buckets import access_log_bucket, kms_bucket
+from mlstack.design.inference import inference_storage
 from mlstack.stacks.base import MlStack
 from mlstack.stacks.data import DataStack
 from mlstack.stacks.images import serving_image
@@ -62,7 +63,7 @@ class InferenceStack(MlStack):
         self.model_bucket = data.model_bucket
         self.data_bucket = (
             kms_bucket(self, "DataBucket", key=key, access_logs=self.access_logs, removal_policy=self.removal_policy)
-            if config.needs_data_bucket
+            if inference_storage(config).data_bucket
             else None
         )
 

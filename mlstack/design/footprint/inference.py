@@ -7,12 +7,12 @@ from collections import Counter
 
 from mlstack.config.inference import (
     AsyncEndpointConfig,
-    EcrImage,
     InferenceConfig,
     RealtimeEndpointConfig,
     ServerlessEndpointConfig,
 )
 from mlstack.design.footprint.parts import ALARM, SECURITY_GROUP, Footprint, bucket, function, role, topic
+from mlstack.design.inference import inference_storage
 
 SCALABLE_TARGET = "AWS::ApplicationAutoScaling::ScalableTarget"
 SCALING_POLICY = "AWS::ApplicationAutoScaling::ScalingPolicy"
@@ -25,11 +25,11 @@ NotificationFailures, with notifications; then OldestRequest and BacklogWithoutC
 def data_stack(inference: InferenceConfig) -> Footprint:
     """The model bucket and its access-log bucket (unless `artifact.existing_bucket`), the ECR repository (an `ecr`
     image with `create_repository`)."""
+    storage = inference_storage(inference)
     found: Footprint = Counter()
-    if inference.model.artifact.existing_bucket is None:
+    if storage.model_bucket:
         found += bucket() + bucket()
-    image = inference.model.image
-    if isinstance(image, EcrImage) and image.create_repository:
+    if storage.image_repository is not None:
         found["AWS::ECR::Repository"] += 1
     return found
 
@@ -70,7 +70,7 @@ def invoke_api() -> Footprint:
 def inference_stack(inference: InferenceConfig) -> Footprint:
     """Access-log bucket, data bucket (data capture / async results), alarm topic, the endpoints, `InvokeApi`."""
     found = bucket() + topic(len(inference.alarm_emails))
-    if inference.needs_data_bucket:
+    if inference_storage(inference).data_bucket:
         found += bucket()
     for spec in inference.endpoints:
         found += model_endpoint(spec)
