@@ -99,11 +99,9 @@ class TrainingClusterStack(MlStack):
                 **fsx_props(training.fsx),
                 removal_policy=self.removal_policy,
             )
-            volume = self.cluster.add_manifest(
-                "FsxVolume", *self.fsx.kubernetes_manifests(namespace=namespace, claim_name=FSX_CLAIM)
+            self.cluster.add_file_system(
+                *self.fsx.kubernetes_manifests(namespace=namespace, claim_name=FSX_CLAIM), namespace=namespace_manifest
             )
-            volume.node.add_dependency(self.cluster.addons["aws-fsx-csi-driver"])
-            volume.node.add_dependency(self.cluster.cluster.node.find_child("manifest-JobNamespace"))
 
         for warning in memory_warnings(training):
             Annotations.of(self).add_warning_v2("mlstack:model-fit", warning)

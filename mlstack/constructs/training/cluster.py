@@ -15,7 +15,7 @@ from aws_cdk import aws_logs as logs
 from aws_cdk.lambda_layer_kubectl_v34 import KubectlV34Layer
 from aws_cdk.lambda_layer_kubectl_v35 import KubectlV35Layer
 from aws_cdk.lambda_layer_kubectl_v36 import KubectlV36Layer
-from constructs import Construct
+from constructs import Construct, IConstruct
 
 from mlstack.catalog import get_instance
 from mlstack.constructs.common import pascal_id
@@ -405,3 +405,14 @@ class TrainingCluster(Construct):
 
     def add_manifest(self, construct_id: str, *manifest: dict[str, Any]) -> eks.KubernetesManifest:
         return self.cluster.add_manifest(construct_id, *manifest)
+
+    def add_file_system(
+        self, *manifest: dict[str, Any], namespace: IConstruct, construct_id: str = "FsxVolume"
+    ) -> eks.KubernetesManifest:
+        """The manifests that mount a file system in pods (an FSx for Lustre PersistentVolume and its claim, from
+        `FsxLustre.kubernetes_manifests`), applied once the FSx CSI driver add-on and the claim's `namespace`
+        manifest exist."""
+        volume = self.cluster.add_manifest(construct_id, *manifest)
+        volume.node.add_dependency(self.addons["aws-fsx-csi-driver"])
+        volume.node.add_dependency(namespace)
+        return volume
