@@ -212,3 +212,8 @@ def test_the_checks_fail_on_a_synthetic_circle_and_a_stack_importing_the_plan() 
     assert strongly_connected(graph) == [["mlstack.a", "mlstack.b"]]
     stacks = {"mlstack.stacks.x": {"mlstack.plan.training"}, "mlstack.plan.training": set()}
     assert _layer_imports(stacks, "mlstack.stacks", "mlstack.plan") == ["mlstack.stacks.x -> mlstack.plan.training"]
+
+
+def test_the_schema_imports_no_construct() -> None:
+    # config -> design -> stacks -> constructs: the values both share live below both (mlstack.common).
+    assert not _layer_imports(import_graph(), "mlstack.config", "mlstack.constructs")

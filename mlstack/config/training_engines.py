@@ -16,8 +16,8 @@ from pydantic import Field, field_validator
 
 from mlstack import resources
 from mlstack.catalog import get_instance
+from mlstack.common import LOG_RETENTION_DAYS
 from mlstack.config.base import StrictModel
-from mlstack.constructs.common import LOG_RETENTION_DAYS
 from mlstack.errors import CatalogError
 
 Engine = Literal["eks", "hyperpod-slurm", "hyperpod-eks", "batch"]
