@@ -28,6 +28,7 @@ from mlstack.constructs.scanners import (
     skip_guard,
     skip_guard_on_functions_outside_vpc,
 )
+from mlstack.constructs.security.function_role import function_role_and_logs
 from mlstack.constructs.storage.buckets import NONCURRENT, kms_bucket
 
 HANDLER_DIR = resources.runtime_path("ai_services", "doc_pipeline")
@@ -277,19 +278,14 @@ class DocumentPipeline(Construct):
         *,
         timeout: Duration = Duration.minutes(5),  # noqa: B008 - immutable
     ) -> lambda_.Function:
-        log_group = logs.LogGroup(
-            self, f"{construct_id}Logs", encryption_key=self.key, retention=retention, removal_policy=removal_policy
-        )
-        role = iam.Role(
+        log_group, role = function_role_and_logs(
             self,
-            f"{construct_id}Role",
-            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            log_group_id=f"{construct_id}Logs",
+            role_id=f"{construct_id}Role",
             description=f"Document pipeline {construct_id}: its own log group and the calls below",
-        )
-        role.add_to_principal_policy(
-            iam.PolicyStatement(
-                actions=["logs:CreateLogStream", "logs:PutLogEvents"], resources=[log_group.log_group_arn]
-            )
+            key=self.key,
+            retention=retention,
+            removal_policy=removal_policy,
         )
         function = lambda_.Function(
             self,
