@@ -22,12 +22,13 @@ from mlstack.k8s.disruption import job_disruption_budget
 from mlstack.k8s.job import FSX_CLAIM
 from mlstack.stacks.base import MlStack
 from mlstack.stacks.network import NetworkStack
+from mlstack.stacks.training_base import TrainingEngineStack
 from mlstack.stacks.training_image import add_first_job
 
 STACK = "TrainingClusterStack"
 
 
-class TrainingClusterStack(MlStack):
+class TrainingClusterStack(TrainingEngineStack):
     """EKS cluster, node groups (one per blueprint entry, EFA from the catalog), FSx for Lustre, manifests."""
 
     def __init__(
@@ -43,13 +44,11 @@ class TrainingClusterStack(MlStack):
             scope,
             construct_id,
             blueprint=blueprint,
+            network=network,
             description=f"mlstack {blueprint.name}: EKS training cluster, EFA node groups, FSx for Lustre",
             **kwargs,
         )
-        if blueprint.training is None:
-            raise ValueError(f"blueprint {blueprint.name!r} has no training section")
-        training: TrainingConfig = blueprint.training
-        self.training = training
+        training = self.training
         zones = blueprint.zones
         vpc = network.vpc
         key = network.key

@@ -19,14 +19,14 @@ from mlstack.constructs.storage.fsx_lustre import FsxLustre
 from mlstack.constructs.training.batch import BatchMultiNodeTraining
 from mlstack.constructs.training.efa import EfaNetworking
 from mlstack.design.training import BATCH_IMAGE_TYPE
-from mlstack.stacks.base import MlStack
 from mlstack.stacks.network import NetworkStack
 from mlstack.stacks.training import fsx_props
+from mlstack.stacks.training_base import TrainingEngineStack
 from mlstack.stacks.training_hyperpod import node_security_group
 from mlstack.stacks.training_image import job_image
 
 
-class BatchTrainingStack(MlStack):
+class BatchTrainingStack(TrainingEngineStack):
     """Batch compute environment, job queue and multi-node job definition; EFA and node groups; FSx."""
 
     def __init__(
@@ -42,12 +42,11 @@ class BatchTrainingStack(MlStack):
             scope,
             construct_id,
             blueprint=blueprint,
+            network=network,
             description=f"mlstack {blueprint.name}: AWS Batch multi-node parallel training, EFA, FSx for Lustre",
             **kwargs,
         )
-        if blueprint.training is None:
-            raise ValueError(f"blueprint {blueprint.name!r} has no training section")
-        training = blueprint.training
+        training = self.training
         settings = training.batch or BatchConfig()
         group = training.node_groups[0]
         subnet = network.network.subnet_in(training.zone_of(group, blueprint.zones))

@@ -21,9 +21,9 @@ from mlstack.config.training_engines import WORKLOADS_DIR, HyperPodConfig
 from mlstack.constructs.storage.fsx_lustre import FsxLustre
 from mlstack.constructs.training.efa import EfaNetworking
 from mlstack.constructs.training.hyperpod import DEEP_HEALTH_CHECKS, HyperPodCluster, HyperPodInstanceGroup
-from mlstack.stacks.base import MlStack
 from mlstack.stacks.network import NetworkStack
 from mlstack.stacks.training import fsx_props
+from mlstack.stacks.training_base import TrainingEngineStack
 
 FSX_MOUNT_PATH = "/fsx"
 
@@ -70,7 +70,7 @@ def _worker(group: NodeGroupConfig, hyperpod: HyperPodConfig) -> HyperPodInstanc
     )
 
 
-class HyperPodTrainingStack(MlStack):
+class HyperPodTrainingStack(TrainingEngineStack):
     """HyperPod (Slurm) cluster, its lifecycle scripts in S3, EFA and node security groups, FSx for Lustre."""
 
     def __init__(
@@ -86,12 +86,11 @@ class HyperPodTrainingStack(MlStack):
             scope,
             construct_id,
             blueprint=blueprint,
+            network=network,
             description=f"mlstack {blueprint.name}: SageMaker HyperPod (Slurm) cluster, FSx for Lustre",
             **kwargs,
         )
-        if blueprint.training is None:
-            raise ValueError(f"blueprint {blueprint.name!r} has no training section")
-        training = blueprint.training
+        training = self.training
         hyperpod = training.hyperpod or HyperPodConfig()
         zone = training.zone_of(training.node_groups[0], blueprint.zones)
         subnet = network.network.subnet_in(zone)

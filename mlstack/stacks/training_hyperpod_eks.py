@@ -30,9 +30,9 @@ from mlstack.constructs.training.hyperpod import HyperPodCluster, HyperPodInstan
 from mlstack.constructs.training.hyperpod_chart import HyperPodDependencies
 from mlstack.k8s.job import FSX_CLAIM
 from mlstack.k8s.kube import LABEL_PREFIX
-from mlstack.stacks.base import MlStack
 from mlstack.stacks.network import NetworkStack
 from mlstack.stacks.training import admin_host, cluster_props, fsx_props
+from mlstack.stacks.training_base import TrainingEngineStack
 from mlstack.stacks.training_hyperpod import FSX_MOUNT_PATH, volume_encryption, worker_groups
 from mlstack.stacks.training_image import add_first_job
 
@@ -51,7 +51,7 @@ def eks_cluster(
     return TrainingCluster(scope, "Training", **cluster_props(blueprint, network), removal_policy=removal_policy)
 
 
-class HyperPodEksTrainingStack(MlStack):
+class HyperPodEksTrainingStack(TrainingEngineStack):
     """EKS cluster + HyperPod instance groups attached to it, EFA security group, FSx for Lustre."""
 
     def __init__(
@@ -67,13 +67,11 @@ class HyperPodEksTrainingStack(MlStack):
             scope,
             construct_id,
             blueprint=blueprint,
+            network=network,
             description=f"mlstack {blueprint.name}: EKS cluster with SageMaker HyperPod nodes, FSx for Lustre",
             **kwargs,
         )
-        if blueprint.training is None:
-            raise ValueError(f"blueprint {blueprint.name!r} has no training section")
-        training = blueprint.training
-        self.training = training
+        training = self.training
         hyperpod = training.hyperpod or HyperPodConfig()
         self.cluster = eks_cluster(self, blueprint, network, training, removal_policy=self.removal_policy)
         eks = self.cluster.cluster
