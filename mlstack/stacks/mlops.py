@@ -13,7 +13,7 @@ from mlstack.config import BlueprintConfig
 from mlstack.config.mlops import SCHEDULES, MlopsConfig
 from mlstack.constructs.sagemaker import ApprovalDeploy, MlopsPipeline, StudioDomain, TrainingSettings
 from mlstack.constructs.storage.buckets import access_log_bucket, kms_bucket
-from mlstack.design.mlops import MLOPS_SERVING_ENVIRONMENT
+from mlstack.design.mlops import MLOPS_SERVING_ENVIRONMENT, mlops_names
 from mlstack.stacks.base import MlStack
 from mlstack.stacks.images import serving_image as image_of
 from mlstack.stacks.network import NetworkStack
@@ -50,7 +50,8 @@ class MlopsStack(MlStack):
         self.artifacts = kms_bucket(
             self, "ArtifactsBucket", key=key, access_logs=self.access_logs, removal_policy=self.removal_policy
         )
-        group_name = f"{blueprint.name}-models"
+        names = mlops_names(blueprint.name)
+        group_name = names.model_package_group
         self.model_package_group = sagemaker.CfnModelPackageGroup(
             self,
             "ModelPackageGroup",
@@ -70,7 +71,7 @@ class MlopsStack(MlStack):
             artifacts_bucket=self.artifacts,
             key=key,
             model_package_group_name=group_name,
-            pipeline_name=f"{blueprint.name}-pipeline",
+            pipeline_name=names.pipeline,
             training_image=training_image.uri,
             processing_image=processing_image.uri,
             monitor_image=monitor_image.uri,
@@ -93,7 +94,7 @@ class MlopsStack(MlStack):
             self,
             "ApprovalDeploy",
             model_package_group_name=group_name,
-            endpoint_name=f"{blueprint.name}-serving",
+            endpoint_name=names.endpoint,
             artifacts_bucket=self.artifacts,
             key=key,
             vpc=network.vpc,
@@ -116,7 +117,7 @@ class MlopsStack(MlStack):
             self.studio = StudioDomain(
                 self,
                 "Studio",
-                domain_name=f"{blueprint.name}-studio",
+                domain_name=names.studio_domain,
                 vpc=network.vpc,
                 subnets=subnets,
                 key=key,
