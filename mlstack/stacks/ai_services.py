@@ -16,6 +16,7 @@ from mlstack.constructs.ai_services import AiServiceApi, DocumentPipeline, Guard
 from mlstack.constructs.ai_services.api import MEDIA_PREFIX
 from mlstack.constructs.ai_services.document_pipeline import INPUT_PREFIX
 from mlstack.constructs.storage.buckets import access_log_bucket, kms_bucket
+from mlstack.design.ai_services import needs_media_bucket
 from mlstack.stacks.base import MlStack
 from mlstack.stacks.network import NetworkStack
 
@@ -79,7 +80,7 @@ class AiServicesStack(MlStack):
         self.api: AiServiceApi | None = None
         if config.api is not None:
             api = config.api
-            if "transcribe.start" in api.operations:
+            if needs_media_bucket(config):
                 self.media_bucket = kms_bucket(
                     self,
                     "MediaBucket",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 from mlstack.config.ai_services import AiServicesConfig, ApiConfig
+from mlstack.design.ai_services import has_alarm_topic, needs_media_bucket
 from mlstack.design.footprint.parts import (
     ALARM,
     LOG_GROUP,
@@ -54,10 +55,12 @@ def ai_service_api(api: ApiConfig) -> Footprint:
 
 def ai_services_stack(ai: AiServicesConfig) -> Footprint:
     found = bucket()  # access logs
+    if has_alarm_topic(ai):
+        found += topic(len(ai.alarm_emails))
     if ai.document_pipeline is not None:
-        found += topic(len(ai.alarm_emails)) + document_pipeline()
+        found += document_pipeline()
+    if needs_media_bucket(ai):
+        found += bucket()
     if ai.api is not None:
-        if "transcribe.start" in ai.api.operations:
-            found += bucket()  # media
         found += ai_service_api(ai.api)
     return found
