@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from mlstack.constructs.common import pascal_id
+from mlstack.common import pascal_id
 
 __all__ = ["StrictModel", "email_addresses", "pascal_id"]
 

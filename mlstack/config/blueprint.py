@@ -14,6 +14,7 @@ from mlstack.config.inference import InferenceConfig
 from mlstack.config.mlops import MlopsConfig
 from mlstack.config.network import NetworkConfig, default_interface_endpoints
 from mlstack.config.training import TrainingConfig
+from mlstack.config.training_rules import training_problems
 
 _REGION = re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-\d$")
 _DIRECTIONS = (("north", "n"), ("south", "s"), ("east", "e"), ("west", "w"), ("central", "c"))
@@ -111,6 +112,8 @@ class BlueprintConfig(StrictModel):
         if self.training is not None:
             # AZs must be the network's; EFA and FSx share one AZ.
             problems += self.training.check_network(self.network) + self.training.check_zones(self.zones)
+            # The engine's and the example job's rules (training_rules.py), every one reported.
+            problems += training_problems(self.training, self.zones)
         if self.inference is not None:
             # An isolated network needs the ECR and S3 endpoints; a DLC image's registry account fits the region.
             problems += self.inference.check_network(self.network) + self.inference.check_region(self.env.region)

@@ -8,8 +8,8 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from mlstack.common import LOG_RETENTION_DAYS
 from mlstack.config.base import StrictModel
-from mlstack.constructs.common import LOG_RETENTION_DAYS
 
 # Interface endpoint keys a blueprint may ask for, mapped to the service name suffix
 # (com.amazonaws.<region>.<suffix>). Kept in the config layer so validation needs no CDK import.

@@ -29,7 +29,7 @@ from mlstack.config.training_cluster import (
     SystemNodeGroupConfig,
     construct_id,
 )
-from mlstack.config.training_engines import BatchConfig, Engine, HyperPodConfig, engine_problems, engine_zone_problems
+from mlstack.config.training_engines import BatchConfig, Engine, HyperPodConfig
 from mlstack.config.training_fsx import (
     ALL_REPOSITORY_EVENTS,
     PERSISTENT_2_THROUGHPUT,
@@ -38,7 +38,7 @@ from mlstack.config.training_fsx import (
     FsxDeployment,
     RepositoryEvent,
 )
-from mlstack.config.training_job import HYPERPOD_JOB_NAMESPACE, SHIPPED_SCRIPT, job_problems
+from mlstack.config.training_job import HYPERPOD_JOB_NAMESPACE, SHIPPED_SCRIPT
 
 if TYPE_CHECKING:
     from mlstack.config.network import NetworkConfig
@@ -146,13 +146,6 @@ class TrainingConfig(StrictModel):
         return data
 
     @model_validator(mode="after")
-    def _engine(self) -> TrainingConfig:
-        problems = engine_problems(self)
-        if problems:
-            raise ValueError(problems[0])
-        return self
-
-    @model_validator(mode="after")
     def _groups(self) -> TrainingConfig:
         names = [g.name for g in self.node_groups]
         dupes = sorted({n for n in names if names.count(n) > 1})
@@ -181,13 +174,6 @@ class TrainingConfig(StrictModel):
                 f"job.nodes {self.job.nodes} exceeds node group {self.job_group.name!r} max_size "
                 f"{self.job_group.max_size}; lower job.nodes or raise max_size"
             )
-        return self
-
-    @model_validator(mode="after")
-    def _job(self) -> TrainingConfig:
-        problems = job_problems(self)
-        if problems:
-            raise ValueError(problems[0])
         return self
 
     @property
@@ -259,4 +245,4 @@ class TrainingConfig(StrictModel):
                     f"training.fsx.availability_zone: {fsx_zone!r} differs from the EFA node group's AZ "
                     f"{efa_zones[0]!r}; put FSx in the same AZ (cross-AZ Lustre traffic is slow and billed)"
                 )
-        return problems + engine_zone_problems(self, zones)
+        return problems

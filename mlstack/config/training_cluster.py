@@ -14,8 +14,8 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from mlstack.catalog import InstanceType, get_instance
+from mlstack.common import LOG_RETENTION_DAYS
 from mlstack.config.base import StrictModel, pascal_id
-from mlstack.constructs.common import LOG_RETENTION_DAYS
 from mlstack.errors import CatalogError
 
 KubernetesVersion = Literal["1.34", "1.35", "1.36"]

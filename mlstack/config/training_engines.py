@@ -3,26 +3,22 @@
 `training.engine` picks one; every engine reads the same `training.node_groups` (instance type from the catalog,
 counts, capacity, EFA, AZ) and `training.fsx`, so the node-group rules of `mlstack/config/training_cluster.py`
 apply to all of them. The rules here are the ones an engine adds: which types it offers, which capacity it
-accepts, which keys of another engine it ignores. `TrainingConfig` calls `engine_problems` and `engine_zone_problems`.
+accepts, which keys of another engine it ignores. Their rules are in `training_rules.py`.
 """
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, get_args
+from typing import Literal
 
 from pydantic import Field, field_validator
 
 from mlstack import resources
 from mlstack.catalog import get_instance
+from mlstack.common import LOG_RETENTION_DAYS
 from mlstack.config.base import StrictModel
-from mlstack.config.training_cluster import HYPERPOD_KUBERNETES_VERSIONS, KubernetesVersion
-from mlstack.constructs.common import LOG_RETENTION_DAYS
 from mlstack.errors import CatalogError
-
-if TYPE_CHECKING:
-    from mlstack.config.training import TrainingConfig
 
 Engine = Literal["eks", "hyperpod-slurm", "hyperpod-eks", "batch"]
 """`eks`: self-managed EKS cluster (default); `hyperpod-slurm`: SageMaker HyperPod with Slurm set up by lifecycle
@@ -151,134 +147,3 @@ class BatchConfig(StrictModel):
             allowed = ", ".join(str(v) for v in LOG_RETENTION_DAYS)
             raise ValueError(f"log_retention_days must be a CloudWatch Logs retention period ({allowed}), got {value}")
         return value
-
-
-def engine_problems(training: TrainingConfig) -> list[str]:
-    """Rules that depend only on the training section: one line each, empty when fine."""
-    engine = training.engine
-    problems: list[str] = []
-    given = training.model_fields_set
-    owners = (("cluster", EKS_ENGINES), ("system_node_group", EKS_ENGINES), ("hyperpod", HYPERPOD_ENGINES))
-    for key, engines in owners:
-        if key in given and engine not in engines and getattr(training, key) is not None:
-            problems.append(
-                f"training.{key} is used by engine {' or '.join(engines)}, not {engine}; remove it or set engine: "
-                f"{engines[0]}"
-            )
-    if "batch" in given and engine != "batch" and training.batch is not None:
-        problems.append(f"training.batch is used by engine batch, not {engine}; remove it or set engine: batch")
-    if engine in HYPERPOD_ENGINES:
-        problems += _hyperpod_problems(training)
-    elif engine == "batch":
-        problems += _batch_problems(training)
-    return problems
-
-
-def engine_zone_problems(training: TrainingConfig, zones: list[str]) -> list[str]:
-    """HyperPod and Batch put every group in one subnet (one VpcConfig / one compute environment)."""
-    if training.engine == "eks":
-        return []
-    used = sorted({z for g in training.node_groups for z in training.zones_of(g, zones)})
-    if len(used) > 1:
-        return [
-            f"training.node_groups: engine {training.engine} runs every group in one subnet, got AZs "
-            f"{', '.join(used)}; list one availability_zone for all groups"
-        ]
-    return []
-
-
-def _hyperpod_problems(training: TrainingConfig) -> list[str]:
-    problems: list[str] = []
-    for i, group in enumerate(training.node_groups):
-        it = group.instance
-        where = f"training.node_groups.{i}"
-        if not it.sagemaker_hyperpod or it.accelerator is None or it.accelerator.kind == "inferentia":
-            problems.append(
-                f"{where}.instance_type: HyperPod workers must be GPU or Trainium types HyperPod offers, got "
-                f"{it.name}; "
-                "pick e.g. p5.48xlarge, p4d.24xlarge or trn1.32xlarge"
-            )
-        if group.capacity.type != "on_demand":
-            problems.append(
-                f"{where}.capacity: HyperPod takes no EC2 {group.capacity.type}; remove capacity and set "
-                "training.hyperpod.training_plan_arn for reserved capacity"
-            )
-        if group.placement_group:
-            problems.append(f"{where}.placement_group: HyperPod places instances itself; remove placement_group")
-    hyperpod = training.hyperpod or HyperPodConfig()
-    if hyperpod.eks_dependencies_installed is not None:
-        problems.append(
-            "training.hyperpod.eks_dependencies_installed: one `cdk deploy` now installs the HyperPod dependencies "
-            "Helm chart before the HyperPod cluster; remove the key"
-        )
-    if training.engine == "hyperpod-eks":
-        set_keys = hyperpod.model_fields_set & {"controller", "login"}
-        problems += [
-            f"training.hyperpod.{key}: engine hyperpod-eks has no Slurm {key} group (EKS schedules the pods); remove it"
-            for key in sorted(set_keys)
-        ]
-        version = training.cluster.kubernetes_version
-        if version not in HYPERPOD_KUBERNETES_VERSIONS:
-            supported = [v for v in HYPERPOD_KUBERNETES_VERSIONS if v in get_args(KubernetesVersion)]
-            problems.append(
-                f"training.cluster.kubernetes_version: SageMaker HyperPod does not support Kubernetes {version} for an "
-                f"EKS orchestrator (it supports {HYPERPOD_KUBERNETES_VERSIONS[0]} to "
-                f"{HYPERPOD_KUBERNETES_VERSIONS[-1]}); use {' or '.join(supported)}"
-            )
-        else:
-            following = f"1.{int(version.split('.')[1]) + 1}"
-            if training.cluster.support_type == "STANDARD" and following not in HYPERPOD_KUBERNETES_VERSIONS:
-                # EKS upgrades a STANDARD cluster to the next minor version when standard support ends (EKS User
-                # Guide, "Cluster upgrade policy"); HyperPod would then run on a version it does not support.
-                problems.append(
-                    f"training.cluster.support_type: STANDARD lets EKS upgrade the control plane to Kubernetes "
-                    f"{following} when standard support for {version} ends, and SageMaker HyperPod does not support "
-                    f"{following}; set support_type: EXTENDED (billed per cluster-hour) until HyperPod lists it"
-                )
-    elif hyperpod.volume_key == "customer_managed":
-        problems.append(
-            "training.hyperpod.volume_key: customer_managed needs continuous node provisioning, which HyperPod offers "
-            "only for EKS-orchestrated clusters (SageMaker CreateCluster, NodeProvisioningMode); remove it (an AWS "
-            "owned key encrypts the volumes) or use engine hyperpod-eks"
-        )
-    elif hyperpod.controller.count != 1:
-        problems.append(
-            f"training.hyperpod.controller.count: Slurm has one controller node here, got {hyperpod.controller.count}; "
-            "set 1 (HyperPod replaces a failed controller)"
-        )
-    scripts = hyperpod.scripts_dir_for(training.engine)
-    if not (scripts / hyperpod.on_create).is_file():
-        listed = ", ".join(sorted(p.name for p in scripts.glob("*.sh"))) if scripts.is_dir() else "directory missing"
-        problems.append(
-            f"training.hyperpod.on_create: {hyperpod.on_create!r} is not in the lifecycle scripts {scripts} "
-            f"({listed}); name a script that exists there"
-        )
-    names = [g.name for g in training.node_groups]
-    for reserved in ("controller", "login"):
-        if reserved in names:
-            problems.append(
-                f"training.node_groups: {reserved!r} is the HyperPod {reserved} group's name; rename the node group"
-            )
-    return problems
-
-
-def _batch_problems(training: TrainingConfig) -> list[str]:
-    problems: list[str] = []
-    if len(training.node_groups) != 1:
-        problems.append(
-            f"training.node_groups: engine batch runs one multi-node job definition on one instance type, got "
-            f"{len(training.node_groups)} groups; keep one"
-        )
-    for i, group in enumerate(training.node_groups):
-        it = group.instance
-        if it.accelerator is None or it.accelerator.kind != "gpu":
-            problems.append(
-                f"training.node_groups.{i}.instance_type: engine batch runs on the ECS GPU AMI (NVIDIA types), got "
-                f"{it.name}; pick e.g. p5.48xlarge or p4d.24xlarge, or use engine eks for Trainium"
-            )
-        if group.capacity.type == "spot":
-            problems.append(
-                f"training.node_groups.{i}.capacity: AWS Batch multi-node parallel jobs do not run on Spot compute "
-                "environments; use on_demand, capacity_reservation or capacity_block"
-            )
-    return problems

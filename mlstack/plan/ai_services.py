@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from mlstack.catalog.ai_services import Price, ai_catalog
 from mlstack.config import BlueprintConfig
 from mlstack.config.ai_services import ApiConfig, DocumentPipelineConfig
+from mlstack.design.ai_services import needs_media_bucket
 from mlstack.plan.model import HOURS_PER_MONTH, Cost, Plan, Resource
 
 STACK = "AiServicesStack"
@@ -164,7 +165,7 @@ def plan_ai_services(config: BlueprintConfig, plan: Plan) -> None:
             ),
             Resource(STACK, "Lambda function", "API handler (Python 3.14, arm64)"),
         ]
-        if "transcribe.start" in api.operations:
+        if needs_media_bucket(ai):
             plan.resources.append(Resource(STACK, "S3 bucket", "media and transcripts (project KMS key)"))
         metered = api_per_thousand(api)
         rows.append("per 1,000 requests of each operation:")

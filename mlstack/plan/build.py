@@ -7,12 +7,14 @@ import datetime as dt
 
 from mlstack.catalog.price_check import age_warnings
 from mlstack.config import BlueprintConfig
+from mlstack.design.footprint import footprint
 from mlstack.plan.ai_services import plan_ai_services
 from mlstack.plan.inference import plan_inference
 from mlstack.plan.mlops import plan_mlops
 from mlstack.plan.model import Plan
 from mlstack.plan.network import plan_network
 from mlstack.plan.operations import plan_operations
+from mlstack.plan.supporting import add_supporting
 from mlstack.plan.training import plan_training
 from mlstack.plan.training_engines import plan_training_engine
 
@@ -48,4 +50,5 @@ def build_plan(config: BlueprintConfig, today: dt.date | None = None) -> Plan:
     plan.warnings.extend(age_warnings(priced, today or dt.date.today()))
     # Last: the budget is compared with every layer's (dated) costs.
     plan_operations(config, plan)
+    add_supporting(plan, footprint(config))
     return plan

@@ -26,9 +26,13 @@ from mlstack.config.inference import (
     VariantConfig,
 )
 from mlstack.config.inference_fit import MAX_STARTUP_SECONDS, host_memory_warning
+from mlstack.design.footprint.inference import model_endpoint
+from mlstack.design.footprint.parts import ALARM
+from mlstack.design.inference import inference_storage
 from mlstack.plan.model import HOURS_PER_MONTH, Cost, Plan, Quota, Resource
 
 STACK = "InferenceStack"
+DATA_STACK = "DataStack"
 _SECONDS_PER_MONTH = HOURS_PER_MONTH * 3600
 
 _NO_HOSTING_PRICE = (
@@ -53,10 +57,20 @@ def plan_inference(config: BlueprintConfig, plan: Plan) -> None:
     weights_gib = model.parameters_billion * 1e9 * precision_bytes(model.precision) / GIB
     artifact = model.artifact
     where = artifact.existing_bucket or "<model-bucket>"
+    storage = inference_storage(inference)
+    if storage.model_bucket:
+        # DataStack deploys first: the artifact must be in the bucket before InferenceStack creates the model.
+        plan.resources.append(
+            Resource(DATA_STACK, "S3 bucket", "models (project KMS key, TLS only, versioned, logged)")
+        )
+        plan.resources.append(Resource(DATA_STACK, "S3 bucket", "access logs of the model bucket (SSE-S3, TLS only)"))
+    if storage.image_repository is not None:
+        plan.resources.append(
+            Resource(DATA_STACK, "ECR repository", f"{storage.image_repository} (project KMS key, immutable)")
+        )
     plan.resources.append(Resource(STACK, "S3 bucket", "access logs (SSE-S3, TLS only, versioned)"))
-    if artifact.existing_bucket is None:
-        plan.resources.append(Resource(STACK, "S3 bucket", "models (project KMS key, TLS only, versioned, logged)"))
-    if inference.needs_data_bucket:
+    plan.resources.append(Resource(STACK, "SNS topic", "alarms (project KMS key), every endpoint alarm notifies it"))
+    if storage.data_bucket:
         plan.resources.append(
             Resource(STACK, "S3 bucket", "data capture / async results (project KMS key, TLS only, logged)")
         )
@@ -135,8 +149,13 @@ def _plan_endpoint(
     mode = endpoint_mode(spec.mode)  # what the mode offers: the table ModelEndpoint reads too
     rows: list[str] = []
     plan.resources.append(Resource(STACK, "SageMaker endpoint", f"{spec.name}: {spec.mode}"))
-    variant_count = len(spec.variants) if isinstance(spec, RealtimeEndpointConfig) else 1
-    plan.resources.append(Resource(STACK, "CloudWatch alarm", f"{spec.name}: {mode.variant_alarms}", 2 * variant_count))
+    alarms = model_endpoint(spec)[ALARM]  # the endpoint's own footprint: per variant, the mode's, scaling's
+    what = mode.variant_alarms + (
+        ""
+        if isinstance(spec, RealtimeEndpointConfig | ServerlessEndpointConfig)
+        else "; async failures, oldest request, backlog without capacity"
+    )
+    plan.resources.append(Resource(STACK, "CloudWatch alarm", f"{spec.name}: {what}", alarms))
     if isinstance(spec, ServerlessEndpointConfig):
         rows.append(
             f"serverless: {spec.memory_mb} MB, max concurrency {spec.max_concurrency}"

@@ -12,6 +12,7 @@ from mlstack.catalog import get_instance
 from mlstack.catalog.hosting_prices import hosting_price
 from mlstack.catalog.prices import price as dated_price
 from mlstack.config import BlueprintConfig
+from mlstack.design.mlops import mlops_names
 from mlstack.plan.model import Cost, Plan, Quota, Resource
 
 STACK = "MlopsStack"
@@ -26,12 +27,13 @@ def plan_mlops(config: BlueprintConfig, plan: Plan) -> None:
     pipeline = mlops.pipeline
     training = pipeline.training
     name = config.name
+    names = mlops_names(name)
     plan.resources += [
         Resource(STACK, "S3 bucket", "artifacts: runs/, capture/, monitoring/ (project KMS key, versioned, retained)"),
         Resource(STACK, "S3 bucket", "access logs (SSE-S3, retained)"),
-        Resource(STACK, "Model package group", f"{name}-models (registry, retained)"),
-        Resource(STACK, "SageMaker pipeline", f"{name}-pipeline: Preprocess, Train, Evaluate, Baseline, Register"),
-        Resource(STACK, "Lambda function", f"approval-to-deploy and monitoring for endpoint {name}-serving"),
+        Resource(STACK, "Model package group", f"{names.model_package_group} (registry, retained)"),
+        Resource(STACK, "SageMaker pipeline", f"{names.pipeline}: Preprocess, Train, Evaluate, Baseline, Register"),
+        Resource(STACK, "Lambda function", f"approval-to-deploy and monitoring for endpoint {names.endpoint}"),
         Resource(STACK, "EventBridge rule", "model package approved or rejected; endpoint in service", 2),
         Resource(STACK, "SQS queue", "dead letters of the deploy function (project KMS key)"),
         Resource(STACK, "SNS topic", f"alarms (project KMS key): {_subscribers(mlops.alarm_emails)}"),
@@ -90,7 +92,7 @@ def plan_mlops(config: BlueprintConfig, plan: Plan) -> None:
         )
     serving = mlops.serving
     rows.append(
-        f"feeds endpoint {name}-serving: {serving.instance_count} x {serving.instance_type}, "
+        f"feeds endpoint {names.endpoint}: {serving.instance_count} x {serving.instance_type}, "
         f"data capture {serving.capture_percent}% (created on the first approval)"
     )
     rows.append(f"data-quality monitoring: {mlops.monitoring.schedule} on {mlops.monitoring.instance_type}")
@@ -100,12 +102,12 @@ def plan_mlops(config: BlueprintConfig, plan: Plan) -> None:
         "steps": [{"step": s, "instance_type": t, "instance_count": c, "expected_hours": h} for s, t, c, h in steps],
         "cost_per_run": None,
         "ec2_floor_per_run": round(floor, 2) if floor_known else None,
-        "endpoint": f"{name}-serving",
+        "endpoint": names.endpoint,
     }
     hosting = hosting_price(serving.instance_type, config.env.region)
     plan.costs.append(
         Cost(
-            f"endpoint {name}-serving: {serving.instance_count} x {serving.instance_type} (after first approval)",
+            f"endpoint {names.endpoint}: {serving.instance_count} x {serving.instance_type} (after first approval)",
             serving.instance_count,
             None if hosting is None else hosting.usd_per_hour,
             None if hosting is None else hosting.as_of,
@@ -149,7 +151,8 @@ def teardown_commands(name: str) -> list[str]:
     so `cdk destroy` ends DELETE_FAILED until the endpoint is gone. The model package group keeps its fixed name
     after a destroy (retained), so a redeploy of the same blueprint fails with AlreadyExists until it is removed.
     """
-    endpoint = f"{name}-serving"
+    names = mlops_names(name)
+    endpoint, group = names.endpoint, names.model_package_group
     schedule = f"{endpoint}-data-quality"
     return [
         f"aws sagemaker delete-monitoring-schedule --monitoring-schedule-name {schedule}",
@@ -166,11 +169,11 @@ def teardown_commands(name: str) -> list[str]:
         f"for m in $(aws sagemaker list-models --name-contains {endpoint}-v --query 'Models[].ModelName' "
         '--output text); do aws sagemaker delete-model --model-name "$m"; done',
         f"npx cdk destroy -c blueprint={name} MlopsStack",
-        f"before a redeploy: the retained group {name}-models blocks it (AlreadyExists); if its versions are not "
-        f"needed: for p in $(aws sagemaker list-model-packages --model-package-group-name {name}-models "
+        f"before a redeploy: the retained group {group} blocks it (AlreadyExists); if its versions are not "
+        f"needed: for p in $(aws sagemaker list-model-packages --model-package-group-name {group} "
         "--query 'ModelPackageSummaryList[].ModelPackageArn' --output text); do "
         'aws sagemaker delete-model-package --model-package-name "$p"; done; '
-        f"aws sagemaker delete-model-package-group --model-package-group-name {name}-models",
+        f"aws sagemaker delete-model-package-group --model-package-group-name {group}",
     ]
 
 

@@ -11,12 +11,75 @@ HOURS_PER_MONTH = 730
 """AWS pricing pages' convention for a month of on-demand use."""
 
 
+KIND_TYPES: dict[str, str | None] = {
+    "Admin host": "AWS::EC2::Instance",
+    "Batch compute environment": "AWS::Batch::ComputeEnvironment",
+    "Batch job definition": "AWS::Batch::JobDefinition",
+    "Batch job queue": "AWS::Batch::JobQueue",
+    "CloudWatch alarm": "AWS::CloudWatch::Alarm",
+    "DynamoDB table": "AWS::DynamoDB::Table",
+    "ECR repository": "AWS::ECR::Repository",
+    "EFA security group": "AWS::EC2::SecurityGroup",
+    "EKS cluster": "AWS::EKS::Cluster",
+    "EventBridge rule": "AWS::Events::Rule",
+    "Flow logs": "AWS::EC2::FlowLog",
+    "FSx for Lustre": "AWS::FSx::FileSystem",
+    "Gateway endpoint": "AWS::EC2::VPCEndpoint",
+    "GPU/Neuron metrics": "AWS::EKS::Addon",
+    "Helm charts": "Custom::AWSCDK-EKS-HelmChart",
+    "HTTP API": "AWS::ApiGatewayV2::Api",
+    "HyperPod chart installer": "Custom::HyperPodDependencies",
+    "HyperPod cluster": "AWS::SageMaker::Cluster",
+    "IAM role": "AWS::IAM::Role",
+    "Interface endpoint": "AWS::EC2::VPCEndpoint",
+    "KMS key": "AWS::KMS::Key",
+    "Lambda function": "AWS::Lambda::Function",
+    "Lambda function URL": "AWS::Lambda::Url",
+    "Launch template": "AWS::EC2::LaunchTemplate",
+    "Log group": "AWS::Logs::LogGroup",
+    "Model package group": "AWS::SageMaker::ModelPackageGroup",
+    "NAT gateway": "AWS::EC2::NatGateway",
+    "Node group": "AWS::EKS::Nodegroup",
+    "Placement group": "AWS::EC2::PlacementGroup",
+    "Private subnet": "AWS::EC2::Subnet",
+    "Public subnet": "AWS::EC2::Subnet",
+    "S3 bucket": "AWS::S3::Bucket",
+    "SageMaker endpoint": "AWS::SageMaker::Endpoint",
+    "SageMaker pipeline": "AWS::SageMaker::Pipeline",
+    "Security group rules": "AWS::EC2::SecurityGroupIngress",
+    "SNS topic": "AWS::SNS::Topic",
+    "SQS queue": "AWS::SQS::Queue",
+    "Step Functions state machine": "AWS::StepFunctions::StateMachine",
+    "Studio domain": "AWS::SageMaker::Domain",
+    "System node group": "AWS::EKS::Nodegroup",
+    "VPC": "AWS::EC2::VPC",
+    # Facts about a resource above, not resources of their own:
+    "Instance group": None,
+    "SageMaker instance": None,
+}
+"""The CloudFormation type of each `Resource.kind` the layer modules write; None for a row that describes
+capacity inside another resource (a HyperPod instance group, an endpoint's instances)."""
+
+
 @dataclass(frozen=True)
 class Resource:
+    """One row of the plan: `count` resources of CloudFormation `type` in `stack` (`kind` and `detail` for the
+    text view). `supporting` rows are the rest of each stack's resources (roles, policies, rules, CDK providers):
+    the plan's rows of a stack add up, per type, to its template (tests/plan/test_footprint.py)."""
+
     stack: str
     kind: str
     detail: str
     count: int = 1
+    type: str | None = None
+    """Default: `KIND_TYPES[kind]`."""
+    supporting: bool = False
+
+    def __post_init__(self) -> None:
+        if self.type is None and not self.supporting:
+            if self.kind not in KIND_TYPES:
+                raise ValueError(f"plan resource kind {self.kind!r} has no CloudFormation type: add it to KIND_TYPES")
+            object.__setattr__(self, "type", KIND_TYPES[self.kind])
 
 
 @dataclass(frozen=True)

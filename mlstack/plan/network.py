@@ -4,16 +4,21 @@ from __future__ import annotations
 
 from mlstack.catalog.quotes import infra_quote
 from mlstack.config import BlueprintConfig
+from mlstack.design.network import network_design
 from mlstack.plan.model import Cost, Plan, Quota, Resource
 
 
 def plan_network(config: BlueprintConfig, plan: Plan) -> None:
-    net = config.network
-    zones = config.zones
+    net = network_design(config)
+    zones = net.zones
     stack = "NetworkStack"
     plan.resources.append(Resource(stack, "VPC", f"{net.cidr} across {', '.join(zones)}"))
     kind = "isolated (no NAT)" if net.nat_gateways == 0 else "private with NAT egress"
     plan.resources.append(Resource(stack, "Private subnet", f"/{net.private_subnet_mask}, {kind}", len(zones)))
+    if net.public_subnets:
+        plan.resources.append(
+            Resource(stack, "Public subnet", "for the NAT gateways (no host runs in it)", net.public_subnets)
+        )
     if net.nat_gateways:
         plan.resources.append(Resource(stack, "NAT gateway", "with an Elastic IP", net.nat_gateways))
         nat = infra_quote("vpc.nat_gateway.hour", config.env.region)
@@ -34,7 +39,7 @@ def plan_network(config: BlueprintConfig, plan: Plan) -> None:
         plan.resources.append(Resource(stack, "Gateway endpoint", gateway))
     plan.resources.append(Resource(stack, "KMS key", "customer-managed, rotation on; shared by every stack"))
     plan.resources.append(
-        Resource(stack, "Flow logs", f"CloudWatch Logs, {net.flow_logs.retention_days} days, KMS-encrypted")
+        Resource(stack, "Flow logs", f"CloudWatch Logs, {net.flow_log_retention_days} days, KMS-encrypted")
     )
     plan.quotas.append(Quota("vpc", "VPCs per Region", "L-F678F1CE", 1))
     if config.removal == "destroy":

@@ -12,8 +12,10 @@ def render(plan: Plan) -> str:
     lines.append("Stacks: " + ", ".join(plan.stacks))
     lines.append("")
     lines += _table_lines(
-        ["stack", "resource", "count", "detail"], [[r.stack, r.kind, str(r.count), r.detail] for r in plan.resources]
+        ["stack", "resource", "count", "detail"],
+        [[r.stack, r.kind, str(r.count), r.detail] for r in plan.resources if not r.supporting],
     )
+    lines += _supporting_lines(plan)
     for title, rows in plan.details.get("sections", []):
         lines += ["", title]
         lines += [f"  {row}" for row in rows]
@@ -46,6 +48,20 @@ def render(plan: Plan) -> str:
         lines.append("")
         lines += [f"warning: {w}" for w in plan.warnings]
     return "\n".join(lines)
+
+
+def _supporting_lines(plan: Plan) -> list[str]:
+    """One line per stack for the supporting resources (each type and count is in `--json`)."""
+    by_stack: dict[str, list[str]] = {}
+    for row in plan.resources:
+        if row.supporting:
+            by_stack.setdefault(row.stack, []).append(f"{row.kind} {row.count}")
+    if not by_stack:
+        return []
+    lines = ["", "Supporting resources (roles, policies, routes, rules, CDK providers):"]
+    for stack, items in by_stack.items():
+        lines.append(f"  {stack}: {', '.join(items)}")
+    return lines
 
 
 def _table_lines(headers: list[str], rows: list[list[str]]) -> list[str]:

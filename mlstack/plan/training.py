@@ -6,12 +6,12 @@ Imports no CDK: `mlstack plan` answers without starting jsii/Node.
 from __future__ import annotations
 
 from mlstack.catalog import InstanceType, efa_interface_count, efa_layout
-from mlstack.catalog.fit import DEFAULT_SEQ_LEN, training_fit
-from mlstack.catalog.memory import GIB
 from mlstack.catalog.prices import Service
 from mlstack.catalog.quotes import FSX_UNPRICED, eks_control_plane_quote, instance_quote, unpriced
 from mlstack.config import BlueprintConfig
-from mlstack.config.training import NodeGroupConfig, TrainingConfig
+from mlstack.config.training import NodeGroupConfig
+from mlstack.design.footprint.training import device_plugin_charts
+from mlstack.design.training import ADMIN_HOST_TYPE, cluster_name, memory_warnings
 from mlstack.k8s.disruption import JOB_BUDGET
 from mlstack.k8s.image import JOB_CONFIGMAP, first_job_command, image_rows
 from mlstack.k8s.job import render_job_yaml
@@ -20,56 +20,6 @@ from mlstack.plan.model import HOURS_PER_MONTH, Cost, Plan, Quota, Resource
 from mlstack.plan.network import cluster_egress_rows
 
 STACK = "TrainingClusterStack"
-ADMIN_HOST_TYPE = "m7i.large"
-"""Instance type of the cluster admin host (kubectl only)."""
-
-
-def cluster_name(config: BlueprintConfig) -> str:
-    """The EKS cluster name: fixed, so the control-plane log group (named after it) can exist before the cluster."""
-    return f"{config.name}-cluster"
-
-
-# --------------------------------------------------------------------------------------------------- memory fit
-
-
-def memory_warnings(training: TrainingConfig) -> list[str]:
-    """A warning per node group the blueprint's model does not fit, by `mlstack.catalog.fit.training_fit`: the
-    estimate and rule `mlstack advise train` applies, for the data-parallel (FSDP / ZeRO) job the plan renders."""
-    if training.model is None:
-        return []
-    model = training.model
-    warnings: list[str] = []
-    for group in training.node_groups:
-        it = group.instance
-        if it.accelerator is None:
-            continue
-        # The job shards the model over its own nodes (job.nodes), other groups over all they may run (max_size).
-        nodes = group.max_size
-        if group.name == training.job_group.name and training.job.nodes is not None:
-            nodes = training.job.nodes
-        devices = it.accelerator.count * max(1, nodes)
-        fit = training_fit(
-            model.params,
-            devices,
-            device_memory_gib=it.accelerator.memory_gib,
-            precision=model.precision,
-            zero_stage=model.zero_stage,
-        )
-        if not fit.fits:
-            memory = fit.memory
-            warnings.append(
-                f"node group {group.name!r}: a {model.params / 1e9:g}B-parameter model ({model.precision}, ZeRO "
-                f"stage {model.zero_stage}) needs {fit.need_gib:,.1f} GiB per accelerator across {devices} devices "
-                f"(model states {memory.states.total_bytes / GIB:,.1f}, activations at sequence length "
-                f"{DEFAULT_SEQ_LEN} {memory.activations_bytes / GIB:,.1f}, gathered weights "
-                f"{memory.gather_bytes / GIB:,.1f}), more than the {fit.usable_gib:,.1f} GiB usable "
-                f"({1 - fit.headroom:.0%}) of the {fit.device_memory_gib:g} GiB of a {it.accelerator.model}; use "
-                "more nodes, a higher ZeRO stage, or a larger instance (`mlstack advise train` also tries tensor "
-                "and pipeline parallelism)"
-            )
-    return warnings
-
-
 # --------------------------------------------------------------------------------------------------- plan
 
 # Service Quotas codes, EC2 "Running On-Demand ... instances" (vCPU-based). Codes as listed by the Service Quotas
@@ -256,7 +206,8 @@ def plan_training(config: BlueprintConfig, plan: Plan) -> None:
             Resource(stack, "FSx for Lustre", f"{fsx.deployment_type} {fsx.storage_capacity_gib} GiB, retained")
         )
         plan.costs.append(Cost(f"FSx for Lustre {fsx.storage_capacity_gib} GiB", 1, *unpriced(FSX_UNPRICED)))
-    plan.resources.append(Resource(stack, "Helm charts", "device plugins, EFA device plugin, Kubeflow Trainer"))
+    charts = [*device_plugin_charts(training), "Kubeflow Trainer"]
+    plan.resources.append(Resource(stack, "Helm charts", ", ".join(charts), len(charts)))
     plan.resources.append(
         Resource(stack, "GPU/Neuron metrics", "CloudWatch Container Insights (amazon-cloudwatch-observability add-on)")
     )

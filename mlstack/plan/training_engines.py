@@ -19,15 +19,13 @@ from mlstack.constructs.training.versions import (
     HYPERPOD_CHART_SHA256,
     HYPERPOD_CLI_COMMIT,
 )
+from mlstack.design.training import ADMIN_HOST_TYPE, cluster_name, memory_warnings
 from mlstack.k8s.image import image_rows
 from mlstack.plan.model import Cost, Plan, Quota, Resource
 from mlstack.plan.training import (
-    ADMIN_HOST_TYPE,
     ON_DEMAND_QUOTAS,
     access_path,
-    cluster_name,
     job_sections,
-    memory_warnings,
     quota_family,
 )
 

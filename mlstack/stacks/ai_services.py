@@ -1,4 +1,4 @@
-"""`AiServicesStack`: the blueprint's AI service API and document pipeline; `plan_ai_services` for `mlstack plan`."""
+"""`AiServicesStack`: the blueprint's AI service API and document pipeline (planned by `mlstack.plan.ai_services`)."""
 
 from __future__ import annotations
 
@@ -15,12 +15,12 @@ from mlstack.config import BlueprintConfig
 from mlstack.constructs.ai_services import AiServiceApi, DocumentPipeline, Guardrail
 from mlstack.constructs.ai_services.api import MEDIA_PREFIX
 from mlstack.constructs.ai_services.document_pipeline import INPUT_PREFIX
-from mlstack.plan.ai_services import plan_ai_services
+from mlstack.constructs.storage.buckets import access_log_bucket, kms_bucket
+from mlstack.design.ai_services import needs_media_bucket
 from mlstack.stacks.base import MlStack
-from mlstack.stacks.data import access_log_bucket, kms_bucket
 from mlstack.stacks.network import NetworkStack
 
-__all__ = ["AiServicesStack", "plan_ai_services"]
+__all__ = ["AiServicesStack"]
 
 
 class AiServicesStack(MlStack):
@@ -52,7 +52,7 @@ class AiServicesStack(MlStack):
         )
         self.add_stack_dependency(network)
         key = network.key
-        self.access_logs = access_log_bucket(self)
+        self.access_logs = access_log_bucket(self, removal_policy=self.removal_policy)
         self.pipeline: DocumentPipeline | None = None
         self.alarm_topic: sns.Topic | None = None
         if config.document_pipeline is not None:
@@ -80,8 +80,15 @@ class AiServicesStack(MlStack):
         self.api: AiServiceApi | None = None
         if config.api is not None:
             api = config.api
-            if "transcribe.start" in api.operations:
-                self.media_bucket = kms_bucket(self, "MediaBucket", key, self.access_logs, log_prefix="media/")
+            if needs_media_bucket(config):
+                self.media_bucket = kms_bucket(
+                    self,
+                    "MediaBucket",
+                    key=key,
+                    access_logs=self.access_logs,
+                    log_prefix="media/",
+                    removal_policy=self.removal_policy,
+                )
                 CfnOutput(self, "MediaUploadTo", value=f"s3://{self.media_bucket.bucket_name}/{MEDIA_PREFIX}")
             user_pool = clients = None
             if api.cognito_user_pool_id is not None:

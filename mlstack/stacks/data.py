@@ -9,88 +9,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import CfnOutput, Duration
+from aws_cdk import CfnOutput
 from aws_cdk import aws_ecr as ecr
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from mlstack.config import BlueprintConfig
-from mlstack.config.inference import EcrImage
-from mlstack.constructs.scanners import acknowledge_nag, skip_checkov, skip_guard
+from mlstack.constructs.scanners import skip_guard
+from mlstack.constructs.storage.buckets import access_log_bucket, kms_bucket
+from mlstack.design.inference import inference_storage
 from mlstack.precheck import MODEL_BUCKET_OUTPUT
 from mlstack.stacks.base import MlStack
 from mlstack.stacks.network import NetworkStack
 
-NONCURRENT = s3.LifecycleRule(
-    id="ExpireOldVersions",
-    noncurrent_version_expiration=Duration.days(90),
-    abort_incomplete_multipart_upload_after=Duration.days(7),
-)
-"""Versioning keeps overwritten artifacts and results recoverable for 90 days, not forever."""
-
-GUARD_BUCKET_SKIPS = {
-    "CT.S3.PR.4": "nothing consumes this bucket's object events (no function, queue or rule reads them); a "
-    "notification configuration without a consumer would only add a target to secure",
-    "CT.S3.PR.9": "Object Lock would keep every version undeletable for its retention period, while noncurrent "
-    "versions here expire after 90 days (ExpireOldVersions); immutable records belong in a bucket made for them",
-}
-"""The Control Tower controls every data bucket skips, with the reason (AWS Guard rules, tests/template_checks)."""
-
 REPOSITORY_OUTPUT = "ImageRepositoryUri"
-
-
-def access_log_bucket(scope: MlStack) -> s3.Bucket:
-    """An SSE-S3 bucket for S3 server access logs (the only encryption S3 delivers logs to), retained per policy.
-
-    Construct ID `AccessLogs` in `scope`: every layer stack that logs bucket access has one.
-    """
-    bucket = s3.Bucket(
-        scope,
-        "AccessLogs",
-        encryption=s3.BucketEncryption.S3_MANAGED,
-        block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-        enforce_ssl=True,
-        versioned=True,
-        removal_policy=scope.removal_policy,
-        lifecycle_rules=[NONCURRENT],
-    )
-    recurse = "this is the access-log target bucket; logging it would recurse"
-    acknowledge_nag(bucket, {"AwsSolutions-S1": recurse})
-    skip_checkov(bucket, {"CKV_AWS_18": recurse})
-    skip_guard(
-        bucket,
-        {
-            "CT.S3.PR.2": recurse,
-            # S3 User Guide, "Enabling Amazon S3 server access logging": the target bucket must use SSE-S3.
-            "CT.S3.PR.10": "S3 delivers server access logs only to a bucket encrypted with SSE-S3, not SSE-KMS",
-            **GUARD_BUCKET_SKIPS,
-        },
-    )
-    return bucket
-
-
-def kms_bucket(
-    scope: MlStack, construct_id: str, key: kms.IKey, access_logs: s3.IBucket, *, log_prefix: str | None = None
-) -> s3.Bucket:
-    """A versioned, TLS-only bucket encrypted with `key`, logging to `access_logs` under `log_prefix` (default
-    `<construct_id>/`), retained per policy. Every stack's data bucket is made here."""
-    bucket = s3.Bucket(
-        scope,
-        construct_id,
-        encryption=s3.BucketEncryption.KMS,
-        encryption_key=key,
-        bucket_key_enabled=True,
-        block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-        enforce_ssl=True,
-        versioned=True,
-        server_access_logs_bucket=access_logs,
-        server_access_logs_prefix=log_prefix if log_prefix is not None else f"{construct_id}/",
-        removal_policy=scope.removal_policy,
-        lifecycle_rules=[NONCURRENT],
-    )
-    skip_guard(bucket, GUARD_BUCKET_SKIPS)
-    return bucket
 
 
 class DataStack(MlStack):
@@ -115,10 +48,13 @@ class DataStack(MlStack):
         )
         self.add_stack_dependency(network)
         artifact = config.model.artifact
+        storage = inference_storage(config)
         self.model_bucket: s3.IBucket
-        if artifact.existing_bucket is None:
-            self.access_logs: s3.Bucket | None = access_log_bucket(self)
-            self.model_bucket = kms_bucket(self, "ModelBucket", network.key, self.access_logs)
+        if storage.model_bucket:
+            self.access_logs: s3.Bucket | None = access_log_bucket(self, removal_policy=self.removal_policy)
+            self.model_bucket = kms_bucket(
+                self, "ModelBucket", key=network.key, access_logs=self.access_logs, removal_policy=self.removal_policy
+            )
         else:
             self.access_logs = None
             existing_key = (
@@ -134,12 +70,12 @@ class DataStack(MlStack):
 
         image = config.model.image
         self.repository: ecr.IRepository | None = None
-        if isinstance(image, EcrImage) and image.create_repository:
+        if storage.image_repository is not None:
             self.repository = ecr.Repository(
                 self,
                 "ImageRepository",
                 # The blueprint names the repository: `docker push` needs the name before this stack exists.
-                repository_name=image.repository,
+                repository_name=storage.image_repository,
                 encryption=ecr.RepositoryEncryption.KMS,
                 encryption_key=network.key,
                 image_scan_on_push=True,

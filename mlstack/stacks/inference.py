@@ -1,4 +1,4 @@
-"""`InferenceStack`: the blueprint's SageMaker endpoints; `plan_inference` for `mlstack plan`."""
+"""`InferenceStack`: the blueprint's SageMaker endpoints (its part of `mlstack plan` is `mlstack.plan.inference`)."""
 
 from __future__ import annotations
 
@@ -13,14 +13,15 @@ from mlstack.config import BlueprintConfig
 from mlstack.config.inference import PAYLOAD_LIMIT_BYTES, InferenceConfig
 from mlstack.config.inference_fit import weights_gib
 from mlstack.constructs.inference import AlarmThresholds, AsyncServing, InvokeApi, ModelEndpoint
-from mlstack.plan.inference import plan_inference
+from mlstack.constructs.storage.buckets import access_log_bucket, kms_bucket
+from mlstack.design.inference import inference_storage
 from mlstack.stacks.base import MlStack
-from mlstack.stacks.data import DataStack, access_log_bucket, kms_bucket
+from mlstack.stacks.data import DataStack
 from mlstack.stacks.images import serving_image
 from mlstack.stacks.inference_props import serving_props
 from mlstack.stacks.network import NetworkStack
 
-__all__ = ["InferenceStack", "plan_inference"]
+__all__ = ["InferenceStack"]
 
 
 class InferenceStack(MlStack):
@@ -57,10 +58,14 @@ class InferenceStack(MlStack):
         self.add_stack_dependency(data)
         self.data = data
         key = network.key
-        self.access_logs = access_log_bucket(self)
+        self.access_logs = access_log_bucket(self, removal_policy=self.removal_policy)
         artifact = config.model.artifact
         self.model_bucket = data.model_bucket
-        self.data_bucket = kms_bucket(self, "DataBucket", key, self.access_logs) if config.needs_data_bucket else None
+        self.data_bucket = (
+            kms_bucket(self, "DataBucket", key=key, access_logs=self.access_logs, removal_policy=self.removal_policy)
+            if inference_storage(config).data_bucket
+            else None
+        )
 
         self.alarm_topic = self.add_alarm_topic(key, config.alarm_emails)
         image = serving_image(config.model.image, blueprint.env.region, data.repository)
@@ -82,7 +87,12 @@ class InferenceStack(MlStack):
                 data_bucket=self.data_bucket,
                 environment=config.container_environment(spec),
                 network_isolation=config.model.network_isolation,
-                alarms=AlarmThresholds(**spec.alarms.model_dump()),
+                alarms=AlarmThresholds(
+                    latency_p99_ms=spec.alarms.latency_p99_ms,
+                    errors_5xx=spec.alarms.errors_5xx,
+                    oldest_request_minutes=spec.alarms.oldest_request_minutes,
+                    backlog_without_capacity_minutes=spec.alarms.backlog_without_capacity_minutes,
+                ),
                 alarm_topic=self.alarm_topic,
             )
             self.endpoints[spec.name] = endpoint

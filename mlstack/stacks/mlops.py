@@ -8,11 +8,13 @@ from aws_cdk import CfnOutput
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
+from mlstack import resources
 from mlstack.config import BlueprintConfig
 from mlstack.config.mlops import SCHEDULES, MlopsConfig
 from mlstack.constructs.sagemaker import ApprovalDeploy, MlopsPipeline, StudioDomain, TrainingSettings
+from mlstack.constructs.storage.buckets import access_log_bucket, kms_bucket
+from mlstack.design.mlops import MLOPS_SERVING_ENVIRONMENT, mlops_names
 from mlstack.stacks.base import MlStack
-from mlstack.stacks.data import access_log_bucket, kms_bucket
 from mlstack.stacks.images import serving_image as image_of
 from mlstack.stacks.network import NetworkStack
 
@@ -44,9 +46,12 @@ class MlopsStack(MlStack):
         key = network.key
         subnets = network.network.private_subnets
         self.alarm_topic = self.add_alarm_topic(key, config.alarm_emails)
-        self.access_logs = access_log_bucket(self)
-        self.artifacts = kms_bucket(self, "ArtifactsBucket", key, self.access_logs)
-        group_name = f"{blueprint.name}-models"
+        self.access_logs = access_log_bucket(self, removal_policy=self.removal_policy)
+        self.artifacts = kms_bucket(
+            self, "ArtifactsBucket", key=key, access_logs=self.access_logs, removal_policy=self.removal_policy
+        )
+        names = mlops_names(blueprint.name)
+        group_name = names.model_package_group
         self.model_package_group = sagemaker.CfnModelPackageGroup(
             self,
             "ModelPackageGroup",
@@ -66,7 +71,7 @@ class MlopsStack(MlStack):
             artifacts_bucket=self.artifacts,
             key=key,
             model_package_group_name=group_name,
-            pipeline_name=f"{blueprint.name}-pipeline",
+            pipeline_name=names.pipeline,
             training_image=training_image.uri,
             processing_image=processing_image.uri,
             monitor_image=monitor_image.uri,
@@ -78,6 +83,8 @@ class MlopsStack(MlStack):
             accuracy_threshold=pipeline.accuracy_threshold,
             serving_instance_types=[config.serving.instance_type],
             input_prefix=pipeline.input_prefix,
+            serving_environment=MLOPS_SERVING_ENVIRONMENT,
+            scripts_dir=resources.runtime_path("mlops"),
             alarm_topic=self.alarm_topic,
         )
         self.pipeline.node.add_dependency(self.model_package_group)
@@ -87,7 +94,7 @@ class MlopsStack(MlStack):
             self,
             "ApprovalDeploy",
             model_package_group_name=group_name,
-            endpoint_name=f"{blueprint.name}-serving",
+            endpoint_name=names.endpoint,
             artifacts_bucket=self.artifacts,
             key=key,
             vpc=network.vpc,
@@ -110,7 +117,7 @@ class MlopsStack(MlStack):
             self.studio = StudioDomain(
                 self,
                 "Studio",
-                domain_name=f"{blueprint.name}-studio",
+                domain_name=names.studio_domain,
                 vpc=network.vpc,
                 subnets=subnets,
                 key=key,

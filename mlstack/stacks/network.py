@@ -9,10 +9,9 @@ from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
 from mlstack.config import BlueprintConfig
-from mlstack.config.network import INTERFACE_ENDPOINTS
 from mlstack.constructs.network.ml_vpc import MlVpc, retention
 from mlstack.constructs.security.project_key import ProjectKey
-from mlstack.design.cost import capacity_block_reservations
+from mlstack.design.network import network_design
 from mlstack.stacks.base import MlStack
 
 
@@ -35,47 +34,37 @@ class NetworkStack(MlStack):
             termination_protection=blueprint.retain,
             **kwargs,
         )
+        design = network_design(blueprint)
         self.key = ProjectKey(
             self,
             "ProjectKey",
             description=f"mlstack {blueprint.name}: encrypts volumes, logs, file systems and buckets",
             alias=f"alias/mlstack/{blueprint.name}",
             removal_policy=self.removal_policy,
-            pending_window=Duration.days(30 if blueprint.retain else 7),
+            pending_window=Duration.days(design.key_pending_window_days),
         )
         # The key policy grows with the layers the blueprint has; only this stack, the key's owner, edits it.
-        if blueprint.training is not None:
-            # Managed node groups launch through EC2 Auto Scaling with volumes encrypted with this key.
+        if design.key.ebs_through_ec2:
             self.key.allow_ebs_through_ec2()
-            # TrainingClusterStack's alarm topic: its alarms, the budget and the Capacity Block rule publish.
+        if design.key.alarms_to_sns:
             self.key.allow_cloudwatch_alarms_to_sns()
-            if blueprint.budget is not None:
-                self.key.allow_budgets_to_sns()
-            if capacity_block_reservations(blueprint.training):
-                self.key.allow_eventbridge_to_sns()
-        ai_services = blueprint.ai_services
-        if blueprint.inference is not None or (ai_services is not None and ai_services.document_pipeline is not None):
-            # The inference stack's and the document pipeline's alarm topics are encrypted with this key.
-            self.key.allow_cloudwatch_alarms_to_sns()
-        if blueprint.mlops is not None:
-            # MlopsStack's alarm topic: CloudWatch alarms and EventBridge rules (failed executions, monitoring) publish.
-            self.key.allow_cloudwatch_alarms_to_sns()
+        if design.key.budgets_to_sns:
+            self.key.allow_budgets_to_sns()
+        if design.key.eventbridge_to_sns:
             self.key.allow_eventbridge_to_sns()
-        network = blueprint.network
         self.network = MlVpc(
             self,
             "Network",
-            zones=blueprint.zones,
-            zones_are_ids=network.uses_az_ids,
+            zones=design.zones,
+            zones_are_ids=design.zones_are_ids,
             key=self.key,
-            cidr=str(network.cidr),
-            nat_gateways=network.nat_gateways,
-            private_subnet_mask=network.private_subnet_mask,
-            # Each allowed blueprint key is the endpoint's service name suffix (com.amazonaws.<region>.<key>).
-            interface_endpoints=[INTERFACE_ENDPOINTS[k] for k in network.interface_endpoints],
-            gateway_endpoints=network.gateway_endpoints,
-            flow_log_retention=retention(network.flow_logs.retention_days),
-            flow_log_traffic=ec2.FlowLogTrafficType[network.flow_logs.traffic],
+            cidr=design.cidr,
+            nat_gateways=design.nat_gateways,
+            private_subnet_mask=design.private_subnet_mask,
+            interface_endpoints=design.interface_services,
+            gateway_endpoints=design.gateway_endpoints,
+            flow_log_retention=retention(design.flow_log_retention_days),
+            flow_log_traffic=ec2.FlowLogTrafficType[design.flow_log_traffic],
             removal_policy=self.removal_policy,
         )
         self.vpc = self.network.vpc

@@ -17,18 +17,19 @@ from mlstack.constructs.storage.fsx_lustre import DataRepository, FsxLustre
 from mlstack.constructs.training.admin_host import ClusterAdminHost
 from mlstack.constructs.training.cluster import SystemNodes, TrainingCluster
 from mlstack.constructs.training.node_group import Capacity
+from mlstack.design.training import ADMIN_HOST_TYPE, cluster_name, memory_warnings, node_group_designs
 from mlstack.k8s.disruption import job_disruption_budget
 from mlstack.k8s.job import FSX_CLAIM
-from mlstack.plan.training import ADMIN_HOST_TYPE, cluster_name, memory_warnings
 from mlstack.stacks.base import MlStack
 from mlstack.stacks.network import NetworkStack
+from mlstack.stacks.training_base import TrainingEngineStack
 from mlstack.stacks.training_image import add_first_job
 from mlstack.stacks.training_ops import add_operations
 
 STACK = "TrainingClusterStack"
 
 
-class TrainingClusterStack(MlStack):
+class TrainingClusterStack(TrainingEngineStack):
     """EKS cluster, node groups (one per blueprint entry, EFA from the catalog), FSx for Lustre, manifests."""
 
     def __init__(
@@ -44,13 +45,11 @@ class TrainingClusterStack(MlStack):
             scope,
             construct_id,
             blueprint=blueprint,
+            network=network,
             description=f"mlstack {blueprint.name}: EKS training cluster, EFA node groups, FSx for Lustre",
             **kwargs,
         )
-        if blueprint.training is None:
-            raise ValueError(f"blueprint {blueprint.name!r} has no training section")
-        training: TrainingConfig = blueprint.training
-        self.training = training
+        training = self.training
         zones = blueprint.zones
         vpc = network.vpc
         key = network.key
@@ -59,22 +58,22 @@ class TrainingClusterStack(MlStack):
             self, "Training", **cluster_props(blueprint, network), removal_policy=self.removal_policy
         )
         self.admin_host = admin_host(self, network, self.cluster, training)
-        for group in training.node_groups:
-            capacity = group.capacity
+        for group in node_group_designs(blueprint):
             # In the stack's scope, where earlier releases created them: their logical IDs stay put.
             self.cluster.add_accelerated_node_group(
                 group.name,
                 scope=self,
                 instance_type=group.instance_type,
-                subnets=[network.network.subnet_in(z) for z in training.zones_of(group, zones)],
+                subnets=[network.network.subnet_in(z) for z in group.zones],
                 efa=group.efa,
-                placement_group=group.uses_placement_group,
+                placement_group=group.placement_group,
                 efa_on_every_card=group.efa_on_every_card,
-                capacity=Capacity(capacity.type, capacity.reservation_id, capacity.placement_group_name),
+                capacity=Capacity(group.capacity_type, group.reservation_id, group.placement_group_name),
                 desired_size=group.desired_size,
                 min_size=group.min_size,
                 max_size=group.max_size,
                 root_volume_gib=group.root_volume_gib,
+                key=network.key,
             )
         self.node_groups = self.cluster.node_groups
         self.efa = {name: group.efa for name, group in self.node_groups.items() if group.efa is not None}
@@ -100,11 +99,9 @@ class TrainingClusterStack(MlStack):
                 **fsx_props(training.fsx),
                 removal_policy=self.removal_policy,
             )
-            volume = self.cluster.add_manifest(
-                "FsxVolume", *self.fsx.kubernetes_manifests(namespace=namespace, claim_name=FSX_CLAIM)
+            self.cluster.add_file_system(
+                *self.fsx.kubernetes_manifests(namespace=namespace, claim_name=FSX_CLAIM), namespace=namespace_manifest
             )
-            volume.node.add_dependency(self.cluster.addons["aws-fsx-csi-driver"])
-            volume.node.add_dependency(self.cluster.cluster.node.find_child("manifest-JobNamespace"))
 
         self.operations = add_operations(self, network, fsx=self.fsx, cluster=self.cluster)
         for warning in memory_warnings(training):

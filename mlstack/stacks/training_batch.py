@@ -20,16 +20,17 @@ from mlstack.constructs.storage.fsx_lustre import FsxLustre
 from mlstack.constructs.training.batch import BatchMultiNodeTraining
 from mlstack.constructs.training.batch_job import MAX_ATTEMPTS
 from mlstack.constructs.training.efa import EfaNetworking
-from mlstack.stacks.base import MlStack
+from mlstack.design.training import BATCH_IMAGE_TYPE
 from mlstack.stacks.network import NetworkStack
 from mlstack.stacks.training import fsx_props
+from mlstack.stacks.training_base import TrainingEngineStack
 from mlstack.stacks.training_hyperpod import node_security_group
 from mlstack.stacks.training_image import job_image
 from mlstack.stacks.training_ops import add_operations
 from mlstack.workloads import resilience
 
 
-class BatchTrainingStack(MlStack):
+class BatchTrainingStack(TrainingEngineStack):
     """Batch compute environment, job queue and multi-node job definition; EFA and node groups; FSx."""
 
     def __init__(
@@ -45,12 +46,11 @@ class BatchTrainingStack(MlStack):
             scope,
             construct_id,
             blueprint=blueprint,
+            network=network,
             description=f"mlstack {blueprint.name}: AWS Batch multi-node parallel training, EFA, FSx for Lustre",
             **kwargs,
         )
-        if blueprint.training is None:
-            raise ValueError(f"blueprint {blueprint.name!r} has no training section")
-        training = blueprint.training
+        training = self.training
         settings = training.batch or BatchConfig()
         group = training.node_groups[0]
         subnet = network.network.subnet_in(training.zone_of(group, blueprint.zones))
@@ -107,6 +107,7 @@ class BatchTrainingStack(MlStack):
             queue_priority=settings.job_queue_priority,
             removal_policy=self.removal_policy,
             update_job_timeout_minutes=settings.update_job_timeout_minutes,
+            image_type=BATCH_IMAGE_TYPE,
         )
         self.operations = add_operations(
             self, network, fsx=self.fsx, job_log_group=self.batch.log_group, batch=self.batch

@@ -21,9 +21,9 @@ from mlstack.config.training_engines import WORKLOADS_DIR, HyperPodConfig
 from mlstack.constructs.storage.fsx_lustre import FsxLustre
 from mlstack.constructs.training.efa import EfaNetworking
 from mlstack.constructs.training.hyperpod import DEEP_HEALTH_CHECKS, HyperPodCluster, HyperPodInstanceGroup
-from mlstack.stacks.base import MlStack
 from mlstack.stacks.network import NetworkStack
 from mlstack.stacks.training import fsx_props
+from mlstack.stacks.training_base import TrainingEngineStack
 from mlstack.stacks.training_ops import add_operations
 
 FSX_MOUNT_PATH = "/fsx"
@@ -44,7 +44,7 @@ def volume_encryption(hyperpod: HyperPodConfig, engine: str, key: kms.IKey) -> d
     """`HyperPodCluster` keywords of `training.hyperpod.volume_key`: the project key and continuous node provisioning
     (the only mode in which HyperPod takes a customer-managed volume key), or nothing (HyperPod's AWS owned key)."""
     if not hyperpod.customer_volume_key(engine):
-        return {}
+        return {"volume_key": None, "node_provisioning_mode": None}
     return {"volume_key": key, "node_provisioning_mode": "Continuous"}
 
 
@@ -71,7 +71,7 @@ def _worker(group: NodeGroupConfig, hyperpod: HyperPodConfig) -> HyperPodInstanc
     )
 
 
-class HyperPodTrainingStack(MlStack):
+class HyperPodTrainingStack(TrainingEngineStack):
     """HyperPod (Slurm) cluster, its lifecycle scripts in S3, EFA and node security groups, FSx for Lustre."""
 
     def __init__(
@@ -87,12 +87,11 @@ class HyperPodTrainingStack(MlStack):
             scope,
             construct_id,
             blueprint=blueprint,
+            network=network,
             description=f"mlstack {blueprint.name}: SageMaker HyperPod (Slurm) cluster, FSx for Lustre",
             **kwargs,
         )
-        if blueprint.training is None:
-            raise ValueError(f"blueprint {blueprint.name!r} has no training section")
-        training = blueprint.training
+        training = self.training
         hyperpod = training.hyperpod or HyperPodConfig()
         zone = training.zone_of(training.node_groups[0], blueprint.zones)
         subnet = network.network.subnet_in(zone)
@@ -148,6 +147,7 @@ class HyperPodTrainingStack(MlStack):
             node_recovery=hyperpod.node_recovery,
             removal_policy=self.removal_policy,
             workloads=WORKLOADS_DIR,
+            eks_cluster_arn=None,
             **volume_encryption(hyperpod, training.engine, network.key),
         )
         self.operations = add_operations(self, network, fsx=self.fsx)

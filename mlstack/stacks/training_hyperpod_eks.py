@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from aws_cdk import RemovalPolicy
 from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
@@ -29,24 +30,29 @@ from mlstack.constructs.training.hyperpod import HyperPodCluster, HyperPodInstan
 from mlstack.constructs.training.hyperpod_chart import HyperPodDependencies
 from mlstack.k8s.job import FSX_CLAIM
 from mlstack.k8s.kube import LABEL_PREFIX
-from mlstack.stacks.base import MlStack
 from mlstack.stacks.network import NetworkStack
 from mlstack.stacks.training import admin_host, cluster_props, fsx_props
-from mlstack.stacks.training_hyperpod import volume_encryption, worker_groups
+from mlstack.stacks.training_base import TrainingEngineStack
+from mlstack.stacks.training_hyperpod import FSX_MOUNT_PATH, volume_encryption, worker_groups
 from mlstack.stacks.training_image import add_first_job
 from mlstack.stacks.training_ops import add_operations
 
 
 def eks_cluster(
-    scope: Construct, blueprint: BlueprintConfig, network: NetworkStack, training: TrainingConfig, **kwargs: Any
+    scope: Construct,
+    blueprint: BlueprintConfig,
+    network: NetworkStack,
+    training: TrainingConfig,
+    *,
+    removal_policy: RemovalPolicy,
 ) -> TrainingCluster:
     """The training layer's EKS cluster, without the accelerated node pieces: HyperPod brings the nodes and the
     HyperPod chart their NVIDIA, Neuron and EFA device plugins, so `TrainingCluster` sees no node groups and
     installs none of its own (two device plugins on one node would both advertise the devices)."""
-    return TrainingCluster(scope, "Training", **cluster_props(blueprint, network), **kwargs)
+    return TrainingCluster(scope, "Training", **cluster_props(blueprint, network), removal_policy=removal_policy)
 
 
-class HyperPodEksTrainingStack(MlStack):
+class HyperPodEksTrainingStack(TrainingEngineStack):
     """EKS cluster + HyperPod instance groups attached to it, EFA security group, FSx for Lustre."""
 
     def __init__(
@@ -62,13 +68,11 @@ class HyperPodEksTrainingStack(MlStack):
             scope,
             construct_id,
             blueprint=blueprint,
+            network=network,
             description=f"mlstack {blueprint.name}: EKS cluster with SageMaker HyperPod nodes, FSx for Lustre",
             **kwargs,
         )
-        if blueprint.training is None:
-            raise ValueError(f"blueprint {blueprint.name!r} has no training section")
-        training = blueprint.training
-        self.training = training
+        training = self.training
         hyperpod = training.hyperpod or HyperPodConfig()
         self.cluster = eks_cluster(self, blueprint, network, training, removal_policy=self.removal_policy)
         eks = self.cluster.cluster
@@ -96,11 +100,9 @@ class HyperPodEksTrainingStack(MlStack):
                 **fsx_props(training.fsx),
                 removal_policy=self.removal_policy,
             )
-            volume = self.cluster.add_manifest(
-                "FsxVolume", *self.fsx.kubernetes_manifests(namespace=namespace, claim_name=FSX_CLAIM)
+            self.cluster.add_file_system(
+                *self.fsx.kubernetes_manifests(namespace=namespace, claim_name=FSX_CLAIM), namespace=namespace_manifest
             )
-            volume.node.add_dependency(self.cluster.addons["aws-fsx-csi-driver"])
-            volume.node.add_dependency(eks.node.find_child("manifest-JobNamespace"))
 
         self.hyperpod_chart = HyperPodDependencies(
             self,
@@ -110,6 +112,8 @@ class HyperPodEksTrainingStack(MlStack):
             subnets=network.network.private_subnets,
             key=network.key,
             removal_policy=self.removal_policy,
+            # The chart's own defaults, and the Region its agents report in.
+            values={"global": {"region": self.region}},
         )
         # A hook or a webhook of a sub-chart needs a node to run on: install once the system nodes are up.
         self.hyperpod_chart.install.node.add_dependency(self.cluster.system_nodes)
@@ -126,6 +130,11 @@ class HyperPodEksTrainingStack(MlStack):
             node_recovery=hyperpod.node_recovery,
             removal_policy=self.removal_policy,
             eks_cluster_arn=eks.cluster_arn,
+            # The EKS engine mounts FSx through the CSI driver (the FsxVolume manifest), not from lifecycle scripts.
+            fsx_dns_name=None,
+            fsx_mount_name=None,
+            fsx_mount_path=FSX_MOUNT_PATH,
+            workloads=None,
             **volume_encryption(hyperpod, training.engine, network.key),
         )
         # Like managed node groups: a node that joins before the CNI, kube-proxy and Pod Identity agent add-ons

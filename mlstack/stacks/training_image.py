@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import yaml
 from aws_cdk import CfnOutput
+from aws_cdk import aws_ecr_assets as ecr_assets
 from constructs import IConstruct
 
 from mlstack import resources
@@ -45,6 +46,8 @@ def job_image(stack: MlStack, config: BlueprintConfig) -> str:
         directory=resources.runtime_path(),
         file=TRAIN_DOCKERFILE,
         exclude=build_excludes(),
+        # x86: every engine that builds the image runs it on x86 accelerated nodes.
+        platform=ecr_assets.Platform.LINUX_AMD64,
     ).image_uri
     CfnOutput(
         stack,

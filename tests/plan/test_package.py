@@ -28,7 +28,7 @@ def _imports(path: Path) -> list[tuple[str, bool]]:
 
 def test_one_module_per_layer_plus_model_build_and_render() -> None:
     names = {p.stem for p in PLAN_DIR.glob("*.py")} - {"__init__"}
-    assert names == {*LAYERS, "model", "build", "render"}
+    assert names == {*LAYERS, "model", "build", "render", "supporting"}
 
 
 def test_layer_modules_import_the_model_only_and_nothing_lazily() -> None:

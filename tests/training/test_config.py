@@ -16,8 +16,8 @@ import yaml
 from mlstack.config import BLUEPRINTS_DIR, load
 from mlstack.config.training import TrainingConfig
 from mlstack.config.training_cluster import PLACEHOLDER_RESERVATION_ID
+from mlstack.design.training import memory_warnings
 from mlstack.errors import BlueprintError
-from mlstack.plan.training import memory_warnings
 from tests.synth import ROOT
 
 BASE: dict[str, Any] = {

@@ -258,7 +258,7 @@ def test_batch_block_expiry_terminates_jobs_and_disables_the_environment(on_bloc
 def test_blocks_pass_checkov(on_blocks: Any) -> None:
     import subprocess
 
-    from tests.blueprints.test_checkov import CHECKOV
+    from tests.blueprints.gate_runs import CHECKOV
 
     args = [str(CHECKOV), "--framework", "cloudformation", "--skip-download", "--quiet", "--compact", "-o", "json"]
     for name in ("batch-training", "eks-block", "g6e-budget"):

@@ -58,8 +58,8 @@ def _load(tmp_path: Path, data: dict[str, Any]) -> Any:
 def _problem(tmp_path: Path, data: dict[str, Any]) -> str:
     with pytest.raises(BlueprintError) as info:
         _load(tmp_path, data)
-    (line,) = info.value.problems
-    return line
+    # Every problem is reported (training_rules.py); the engine rule under test is the first.
+    return info.value.problems[0]
 
 
 @pytest.fixture
@@ -255,3 +255,16 @@ def test_catalog_hyperpod_flag_matches_the_api_enum() -> None:
     assert {f"ml.{i.name}" for i in all_instances() if i.sagemaker_hyperpod} == {
         f"ml.{i.name}" for i in all_instances() if f"ml.{i.name}" in offered
     }
+
+
+def test_three_training_problems_are_reported_in_one_run(tmp_path: Path, hp: dict[str, Any]) -> None:
+    # Engine and job rules used to stop at the first problem (TrainingConfig raised problems[0]).
+    hp["training"]["node_groups"][0].update(instance_type="inf2.48xlarge", efa=False)  # not a HyperPod worker
+    hp["training"]["batch"] = {}  # a key of engine batch
+    with pytest.raises(BlueprintError) as info:
+        _load(tmp_path, hp)
+    problems = info.value.problems
+    assert len(problems) == 3, problems
+    assert any("training.batch is used by engine batch" in p for p in problems)
+    assert any("HyperPod workers must be GPU or Trainium" in p for p in problems)
+    assert any("training.job.script: the shipped reference script" in p for p in problems)

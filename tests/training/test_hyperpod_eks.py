@@ -112,7 +112,7 @@ def test_standard_support_that_would_upgrade_past_hyperpod_is_rejected(tmp_path:
 
 
 def test_an_older_version_hyperpod_also_supports_one_minor_up_may_stay_standard(tmp_path: Path) -> None:
-    from mlstack.config.training_engines import _hyperpod_problems
+    from mlstack.config.training_rules import _hyperpod_problems
 
     config = load(BLUEPRINT)
     assert config.training is not None

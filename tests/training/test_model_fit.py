@@ -11,8 +11,8 @@ from mlstack.catalog.fit import TRAIN_PRECISIONS, training_fit
 from mlstack.catalog.memory import shape_for_params
 from mlstack.catalog.parallel import Layout, estimate_layout
 from mlstack.config import BLUEPRINTS_DIR, BlueprintConfig, load
+from mlstack.design.training import memory_warnings
 from mlstack.plan import build_plan
-from mlstack.plan.training import memory_warnings
 
 SHIPPED_WITH_A_MODEL = sorted(
     p.stem for p in BLUEPRINTS_DIR.glob("*.yaml") if (c := load(p)).training is not None and c.training.model

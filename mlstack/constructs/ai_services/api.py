@@ -31,6 +31,7 @@ from mlstack.constructs.scanners import (
     skip_guard_on_functions_outside_vpc,
     skip_iam_lint,
 )
+from mlstack.constructs.security.function_role import function_role_and_logs
 
 HANDLER_DIR = resources.runtime_path("ai_services")
 """`runtime/ai_services/`: `api_handler.py`, tested with a stubbed botocore in tests/ai_services."""
@@ -194,19 +195,14 @@ class AiServiceApi(Construct):
                 "OUTPUT_KEY_ID": key.key_arn,
             }
 
-        self.log_group = logs.LogGroup(
-            self, "FunctionLogs", encryption_key=key, retention=log_retention, removal_policy=removal_policy
-        )
-        self.role = iam.Role(
+        self.log_group, self.role = function_role_and_logs(
             self,
-            "Role",
-            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            log_group_id="FunctionLogs",
+            role_id="Role",
             description="AI service API: the chosen service actions, its own logs",
-        )
-        self.role.add_to_principal_policy(
-            iam.PolicyStatement(
-                actions=["logs:CreateLogStream", "logs:PutLogEvents"], resources=[self.log_group.log_group_arn]
-            )
+            key=key,
+            retention=log_retention,
+            removal_policy=removal_policy,
         )
         unscoped = sorted({a for op in operations for a in UNSCOPED_ACTIONS.get(op, ())})
         if unscoped:

@@ -28,6 +28,8 @@ from mlstack.constructs.scanners import (
     skip_guard,
     skip_guard_on_functions_outside_vpc,
 )
+from mlstack.constructs.security.function_role import function_role_and_logs
+from mlstack.constructs.storage.buckets import NONCURRENT, kms_bucket
 
 HANDLER_DIR = resources.runtime_path("ai_services", "doc_pipeline")
 """`runtime/ai_services/doc_pipeline/`: the task handlers, run in order on a sample document in tests/ai_services."""
@@ -92,26 +94,18 @@ class DocumentPipeline(Construct):
         if not 1 <= max_pages <= MAX_PAGES:
             raise ValueError(f"max_pages: {max_pages} is outside 1..{MAX_PAGES} (Textract's asynchronous page limit)")
         self.key = key
-        self.bucket = s3.Bucket(
+        self.bucket = kms_bucket(
             self,
             "Bucket",
-            encryption=s3.BucketEncryption.KMS,
-            encryption_key=key,
-            bucket_key_enabled=True,
-            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-            enforce_ssl=True,
-            versioned=True,
-            server_access_logs_bucket=access_logs_bucket,
-            server_access_logs_prefix="documents/" if access_logs_bucket else None,
+            key=key,
+            access_logs=access_logs_bucket,
+            log_prefix="documents/",
             removal_policy=removal_policy,
             lifecycle_rules=[
                 s3.LifecycleRule(id="ExpireWork", prefix=WORK_PREFIX, expiration=Duration.days(1)),
-                s3.LifecycleRule(
-                    id="ExpireOldVersions",
-                    noncurrent_version_expiration=Duration.days(90),
-                    abort_incomplete_multipart_upload_after=Duration.days(7),
-                ),
+                NONCURRENT,
             ],
+            guard_skips=None,  # its own, below
         )
         # EventBridge notifications on the bucket itself: `event_bridge_enabled=True` would add a custom resource
         # (a Lambda function with a managed policy) to call PutBucketNotificationConfiguration instead.
@@ -284,19 +278,14 @@ class DocumentPipeline(Construct):
         *,
         timeout: Duration = Duration.minutes(5),  # noqa: B008 - immutable
     ) -> lambda_.Function:
-        log_group = logs.LogGroup(
-            self, f"{construct_id}Logs", encryption_key=self.key, retention=retention, removal_policy=removal_policy
-        )
-        role = iam.Role(
+        log_group, role = function_role_and_logs(
             self,
-            f"{construct_id}Role",
-            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            log_group_id=f"{construct_id}Logs",
+            role_id=f"{construct_id}Role",
             description=f"Document pipeline {construct_id}: its own log group and the calls below",
-        )
-        role.add_to_principal_policy(
-            iam.PolicyStatement(
-                actions=["logs:CreateLogStream", "logs:PutLogEvents"], resources=[log_group.log_group_arn]
-            )
+            key=self.key,
+            retention=retention,
+            removal_policy=removal_policy,
         )
         function = lambda_.Function(
             self,

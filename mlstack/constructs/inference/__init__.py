@@ -1,8 +1,9 @@
 """Inference layer: SageMaker endpoints (real-time, serverless, async) and an HTTPS invoke API."""
 
+from mlstack.constructs.inference.endpoint_parts import MetricOptions
 from mlstack.constructs.inference.image import ServingImage
 from mlstack.constructs.inference.invoke_api import InvokeApi
-from mlstack.constructs.inference.model_endpoint import MetricOptions, ModelEndpoint
+from mlstack.constructs.inference.model_endpoint import ModelEndpoint
 from mlstack.constructs.inference.props import (
     AlarmThresholds,
     AsyncScaling,

@@ -6,6 +6,7 @@ age, a lasting backlog without capacity; see `serving.py`).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -15,7 +16,7 @@ from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 if TYPE_CHECKING:
-    from mlstack.constructs.inference.model_endpoint import ModelEndpoint
+    from mlstack.constructs.inference.endpoint_parts import EndpointParts
     from mlstack.constructs.inference.props import AlarmThresholds
 
 GT = cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD
@@ -34,9 +35,14 @@ class AlarmRule:
 
 
 def endpoint_alarms(
-    endpoint: ModelEndpoint, name: str, limits: AlarmThresholds, topic: sns.ITopic | None
+    endpoint: EndpointParts,
+    name: str,
+    limits: AlarmThresholds,
+    topic: sns.ITopic | None,
+    mode_rules: Sequence[AlarmRule] = (),
 ) -> list[cloudwatch.Alarm]:
-    """The endpoint's alarms, each notifying `topic` (when given)."""
+    """The endpoint's alarms, per variant and then the mode's (`mode_rules`, from its serving strategy), each
+    notifying `topic` (when given)."""
     rules: list[AlarmRule] = []
     for variant in endpoint.variant_names:
         rules += [
@@ -55,7 +61,7 @@ def endpoint_alarms(
                 GE,
             ),
         ]
-    rules += endpoint.serving.alarm_rules(endpoint, name, limits)
+    rules += mode_rules
     return [_alarm(endpoint, rule, topic) for rule in rules]
 
 

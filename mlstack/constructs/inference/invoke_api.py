@@ -12,6 +12,7 @@ from constructs import Construct
 from mlstack import resources
 from mlstack.constructs.inference.model_endpoint import ModelEndpoint
 from mlstack.constructs.scanners import skip_checkov, skip_guard_on_functions_outside_vpc
+from mlstack.constructs.security.function_role import function_role_and_logs
 
 HANDLER_DIR = resources.runtime_path("invoke")
 """`runtime/invoke/`: the handler code, tested against moto in tests/runtime."""
@@ -48,21 +49,14 @@ class InvokeApi(Construct):
         log_retention: logs.RetentionDays = logs.RetentionDays.ONE_YEAR,
     ) -> None:
         super().__init__(scope, construct_id)
-        self.log_group = logs.LogGroup(
-            self, "LogGroup", encryption_key=key, retention=log_retention, removal_policy=removal_policy
-        )
-        self.role = iam.Role(
+        self.log_group, self.role = function_role_and_logs(
             self,
-            "Role",
-            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            log_group_id="LogGroup",
+            role_id="Role",
             description="Invoke API: call one SageMaker endpoint, write its own logs",
-        )
-        # Its own log group only, instead of AWSLambdaBasicExecutionRole (logs:* on every group).
-        self.role.add_to_principal_policy(
-            iam.PolicyStatement(
-                actions=["logs:CreateLogStream", "logs:PutLogEvents"],
-                resources=[self.log_group.log_group_arn],
-            )
+            key=key,
+            retention=log_retention,
+            removal_policy=removal_policy,
         )
         self.function = lambda_.Function(
             self,

@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TypedDict, Unpack
 
 import jsii
-from aws_cdk import Duration, Stack
-from aws_cdk import aws_applicationautoscaling as appscaling
-from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -18,36 +15,17 @@ from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from mlstack.constructs.inference.alarms import endpoint_alarms
+from mlstack.constructs.inference.endpoint_parts import EndpointParts
 from mlstack.constructs.inference.image import ServingImage
 from mlstack.constructs.inference.permissions import grant_model_access, grant_vpc_access
 from mlstack.constructs.inference.props import AlarmThresholds, CaptureMode
 from mlstack.constructs.inference.serving import SERVERLESS_VARIANT, AsyncServing, RealtimeServing, ServerlessServing
-from mlstack.constructs.scanners import acknowledge_nag, nag_id, skip_checkov
+from mlstack.constructs.scanners import skip_checkov
 from mlstack.constructs.security.groups import closed_security_group
-
-_ONE_MINUTE = Duration.minutes(1)
-
-
-class MetricOptions(TypedDict, total=False):
-    """CloudWatch metric options the `metric_*` methods accept (those of `cloudwatch.MetricOptions`)."""
-
-    statistic: str
-    period: Duration
-    label: str
-    color: str
-    unit: cloudwatch.Unit
-    account: str
-    region: str
-
-
-def _with(defaults: MetricOptions, options: MetricOptions) -> MetricOptions:
-    merged = defaults.copy()
-    merged.update(options)
-    return merged
 
 
 @jsii.implements(ec2.IConnectable, iam.IGrantable)
-class ModelEndpoint(Construct):
+class ModelEndpoint(EndpointParts):
     """A SageMaker model and the endpoint that serves it, in the mode `serving` describes.
 
     Defines an execution role that may read exactly the model artifact, pull exactly the serving image, write
@@ -179,14 +157,16 @@ class ModelEndpoint(Construct):
                 },
             )
 
-        self.topics: list[sns.ITopic] = []
+        variants = serving.production_variants(self)
+        capture = self._data_capture()
+        async_config, self.topics = serving.async_config(self)
         self.config = sagemaker.CfnEndpointConfig(
             self,
             "Config",
-            production_variants=serving.production_variants(self),
+            production_variants=variants,
             kms_key_id=key.key_arn if serving.volume_kms_key else None,
-            data_capture_config=self._data_capture(),
-            async_inference_config=serving.async_config(self),
+            data_capture_config=capture,
+            async_inference_config=async_config,
         )
         retain = serving.retains_instance_counts
         self.endpoint = sagemaker.CfnEndpoint(
@@ -205,7 +185,11 @@ class ModelEndpoint(Construct):
             else None,
         )
         serving.add_scaling(self, self._autoscaling_role())
-        self.alarms = endpoint_alarms(self, self.name, alarms, alarm_topic) if alarms is not None else []
+        self.alarms = (
+            endpoint_alarms(self, self.name, alarms, alarm_topic, serving.alarm_rules(self, self.name, alarms))
+            if alarms is not None
+            else []
+        )
 
     # ----- public API
 
@@ -222,14 +206,6 @@ class ModelEndpoint(Construct):
         return self.role
 
     @property
-    def endpoint_name(self) -> str:
-        return self.endpoint.attr_endpoint_name
-
-    @property
-    def endpoint_arn(self) -> str:
-        return self.endpoint.ref  # Ref of AWS::SageMaker::Endpoint is its ARN
-
-    @property
     def variant_names(self) -> list[str]:
         """Production variants (a serverless endpoint has one, `AllTraffic`)."""
         return [v.name for v in self.serving.variants] or [SERVERLESS_VARIANT]
@@ -237,89 +213,6 @@ class ModelEndpoint(Construct):
     def grant_invoke(self, grantee: iam.IGrantable) -> iam.Grant:
         """Let `grantee` invoke this endpoint; for async also upload requests and read results and failures."""
         return self.serving.grant_invoke(self, grantee)
-
-    def metric(
-        self, metric_name: str, *, variant: str | None = None, **options: Unpack[MetricOptions]
-    ) -> cloudwatch.Metric:
-        """An `AWS/SageMaker` metric of one variant (default: the first). Default: Average over one minute."""
-        return cloudwatch.Metric(
-            namespace="AWS/SageMaker",
-            metric_name=metric_name,
-            dimensions_map={"EndpointName": self.endpoint_name, "VariantName": variant or self.variant_names[0]},
-            **_with({"statistic": "Average", "period": _ONE_MINUTE}, options),
-        )
-
-    def endpoint_metric(self, metric_name: str, **options: Unpack[MetricOptions]) -> cloudwatch.Metric:
-        """An `AWS/SageMaker` metric with the EndpointName dimension only (the async backlog metrics)."""
-        return cloudwatch.Metric(
-            namespace="AWS/SageMaker",
-            metric_name=metric_name,
-            dimensions_map={"EndpointName": self.endpoint_name},
-            **_with({"statistic": "Average", "period": _ONE_MINUTE}, options),
-        )
-
-    def metric_model_latency(
-        self, *, variant: str | None = None, **options: Unpack[MetricOptions]
-    ) -> cloudwatch.Metric:
-        """Time the model container takes to answer, in microseconds. Default statistic: p99."""
-        return self.metric("ModelLatency", variant=variant, **_with({"statistic": "p99"}, options))
-
-    def metric_invocations(self, *, variant: str | None = None, **options: Unpack[MetricOptions]) -> cloudwatch.Metric:
-        return self.metric("Invocations", variant=variant, **_with({"statistic": "Sum"}, options))
-
-    def metric_invocation_5xx_errors(
-        self, *, variant: str | None = None, **options: Unpack[MetricOptions]
-    ) -> cloudwatch.Metric:
-        return self.metric("Invocation5XXErrors", variant=variant, **_with({"statistic": "Sum"}, options))
-
-    def metric_invocation_4xx_errors(
-        self, *, variant: str | None = None, **options: Unpack[MetricOptions]
-    ) -> cloudwatch.Metric:
-        return self.metric("Invocation4XXErrors", variant=variant, **_with({"statistic": "Sum"}, options))
-
-    def metric_approximate_backlog_size_per_instance(self, **options: Unpack[MetricOptions]) -> cloudwatch.Metric:
-        """Async only: queued requests per instance (the autoscaling target metric)."""
-        return self.endpoint_metric("ApproximateBacklogSizePerInstance", **options)
-
-    def metric_has_backlog_without_capacity(self, **options: Unpack[MetricOptions]) -> cloudwatch.Metric:
-        """Async only: 1 while requests wait and no instance runs (the scale-out-from-zero signal)."""
-        return self.endpoint_metric("HasBacklogWithoutCapacity", **options)
-
-    # ----- used by the serving strategies
-
-    def require_data_bucket(self) -> s3.IBucket:
-        if self.data_bucket is None:
-            raise ValueError(f"endpoint {self.name!r} needs data_bucket")
-        return self.data_bucket
-
-    def grant_write(self, prefix: str) -> None:
-        """Let the execution role write objects under `prefix/` of the data bucket (KMS)."""
-        bucket = self.require_data_bucket()
-        self.role.add_to_principal_policy(
-            iam.PolicyStatement(actions=["s3:PutObject"], resources=[bucket.arn_for_objects(f"{prefix}/*")])
-        )
-        self.role.add_to_principal_policy(
-            iam.PolicyStatement(actions=["kms:Decrypt", "kms:GenerateDataKey"], resources=[self.key.key_arn])
-        )
-        self.acknowledge_prefix(prefix, "writes objects whose keys SageMaker generates under this prefix")
-
-    def acknowledge_prefix(self, prefix: str, why: str) -> None:
-        arn = self.require_data_bucket().arn_for_objects(f"{prefix}/*")
-        acknowledge_nag(self.role, {f"AwsSolutions-IAM5[Resource::{nag_id(Stack.of(self), arn)}]": f"SageMaker {why}"})
-
-    def scalable_target(
-        self, construct_id: str, variant: str, role: iam.IRole, min_capacity: int, max_capacity: int
-    ) -> appscaling.ScalableTarget:
-        return appscaling.ScalableTarget(
-            self,
-            construct_id,
-            service_namespace=appscaling.ServiceNamespace.SAGEMAKER,
-            resource_id=f"endpoint/{self.endpoint_name}/variant/{variant}",
-            scalable_dimension="sagemaker:variant:DesiredInstanceCount",
-            min_capacity=min_capacity,
-            max_capacity=max_capacity,
-            role=role,
-        )
 
     # ----- construction
 

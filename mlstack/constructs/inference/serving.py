@@ -1,6 +1,6 @@
-"""How a `ModelEndpoint` serves: one small strategy per endpoint mode (real-time, serverless, async).
+"""How a `EndpointParts` serves: one small strategy per endpoint mode (real-time, serverless, async).
 
-`ModelEndpoint` asks its `serving` for the production variants, the async config, the autoscaling, the invoke
+`EndpointParts` asks its `serving` for the production variants, the async config, the autoscaling, the invoke
 grant and the mode's extra alarms, and never branches on the mode itself. What each mode offers (VPC, data
 capture, payload limit, invoke actions) is the shared table in `mlstack.catalog.endpoint_modes`, which the
 inference plan reads too.
@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar, Protocol
+from typing import ClassVar, Protocol
 
 from aws_cdk import Duration
 from aws_cdk import aws_applicationautoscaling as appscaling
@@ -21,6 +21,7 @@ from aws_cdk import aws_sns as sns
 
 from mlstack.catalog.endpoint_modes import ASYNC, REALTIME, SERVERLESS, EndpointMode
 from mlstack.constructs.inference.alarms import GE, GT, AlarmRule
+from mlstack.constructs.inference.endpoint_parts import EndpointParts
 from mlstack.constructs.inference.props import (
     AlarmThresholds,
     AsyncScaling,
@@ -29,15 +30,12 @@ from mlstack.constructs.inference.props import (
     Variant,
 )
 
-if TYPE_CHECKING:
-    from mlstack.constructs.inference.model_endpoint import ModelEndpoint
-
 SERVERLESS_VARIANT = "AllTraffic"
 """The one production variant of a serverless endpoint."""
 
 
 class Serving(Protocol):
-    """What `ModelEndpoint` asks of its mode."""
+    """What `EndpointParts` asks of its mode."""
 
     mode: ClassVar[EndpointMode]
 
@@ -50,14 +48,17 @@ class Serving(Protocol):
     @property
     def retains_instance_counts(self) -> bool: ...
     def production_variants(
-        self, endpoint: ModelEndpoint
+        self, endpoint: EndpointParts
     ) -> list[sagemaker.CfnEndpointConfig.ProductionVariantProperty]: ...
     def async_config(
-        self, endpoint: ModelEndpoint
-    ) -> sagemaker.CfnEndpointConfig.AsyncInferenceConfigProperty | None: ...
-    def add_scaling(self, endpoint: ModelEndpoint, role: iam.IRole) -> None: ...
-    def grant_invoke(self, endpoint: ModelEndpoint, grantee: iam.IGrantable) -> iam.Grant: ...
-    def alarm_rules(self, endpoint: ModelEndpoint, name: str, limits: AlarmThresholds) -> list[AlarmRule]: ...
+        self, endpoint: EndpointParts
+    ) -> tuple[sagemaker.CfnEndpointConfig.AsyncInferenceConfigProperty | None, list[sns.ITopic]]:
+        """The async settings (None for the other modes) and the notification topics made in `endpoint`."""
+        ...
+
+    def add_scaling(self, endpoint: EndpointParts, role: iam.IRole) -> None: ...
+    def grant_invoke(self, endpoint: EndpointParts, grantee: iam.IGrantable) -> iam.Grant: ...
+    def alarm_rules(self, endpoint: EndpointParts, name: str, limits: AlarmThresholds) -> list[AlarmRule]: ...
 
 
 _PREDEFINED = {
@@ -73,7 +74,7 @@ def _seconds(value: Duration | None) -> int | None:
 
 
 def _instance_variant(
-    endpoint: ModelEndpoint, variant: Variant
+    endpoint: EndpointParts, variant: Variant
 ) -> sagemaker.CfnEndpointConfig.ProductionVariantProperty:
     return sagemaker.CfnEndpointConfig.ProductionVariantProperty(
         variant_name=variant.name,
@@ -88,7 +89,7 @@ def _instance_variant(
     )
 
 
-def _invoke(endpoint: ModelEndpoint, grantee: iam.IGrantable, mode: EndpointMode) -> iam.Grant:
+def _invoke(endpoint: EndpointParts, grantee: iam.IGrantable, mode: EndpointMode) -> iam.Grant:
     return iam.Grant.add_to_principal(
         grantee=grantee, actions=list(mode.invoke_actions), resource_arns=[endpoint.endpoint_arn]
     )
@@ -112,14 +113,14 @@ class RealtimeServing:
         return all(v.scaling is not None for v in self.variants)
 
     def production_variants(
-        self, endpoint: ModelEndpoint
+        self, endpoint: EndpointParts
     ) -> list[sagemaker.CfnEndpointConfig.ProductionVariantProperty]:
         return [_instance_variant(endpoint, v) for v in self.variants]
 
-    def async_config(self, endpoint: ModelEndpoint) -> None:
-        return None
+    def async_config(self, endpoint: EndpointParts) -> tuple[None, list[sns.ITopic]]:
+        return None, []
 
-    def add_scaling(self, endpoint: ModelEndpoint, role: iam.IRole) -> None:
+    def add_scaling(self, endpoint: EndpointParts, role: iam.IRole) -> None:
         for variant in self.variants:
             scaling = variant.scaling
             if scaling is None:
@@ -136,10 +137,10 @@ class RealtimeServing:
                 scale_out_cooldown=scaling.scale_out_cooldown,
             )
 
-    def grant_invoke(self, endpoint: ModelEndpoint, grantee: iam.IGrantable) -> iam.Grant:
+    def grant_invoke(self, endpoint: EndpointParts, grantee: iam.IGrantable) -> iam.Grant:
         return _invoke(endpoint, grantee, self.mode)
 
-    def alarm_rules(self, endpoint: ModelEndpoint, name: str, limits: AlarmThresholds) -> list[AlarmRule]:
+    def alarm_rules(self, endpoint: EndpointParts, name: str, limits: AlarmThresholds) -> list[AlarmRule]:
         return []
 
 
@@ -171,7 +172,7 @@ class ServerlessServing:
         return False
 
     def production_variants(
-        self, endpoint: ModelEndpoint
+        self, endpoint: EndpointParts
     ) -> list[sagemaker.CfnEndpointConfig.ProductionVariantProperty]:
         return [
             sagemaker.CfnEndpointConfig.ProductionVariantProperty(
@@ -185,16 +186,16 @@ class ServerlessServing:
             )
         ]
 
-    def async_config(self, endpoint: ModelEndpoint) -> None:
+    def async_config(self, endpoint: EndpointParts) -> tuple[None, list[sns.ITopic]]:
+        return None, []
+
+    def add_scaling(self, endpoint: EndpointParts, role: iam.IRole) -> None:
         return None
 
-    def add_scaling(self, endpoint: ModelEndpoint, role: iam.IRole) -> None:
-        return None
-
-    def grant_invoke(self, endpoint: ModelEndpoint, grantee: iam.IGrantable) -> iam.Grant:
+    def grant_invoke(self, endpoint: EndpointParts, grantee: iam.IGrantable) -> iam.Grant:
         return _invoke(endpoint, grantee, self.mode)
 
-    def alarm_rules(self, endpoint: ModelEndpoint, name: str, limits: AlarmThresholds) -> list[AlarmRule]:
+    def alarm_rules(self, endpoint: EndpointParts, name: str, limits: AlarmThresholds) -> list[AlarmRule]:
         return []
 
 
@@ -232,11 +233,13 @@ class AsyncServing:
         return self.scaling is not None and not self.scaling.scales_to_zero
 
     def production_variants(
-        self, endpoint: ModelEndpoint
+        self, endpoint: EndpointParts
     ) -> list[sagemaker.CfnEndpointConfig.ProductionVariantProperty]:
         return [_instance_variant(endpoint, self.variant)]
 
-    def async_config(self, endpoint: ModelEndpoint) -> sagemaker.CfnEndpointConfig.AsyncInferenceConfigProperty:
+    def async_config(
+        self, endpoint: EndpointParts
+    ) -> tuple[sagemaker.CfnEndpointConfig.AsyncInferenceConfigProperty, list[sns.ITopic]]:
         bucket = endpoint.require_data_bucket()
         endpoint.grant_write(self.output_prefix)
         endpoint.grant_write(self.failures)
@@ -245,14 +248,15 @@ class AsyncServing:
         )
         endpoint.acknowledge_prefix(self.input_prefix, "reads the request payloads callers upload under this prefix")
         notification = None
+        topics: list[sns.ITopic] = []
         if self.notifications:
             success = sns.Topic(endpoint, "SuccessTopic", master_key=endpoint.key, enforce_ssl=True)
             error = sns.Topic(endpoint, "ErrorTopic", master_key=endpoint.key, enforce_ssl=True)
-            endpoint.topics = [success, error]
+            topics = [success, error]
             # sns:Publish on these two topics; the key permissions SNS needs are granted with the S3 prefixes
             # (grant_publish would add kms:GenerateDataKey*).
             iam.Grant.add_to_principal(
-                grantee=endpoint.role, actions=["sns:Publish"], resource_arns=[t.topic_arn for t in endpoint.topics]
+                grantee=endpoint.role, actions=["sns:Publish"], resource_arns=[t.topic_arn for t in topics]
             )
             notification = sagemaker.CfnEndpointConfig.AsyncInferenceNotificationConfigProperty(
                 success_topic=success.topic_arn,
@@ -264,7 +268,7 @@ class AsyncServing:
             client = sagemaker.CfnEndpointConfig.AsyncInferenceClientConfigProperty(
                 max_concurrent_invocations_per_instance=self.max_concurrent_invocations_per_instance
             )
-        return sagemaker.CfnEndpointConfig.AsyncInferenceConfigProperty(
+        config = sagemaker.CfnEndpointConfig.AsyncInferenceConfigProperty(
             output_config=sagemaker.CfnEndpointConfig.AsyncInferenceOutputConfigProperty(
                 s3_output_path=bucket.s3_url_for_object(self.output_prefix),
                 s3_failure_path=bucket.s3_url_for_object(self.failures),
@@ -273,8 +277,9 @@ class AsyncServing:
             ),
             client_config=client,
         )
+        return config, topics
 
-    def add_scaling(self, endpoint: ModelEndpoint, role: iam.IRole) -> None:
+    def add_scaling(self, endpoint: EndpointParts, role: iam.IRole) -> None:
         scaling = self.scaling
         if scaling is None:
             return
@@ -307,7 +312,7 @@ class AsyncServing:
                 metric_aggregation_type=appscaling.MetricAggregationType.MAXIMUM,
             )
 
-    def grant_invoke(self, endpoint: ModelEndpoint, grantee: iam.IGrantable) -> iam.Grant:
+    def grant_invoke(self, endpoint: EndpointParts, grantee: iam.IGrantable) -> iam.Grant:
         """InvokeEndpointAsync, plus uploading requests and reading results and failures."""
         bucket = endpoint.require_data_bucket()
         grants = [
@@ -331,7 +336,7 @@ class AsyncServing:
         ]
         return functools.reduce(lambda a, b: a.combine(b), grants)
 
-    def alarm_rules(self, endpoint: ModelEndpoint, name: str, limits: AlarmThresholds) -> list[AlarmRule]:
+    def alarm_rules(self, endpoint: EndpointParts, name: str, limits: AlarmThresholds) -> list[AlarmRule]:
         """Failed request downloads, invocations, result uploads and notifications; the oldest queued request; a
         lasting backlog with no instance ("Alarms and logs for tracking metrics from asynchronous endpoints",
         SageMaker guide). RequestDownloadFailures catches an input outside `input_prefix` (the role reads only

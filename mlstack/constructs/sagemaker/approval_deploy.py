@@ -39,6 +39,7 @@ from mlstack.constructs.removal import RETAINED
 from mlstack.constructs.sagemaker.approval_alarms import FAILED_DEPLOYMENT_PATTERN, add_alarms
 from mlstack.constructs.sagemaker.grants import acknowledge_wildcards, grant_volume_key, grant_vpc_and_logs
 from mlstack.constructs.scanners import skip_checkov, skip_guard, skip_guard_on_functions_outside_vpc
+from mlstack.constructs.security.function_role import function_role_and_logs
 from mlstack.constructs.security.groups import closed_security_group
 
 HANDLER_DIR = resources.runtime_path("approval_deploy")
@@ -151,23 +152,14 @@ class ApprovalDeploy(Construct):
         if monitor_volume_key:
             # The monitoring schedule starts processing jobs with this role as their execution role.
             grant_volume_key(self.monitor_role, key)
-        self.log_group = logs.LogGroup(
+        self.log_group, self.role = function_role_and_logs(
             self,
-            "LogGroup",
-            encryption_key=key,
+            log_group_id="LogGroup",
+            role_id="FunctionRole",
+            description=f"deploy approved {model_package_group_name} versions to {endpoint_name}",
+            key=key,
             retention=logs.RetentionDays.ONE_YEAR,
             removal_policy=removal_policy,
-        )
-        self.role = iam.Role(
-            self,
-            "FunctionRole",
-            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
-            description=f"deploy approved {model_package_group_name} versions to {endpoint_name}",
-        )
-        self.role.add_to_principal_policy(
-            iam.PolicyStatement(
-                actions=["logs:CreateLogStream", "logs:PutLogEvents"], resources=[self.log_group.log_group_arn]
-            )
         )
         self._grant_function(stack, model_package_group_name, endpoint_name)
         if volume_key:

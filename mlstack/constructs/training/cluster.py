@@ -13,7 +13,7 @@ from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
-from constructs import Construct
+from constructs import Construct, IConstruct
 
 from mlstack.catalog import get_instance
 from mlstack.constructs.common import pascal_id
@@ -413,3 +413,14 @@ class TrainingCluster(Construct):
 
     def add_manifest(self, construct_id: str, *manifest: dict[str, Any]) -> eks.KubernetesManifest:
         return self.cluster.add_manifest(construct_id, *manifest)
+
+    def add_file_system(
+        self, *manifest: dict[str, Any], namespace: IConstruct, construct_id: str = "FsxVolume"
+    ) -> eks.KubernetesManifest:
+        """The manifests that mount a file system in pods (an FSx for Lustre PersistentVolume and its claim, from
+        `FsxLustre.kubernetes_manifests`), applied once the FSx CSI driver add-on and the claim's `namespace`
+        manifest exist."""
+        volume = self.cluster.add_manifest(construct_id, *manifest)
+        volume.node.add_dependency(self.addons["aws-fsx-csi-driver"])
+        volume.node.add_dependency(namespace)
+        return volume

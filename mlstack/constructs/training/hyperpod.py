@@ -23,12 +23,12 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
-from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_deployment as s3deploy
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
 from mlstack.constructs.removal import RETAINED
+from mlstack.constructs.storage.buckets import kms_bucket
 from mlstack.constructs.training.hyperpod_nag import acknowledge_bucket, acknowledge_deployment
 from mlstack.constructs.training.hyperpod_policy import eks_node_statements, volume_key_statements
 
@@ -144,17 +144,15 @@ class HyperPodCluster(Construct):
         # managed AmazonSageMakerClusterInstanceRolePolicy only reads such buckets). The role below is our own and
         # names this bucket, but the name keeps the documented form. The digest keeps blueprints apart.
         digest = hashlib.sha256(cluster_name.encode()).hexdigest()[:8]
-        self.bucket = s3.Bucket(
+        self.bucket = kms_bucket(
             self,
             "LifecycleScripts",
             bucket_name=Fn.join("-", ["sagemaker-mlstack", digest, Aws.ACCOUNT_ID, Aws.REGION]),
-            encryption=s3.BucketEncryption.KMS,
-            encryption_key=key,
-            bucket_key_enabled=True,
-            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-            enforce_ssl=True,
-            versioned=True,
+            key=key,
+            access_logs=None,  # acknowledge_bucket records why
             removal_policy=removal_policy,
+            lifecycle_rules=(),
+            guard_skips=None,
         )
         acknowledge_bucket(self.bucket)
         sources = [s3deploy.Source.asset(str(lifecycle_scripts), exclude=["__pycache__", "*.pyc", "__init__.py"])]
