@@ -29,6 +29,13 @@ from mlstack.config.training_cluster import (
     SystemNodeGroupConfig,
     construct_id,
 )
+from mlstack.config.training_elastic import (
+    CapacityManager,
+    KarpenterConfig,
+    TeamConfig,
+    elastic_problems,
+    elastic_zone_problems,
+)
 from mlstack.config.training_engines import BatchConfig, Engine, HyperPodConfig, engine_problems, engine_zone_problems
 from mlstack.config.training_fsx import (
     ALL_REPOSITORY_EVENTS,
@@ -104,6 +111,8 @@ class JobConfig(StrictModel):
     max_retries: int = Field(default=3, ge=1, le=100)
     """hyperpod-eks: how often HyperPod job auto-resume restarts the job after a failure (annotation
     sagemaker.amazonaws.com/job-max-retry-count)."""
+    team: str | None = None
+    """With `teams`: the team whose Kueue queue the job is submitted to (default: the first team)."""
 
 
 class TrainingConfig(StrictModel):
@@ -124,6 +133,15 @@ class TrainingConfig(StrictModel):
     """Engines hyperpod-slurm and hyperpod-eks: instance groups, lifecycle scripts (default settings when omitted)."""
     batch: BatchConfig | None = None
     """Engine batch: job queue, job definition and logs (default settings when omitted)."""
+    capacity_manager: CapacityManager = "node_groups"
+    """`node_groups` (default): fixed-size managed node groups. `karpenter` (engine eks): Karpenter launches each
+    accelerated group's nodes for pending jobs, up to max_size, and removes them once empty
+    (`mlstack/config/training_elastic.py`)."""
+    karpenter: KarpenterConfig | None = None
+    """capacity_manager karpenter: drain and scale-in settings, pool overrides (defaults when omitted)."""
+    teams: list[TeamConfig] = Field(default_factory=list)
+    """Kueue: a ClusterQueue per team with quotas in accelerators, in one cohort with fair sharing; jobs wait in
+    their team's queue until all their nodes' worth of quota is free."""
 
     @model_validator(mode="before")
     @classmethod
@@ -171,6 +189,13 @@ class TrainingConfig(StrictModel):
                 f"job.nodes {self.job.nodes} exceeds node group {self.job_group.name!r} max_size "
                 f"{self.job_group.max_size}; lower job.nodes or raise max_size"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _elastic(self) -> TrainingConfig:
+        problems = elastic_problems(self)
+        if problems:
+            raise ValueError(problems[0])
         return self
 
     @model_validator(mode="after")
@@ -249,4 +274,4 @@ class TrainingConfig(StrictModel):
                     f"training.fsx.availability_zone: {fsx_zone!r} differs from the EFA node group's AZ "
                     f"{efa_zones[0]!r}; put FSx in the same AZ (cross-AZ Lustre traffic is slow and billed)"
                 )
-        return problems + engine_zone_problems(self, zones)
+        return problems + engine_zone_problems(self, zones) + elastic_zone_problems(self, zones)

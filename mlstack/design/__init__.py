@@ -1,0 +1,1 @@
+"""Every decision a blueprint implies, without CDK: config -> design -> stacks, plan."""
