@@ -31,6 +31,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from mlstack.constructs.common import pascal_id
+from mlstack.constructs.scanners import skip_checkov, skip_guard, skip_iam_lint
 from mlstack.constructs.training import versions
 from mlstack.constructs.training.cluster import TrainingCluster
 from mlstack.constructs.training.karpenter_policy import controller_statements
@@ -113,6 +114,12 @@ class Karpenter(Construct):
             encryption=sqs.QueueEncryption.SQS_MANAGED,
             enforce_ssl=True,
         )
+        sse = (
+            "encrypted at rest with SQS-managed SSE (SqsManagedSseEnabled); a customer key would need a key-policy "
+            "grant to events.amazonaws.com, for messages that hold only EC2/Health event notices"
+        )
+        skip_checkov(self.queue, {"CKV_AWS_27": sse})
+        skip_guard(self.queue, {"CT.SQS.PR.1": sse})
         Validations.of(self.queue).acknowledge(
             Acknowledgment(
                 id="AwsSolutions-SQS3",
@@ -148,6 +155,19 @@ class Karpenter(Construct):
             Validations.of(policy).acknowledge(
                 Acknowledgment(id=f"AwsSolutions-IAM5[Resource::{resource}]", reason=reason)
             )
+        split = (
+            "Karpenter's documented policy splits RunInstances/CreateFleet over several statements by resource type "
+            "(launch inputs unconditioned, created resources only with the cluster's tags); each statement lists the "
+            "types its condition applies to, so no single one holds every type the action touches"
+        )
+        skip_iam_lint(
+            policy,
+            {f"RESOURCE_MISMATCH {action}": split for action in ("ec2:CreateFleet", "ec2:RunInstances")}
+            | {
+                "RESOURCE_MISMATCH ssm:GetParameter": "public AWS parameters have no account: "
+                "arn:...:ssm:region::parameter/aws/service/*"
+            },
+        )
         association = eks.CfnPodIdentityAssociation(
             self,
             "PodIdentity",
