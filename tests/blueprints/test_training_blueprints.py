@@ -19,7 +19,8 @@ CLOUDWATCH = "amazon-cloudwatch-observability"
 TRAINING = [
     n
     for n in selected_blueprints()
-    if (t := load(BLUEPRINTS_DIR / f"{n}.yaml").training) is not None and t.engine == "eks"
+    if (t := load(BLUEPRINTS_DIR / f"{n}.yaml").training) is not None
+    and t.engine == "eks"
     # Node-group blueprints; Karpenter pools are checked in test_karpenter_blueprints.py
     and t.capacity_manager == "node_groups"
 ]

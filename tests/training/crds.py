@@ -20,7 +20,9 @@ import yaml
 from mlstack.constructs.training import versions
 
 _KARPENTER = f"https://raw.githubusercontent.com/aws/karpenter-provider-aws/v{versions.KARPENTER.version}/pkg/apis/crds"
-_KUEUE = f"https://raw.githubusercontent.com/kubernetes-sigs/kueue/v{versions.KUEUE.version}/config/components/crd/bases"
+_KUEUE = (
+    f"https://raw.githubusercontent.com/kubernetes-sigs/kueue/v{versions.KUEUE.version}/config/components/crd/bases"
+)
 SOURCES: dict[str, tuple[str, str]] = {
     "NodePool": (f"karpenter-{versions.KARPENTER.version}", f"{_KARPENTER}/karpenter.sh_nodepools.yaml"),
     "EC2NodeClass": (f"karpenter-{versions.KARPENTER.version}", f"{_KARPENTER}/karpenter.k8s.aws_ec2nodeclasses.yaml"),

@@ -57,7 +57,10 @@ def test_efa_and_non_efa_types_in_one_pool(tmp_path: Path) -> None:
 
 def test_capacity_block_pool_without_reserved(tmp_path: Path) -> None:
     data = _base()
-    data["training"]["node_groups"][0]["capacity"] = {"type": "capacity_block", "reservation_id": "cr-0aa11bb22cc33dd44"}
+    data["training"]["node_groups"][0]["capacity"] = {
+        "type": "capacity_block",
+        "reservation_id": "cr-0aa11bb22cc33dd44",
+    }
     message = _error(tmp_path, _pool(data, capacity_types=["on-demand"]))
     assert "capacity_types: ['on-demand'] for a Capacity Block pool" in message
     assert "use [reserved]" in message
@@ -77,7 +80,9 @@ def test_team_quota_above_what_the_pool_provides(tmp_path: Path) -> None:
     data = _base()
     data["training"]["teams"][0]["quotas"][0]["accelerators"] = 40
     message = _error(tmp_path, data)
-    assert "training.teams[research].quotas[p5].accelerators: 40 is more than node group 'p5' can provide (32" in message
+    assert (
+        "training.teams[research].quotas[p5].accelerators: 40 is more than node group 'p5' can provide (32" in message
+    )
 
 
 def test_team_quotas_together_above_the_pool(tmp_path: Path) -> None:
