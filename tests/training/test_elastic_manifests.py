@@ -208,7 +208,7 @@ def test_kueue_queues_share_one_cohort_with_fair_sharing(tmp_path: Path) -> None
     assert {d["spec"]["cohortName"] for d in cqs} == {"mlstack"}
     assert all(d["spec"]["preemption"]["reclaimWithinCohort"] == "Any" for d in cqs)
     quota = cqs[0]["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]
-    assert quota == {"name": "nvidia.com/gpu", "nominalQuota": 16, "borrowingLimit": 16}
+    assert quota == {"name": "nvidia.com/gpu", "nominalQuota": 16, "borrowingLimit": 8}
     priorities = {d["metadata"]["name"]: d["value"] for d in docs if d["kind"] == "WorkloadPriorityClass"}
     assert priorities["inference"] > priorities["training"] > priorities["experiments"]
     settings = yaml.safe_load(controller_config())
