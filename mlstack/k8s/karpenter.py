@@ -121,6 +121,33 @@ def node_pool(pool: Pool) -> dict[str, Any]:
     }
 
 
+EFA_HUGEPAGES_2MI = "10256Mi"
+"""Huge pages an EFA host has: "instances with the EFA driver installed pre-allocate 5128 2MiB Huge Pages" (EKS User
+Guide, "Run machine learning training on Amazon EKS with Elastic Fabric Adapter"); the EKS AL2023 accelerated AMIs
+carry the EFA driver."""
+
+
+def hugepages_overlay(pool: Pool) -> dict[str, Any]:
+    """A NodeOverlay that tells Karpenter's scheduling simulation the pool's nodes have those huge pages.
+
+    Karpenter computes a node's capacity from the instance type (CPU, memory, pods, GPUs, Neuron, EFA: its
+    instancetype `computeCapacity`) and knows nothing of huge pages, so a job pod that requests `hugepages-2Mi` (as
+    every EFA job here does) fits no instance type and Karpenter never launches a node for it. A NodeOverlay
+    (karpenter.sh/v1alpha1, feature gate `nodeOverlay`) adds the capacity (Karpenter docs, NodeOverlays)."""
+    return {
+        "apiVersion": "karpenter.sh/v1alpha1",
+        "kind": "NodeOverlay",
+        "metadata": {"name": f"{pool.name}-hugepages"},
+        "spec": {
+            "requirements": [{"key": "karpenter.sh/nodepool", "operator": "In", "values": [pool.name]}],
+            "capacity": {"hugepages-2Mi": EFA_HUGEPAGES_2MI},
+        },
+    }
+
+
 def pool_manifests(pool: Pool, refs: NodeClassRefs) -> list[dict[str, Any]]:
-    """The EC2NodeClass, then the NodePool that uses it."""
-    return [node_class(pool, refs), node_pool(pool)]
+    """The EC2NodeClass, the NodePool that uses it, and for an EFA pool its huge-pages NodeOverlay."""
+    docs = [node_class(pool, refs), node_pool(pool)]
+    if pool.efa:
+        docs.append(hugepages_overlay(pool))
+    return docs

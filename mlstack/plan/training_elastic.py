@@ -38,11 +38,12 @@ def plan_elastic(config: BlueprintConfig, plan: Plan) -> list[tuple[str, list[st
         plan.resources += [Resource(STACK, f"Karpenter ({cfn})", detail, n) for cfn, detail, n in KARPENTER_RESOURCES]
         rows = []
         for pool in found:
+            overlay = " + NodeOverlay (huge pages)" if pool.efa else ""
             plan.resources.append(
                 Resource(
                     STACK,
                     "Karpenter pool (Custom::AWSCDK-EKS-KubernetesResource)",
-                    f"{pool.name}: EC2NodeClass + NodePool, {', '.join(pool.instance_types)} in "
+                    f"{pool.name}: EC2NodeClass + NodePool{overlay}, {', '.join(pool.instance_types)} in "
                     f"{', '.join(pool.zones)}, limit {pool.limit} {pool.accelerator_resource or 'accelerators'}",
                 )
             )

@@ -135,6 +135,8 @@ def test_interruption_queue_gets_the_five_event_kinds(bp: tuple[str, Any, dict[s
     assert chart["Properties"]["Version"] == versions.KARPENTER.version
     assert {"Fn::GetAtt": [queue_id, "QueueName"]} in chart["Properties"]["Values"]["Fn::Join"][1]
     assert any(d.startswith("KarpenterPodIdentity") for d in chart["DependsOn"])
+    values = "".join(p for p in chart["Properties"]["Values"]["Fn::Join"][1] if isinstance(p, str))
+    assert '"featureGates":{"nodeOverlay":true}' in values  # the pools' huge-pages NodeOverlays take effect
 
 
 def test_pool_manifests_in_the_template_are_valid_and_follow_the_chart(bp: tuple[str, Any, dict[str, Any]]) -> None:
@@ -150,6 +152,7 @@ def test_pool_manifests_in_the_template_are_valid_and_follow_the_chart(bp: tuple
         for doc in docs:
             if doc["kind"] in (
                 "NodePool",
+                "NodeOverlay",
                 "EC2NodeClass",
                 "ClusterQueue",
                 "LocalQueue",

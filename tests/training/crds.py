@@ -26,6 +26,7 @@ _KUEUE = (
 SOURCES: dict[str, tuple[str, str]] = {
     "NodePool": (f"karpenter-{versions.KARPENTER.version}", f"{_KARPENTER}/karpenter.sh_nodepools.yaml"),
     "EC2NodeClass": (f"karpenter-{versions.KARPENTER.version}", f"{_KARPENTER}/karpenter.k8s.aws_ec2nodeclasses.yaml"),
+    "NodeOverlay": (f"karpenter-{versions.KARPENTER.version}", f"{_KARPENTER}/karpenter.sh_nodeoverlays.yaml"),
     **{
         kind: (f"kueue-{versions.KUEUE.version}", f"{_KUEUE}/kueue.x-k8s.io_{plural}.yaml")
         for kind, plural in {

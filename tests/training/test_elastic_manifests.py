@@ -71,7 +71,7 @@ def _cel_network_interfaces(interfaces: list[dict[str, Any]]) -> None:
 
 def test_training_pool_never_interrupts_a_job(tmp_path: Path) -> None:
     config = _config(tmp_path)
-    _, node_pool = pool_manifests(_pool(config), REFS)
+    _, node_pool, *_ = pool_manifests(_pool(config), REFS)
     disruption = node_pool["spec"]["disruption"]
     assert disruption["consolidationPolicy"] == "WhenEmpty"
     assert int(disruption["consolidateAfter"].removesuffix("m")) >= 10
@@ -87,12 +87,12 @@ def test_training_pool_never_interrupts_a_job(tmp_path: Path) -> None:
 
 
 def test_pool_limit_is_max_nodes_times_accelerators(tmp_path: Path) -> None:
-    _, node_pool = pool_manifests(_pool(_config(tmp_path)), REFS)
+    _, node_pool, *_ = pool_manifests(_pool(_config(tmp_path)), REFS)
     assert node_pool["spec"]["limits"] == {"nvidia.com/gpu": "32"}  # max_size 4 x 8 H100
 
 
 def test_pool_is_pinned_to_the_group_subnet_zone_and_taints(tmp_path: Path) -> None:
-    node_class, node_pool = pool_manifests(_pool(_config(tmp_path)), REFS)
+    node_class, node_pool, *_ = pool_manifests(_pool(_config(tmp_path)), REFS)
     assert node_class["spec"]["subnetSelectorTerms"] == [{"id": "subnet-0123456789abcdef0"}]
     requirements = {r["key"]: r["values"] for r in node_pool["spec"]["template"]["spec"]["requirements"]}
     assert requirements == {
@@ -137,7 +137,7 @@ def _capacity_block(data: dict[str, Any]) -> None:
 
 def test_capacity_block_pool_selects_the_reservation_as_reserved(tmp_path: Path) -> None:
     pool = _pool(_config(tmp_path, _capacity_block))
-    node_class, node_pool = pool_manifests(pool, NodeClassRefs(**{**REFS.__dict__, "placement_group": None}))
+    node_class, node_pool, *_ = pool_manifests(pool, NodeClassRefs(**{**REFS.__dict__, "placement_group": None}))
     assert node_class["spec"]["capacityReservationSelectorTerms"] == [{"id": "cr-0aa11bb22cc33dd44"}]
     assert "placementGroupSelector" not in node_class["spec"]  # a block fixes placement
     requirements = {r["key"]: r["values"] for r in node_pool["spec"]["template"]["spec"]["requirements"]}
@@ -187,7 +187,7 @@ def test_every_manifest_is_valid_against_the_pinned_crds(tmp_path: Path, name: s
 
 
 def test_a_typo_in_a_manifest_fails_the_schema(tmp_path: Path) -> None:
-    node_class, _ = pool_manifests(_pool(_config(tmp_path)), REFS)
+    node_class, *_ = pool_manifests(_pool(_config(tmp_path)), REFS)
     broken = copy.deepcopy(node_class)
     broken["spec"]["networkInterfaces"][1]["interfaceType"] = "efa"  # not a type this CRD version accepts
     with pytest.raises(jsonschema.ValidationError):
@@ -233,3 +233,18 @@ def test_job_without_teams_is_not_suspended(tmp_path: Path) -> None:
 
     _runtime, job = render_job(_config(tmp_path, no_teams))
     assert "suspend" not in job["spec"] and "labels" not in job["metadata"]
+
+
+def test_karpenter_knows_the_efa_nodes_huge_pages(tmp_path: Path) -> None:
+    """Without the overlay no instance type has `hugepages-2Mi` in Karpenter's simulation: the job's pods, which
+    request it, would stay Pending with no node launched."""
+    config = _config(tmp_path)
+    docs = pool_manifests(_pool(config), REFS)
+    overlay = next(d for d in docs if d["kind"] == "NodeOverlay")
+    _valid(overlay)
+    runtime, _ = render_job(config)
+    pod = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    wanted = pod["containers"][0]["resources"]["requests"]["hugepages-2Mi"]
+    have = overlay["spec"]["capacity"]["hugepages-2Mi"]
+    assert int(have.removesuffix("Mi")) >= int(wanted.removesuffix("Mi"))
+    assert overlay["spec"]["requirements"] == [{"key": "karpenter.sh/nodepool", "operator": "In", "values": ["p5"]}]

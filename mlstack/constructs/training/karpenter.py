@@ -180,7 +180,12 @@ class Karpenter(Construct):
         self.chart = cluster.add_chart(
             versions.KARPENTER,
             {
-                "settings": {"clusterName": cluster_name, "interruptionQueue": self.queue.queue_name},
+                "settings": {
+                    "clusterName": cluster_name,
+                    "interruptionQueue": self.queue.queue_name,
+                    # NodeOverlays: the pools declare their nodes' huge pages (mlstack.k8s.karpenter.hugepages_overlay).
+                    "featureGates": {"nodeOverlay": True},
+                },
                 "serviceAccount": {"name": SERVICE_ACCOUNT},
                 "controller": {
                     "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "1", "memory": "1Gi"}}
