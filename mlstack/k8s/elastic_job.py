@@ -26,6 +26,9 @@ def elastic_job(training: TrainingConfig, runtime: dict[str, Any], job: dict[str
         # Kueue unsuspends the job when it admits it (Kueue docs, "Run a TrainJob"); created running, its pods
         # would start before admission.
         job["spec"]["suspend"] = True
+        # The team's PriorityClass (preemptionPolicy Never): it orders pods for the kube-scheduler and Karpenter,
+        # never evicts a running one; Kueue preempts, at admission, by the WorkloadPriorityClass above.
+        pod_template["spec"]["priorityClassName"] = f"mlstack-{team.priority}"
         flavor = next((f for f in design.flavors if f.node_group == training.job_group.name), None)
         if flavor is not None and flavor.topology:
             annotations[TOPOLOGY_ANNOTATION] = PREFERRED_LEVEL

@@ -10,7 +10,7 @@ from pathlib import Path
 import mlstack.plan
 
 PLAN_DIR = Path(mlstack.plan.__file__).parent
-LAYERS = ("network", "training", "training_engines", "inference", "mlops", "ai_services")
+LAYERS = ("network", "training", "training_engines", "training_elastic", "inference", "mlops", "ai_services")
 
 
 def _imports(path: Path) -> list[tuple[str, bool]]:

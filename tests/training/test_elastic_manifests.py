@@ -218,7 +218,9 @@ def test_kueue_queues_share_one_cohort_with_fair_sharing(tmp_path: Path) -> None
 
 def test_rendered_job_waits_suspended_in_its_teams_queue(tmp_path: Path) -> None:
     config = _config(tmp_path)
-    _runtime, job = render_job(config)
+    runtime, job = render_job(config)
+    pod = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    assert pod["priorityClassName"] == "mlstack-training"
     assert job["spec"]["suspend"] is True
     assert job["metadata"]["labels"] == {
         "kueue.x-k8s.io/queue-name": "research",
