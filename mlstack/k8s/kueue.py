@@ -40,6 +40,11 @@ def controller_config() -> str:
         "manageJobsWithoutQueueName": False,
         "integrations": {"frameworks": ["batch/job", "jobset.x-k8s.io/jobset", "trainer.kubeflow.org/trainjob"]},
         "fairSharing": {"preemptionStrategies": ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]},
+        # All or nothing in time as well as in quota: an admitted job whose pods are not all ready within the hour
+        # (EC2 has no capacity for one of its nodes, say) is evicted and requeued, so it does not hold the quota and
+        # the nodes it got; an hour covers a p5 launch and a pull of the training image (Kueue docs, "Sequential
+        # admission with ready pods").
+        "waitForPodsReady": {"timeout": "1h", "blockAdmission": False, "requeuingStrategy": {"timestamp": "Eviction"}},
         "resources": {"excludeResourcePrefixes": list(UNMANAGED_RESOURCES)},
     }
     return yaml.safe_dump(config, sort_keys=False)

@@ -214,6 +214,7 @@ def test_kueue_queues_share_one_cohort_with_fair_sharing(tmp_path: Path) -> None
     settings = yaml.safe_load(controller_config())
     assert "fairSharing" in settings and "trainer.kubeflow.org/trainjob" in settings["integrations"]["frameworks"]
     assert settings["manageJobsWithoutQueueName"] is False
+    assert settings["waitForPodsReady"]["timeout"] == "1h"  # a half-started job gives its quota and nodes back
 
 
 def test_rendered_job_waits_suspended_in_its_teams_queue(tmp_path: Path) -> None:
