@@ -7,7 +7,7 @@ from mlstack.config import BlueprintConfig
 from mlstack.constructs.training import versions
 from mlstack.design.karpenter import pools
 from mlstack.design.kueue import queues
-from mlstack.plan.model import Cost, Plan, Resource
+from mlstack.plan.model import Plan, Resource
 
 STACK = "TrainingClusterStack"
 KARPENTER_RESOURCES: tuple[tuple[str, str, int], ...] = (
@@ -55,10 +55,7 @@ def plan_elastic(config: BlueprintConfig, plan: Plan) -> list[tuple[str, list[st
                     plan.resources.append(
                         Resource(STACK, "Placement group (AWS::EC2::PlacementGroup)", f"{pool.name}: cluster strategy")
                     )
-            node = pool.node_per_hour()
-            plan.costs.append(
-                Cost(f"Karpenter pool {pool.name} (min: starts empty)", 0, node, None, "catalog on-demand price")
-            )
+            # No cost row: a pool starts empty ($0/h); its maximum, the limit's price, is the section's row.
             efa = "no EFA"
             if pool.interfaces is not None and pool.efa:
                 efa = f"{sum(n.is_efa for n in pool.interfaces)} EFA devices per node (1 IP: ENA primary + efa-only)"
