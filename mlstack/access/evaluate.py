@@ -110,7 +110,7 @@ def _call(principal: Principal, kind: str, what: str, spec: CallSpec, values: di
         what=what,
         action=spec.action.format(**values),
         resource=spec.resource.format(**values),
-        context={k: v.format(**values) for k, v in spec.context},
+        context={k.format(**values): v.format(**values) for k, v in spec.context},
         source=spec.source.format(**values),
         either=values.get(spec.either, "") if spec.either else "",
     )

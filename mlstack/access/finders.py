@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from mlstack.access.handlers import handler_calls, kind_of, sagemaker_jobs_of_handler
+from mlstack.access.karpenter import KARPENTER_SERVICE_ACCOUNT, karpenter_pools
 from mlstack.access.model import EXECUTION_ID, Facts, Principal, json_gets, merge, pipeline_steps, pipeline_value
 from mlstack.access.principals import Finder
 from mlstack.access.resolve import Stacks
@@ -258,11 +259,27 @@ def pod_identity(f: Finder, stack: str, lid: str, props: Props) -> None:
         f"service account {s.text(stack, props['Namespace'])}/{account}",
         {"trust": [{"role": role}]},
     )
+    if account == KARPENTER_SERVICE_ACCOUNT:
+        cluster = s.text(stack, props["ClusterName"])
+        f.add(role, "karpenter", f"{account} on {cluster}", {"pools": karpenter_pools(s, stack, cluster)})
     kind = POD_AGENTS.get(account)
     if kind is not None:
         cluster = s.text(stack, props["ClusterName"])
         logs = f.logs(f"/aws/containerinsights/{cluster}/performance", "ip-10-0-0-1.ec2.internal")
         f.add(role, kind, f"{account} on {cluster}", {"agent": [{}]}, logs if kind == "cloudwatch-agent" else {})
+
+
+def access_entry(f: Finder, stack: str, lid: str, props: Props) -> None:
+    """An EC2_LINUX access entry: the role of nodes that join without a node group (Karpenter's)."""
+    if props.get("Type") != "EC2_LINUX":
+        return
+    s = f.stacks
+    cluster = _cluster_arn(f, stack, props["ClusterName"])
+    images = [
+        f.image(f"{EKS_ADDON_ACCOUNT}.dkr.ecr.{s.region}.amazonaws.com/{image}:latest") for image in EKS_ADDON_IMAGES
+    ]
+    parts: list[Facts] = [{"agent": [{}]}, *images, {"pod_identity": [{"cluster": cluster}]}]
+    f.add(s.text(stack, props["PrincipalArn"]), "eks-node", f"access entry {lid} (EC2_LINUX)", *parts)
 
 
 def addon(f: Finder, stack: str, lid: str, props: Props) -> None:
@@ -306,6 +323,7 @@ BY_TYPE: dict[str, Callable[[Finder, str, str, Props], None]] = {
     "AWS::EKS::Nodegroup": nodegroup,
     "AWS::EKS::PodIdentityAssociation": pod_identity,
     "AWS::EKS::Addon": addon,
+    "AWS::EKS::AccessEntry": access_entry,
     "AWS::EC2::Instance": instance,
 }
 

@@ -92,6 +92,14 @@ SOURCES: dict[str, tuple[str, str]] = {
         "Amazon ECR: private repository policies (pulling images)",
         "https://docs.aws.amazon.com/AmazonECR/latest/userguide/image-pull.html",
     ),
+    "karpenter": (
+        "Amazon EKS best practices: Karpenter (controller IAM permissions, interruption handling)",
+        "https://docs.aws.amazon.com/eks/latest/best-practices/karpenter.html",
+    ),
+    "ebs-kms": (
+        "Amazon EBS encryption: permissions to launch with a customer managed key",
+        "https://docs.aws.amazon.com/ebs/latest/userguide/ebs-encryption-requirements.html",
+    ),
     "eks-node": ("Amazon EKS node IAM role", "https://docs.aws.amazon.com/eks/latest/userguide/create-node-role.html"),
     "eks-pod-identity": (
         "EKS Pod Identity: set up the agent and the role",

@@ -29,6 +29,7 @@ from mlstack.config.training_cluster import (
     SystemNodeGroupConfig,
     construct_id,
 )
+from mlstack.config.training_elastic import CapacityManager, KarpenterConfig, TeamConfig
 from mlstack.config.training_engines import BatchConfig, Engine, HyperPodConfig
 from mlstack.config.training_fsx import (
     ALL_REPOSITORY_EVENTS,
@@ -106,6 +107,8 @@ class JobConfig(StrictModel):
     failurePolicy.maxRestarts (disruptions do not count); hyperpod-eks, HyperPod job auto-resume's
     sagemaker.amazonaws.com/job-max-retry-count and the PyTorchJob's backoffLimit; batch, retryStrategy attempts
     minus one (at most 9)."""
+    team: str | None = None
+    """With `teams`: the team whose Kueue queue the job is submitted to (default: the first team)."""
 
 
 class TrainingConfig(StrictModel):
@@ -134,6 +137,16 @@ class TrainingConfig(StrictModel):
     @classmethod
     def _emails(cls, value: list[str]) -> list[str]:
         return email_addresses("alarm_emails", value)
+
+    capacity_manager: CapacityManager = "node_groups"
+    """`node_groups` (default): fixed-size managed node groups. `karpenter` (engine eks): Karpenter launches each
+    accelerated group's nodes for pending jobs, up to max_size, and removes them once empty
+    (`mlstack/config/training_elastic.py`)."""
+    karpenter: KarpenterConfig | None = None
+    """capacity_manager karpenter: drain and scale-in settings, pool overrides (defaults when omitted)."""
+    teams: list[TeamConfig] = Field(default_factory=list)
+    """Kueue: a ClusterQueue per team with quotas in accelerators, in one cohort with fair sharing; jobs wait in
+    their team's queue until all their nodes' worth of quota is free."""
 
     @model_validator(mode="before")
     @classmethod

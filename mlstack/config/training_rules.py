@@ -11,6 +11,7 @@ from typing import get_args
 
 from mlstack.config.training import TrainingConfig
 from mlstack.config.training_cluster import HYPERPOD_KUBERNETES_VERSIONS, KubernetesVersion
+from mlstack.config.training_elastic_rules import elastic_problems, elastic_zone_problems
 from mlstack.config.training_engines import EKS_ENGINES, HYPERPOD_ENGINES, HyperPodConfig
 from mlstack.config.training_job import HYPERPOD_JOB_NAMESPACE, SHIPPED_SCRIPT, hyperpod_namespace, stock_image
 
@@ -18,8 +19,14 @@ __all__ = ["engine_problems", "engine_zone_problems", "job_problems", "training_
 
 
 def training_problems(training: TrainingConfig, zones: list[str]) -> list[str]:
-    """Every engine, job and engine-zone problem of `training` (empty when fine)."""
-    return engine_problems(training) + job_problems(training) + engine_zone_problems(training, zones)
+    """Every engine, job, elastic-capacity and zone problem of `training` (empty when fine)."""
+    return (
+        engine_problems(training)
+        + job_problems(training)
+        + elastic_problems(training)
+        + engine_zone_problems(training, zones)
+        + elastic_zone_problems(training, zones)
+    )
 
 
 def engine_problems(training: TrainingConfig) -> list[str]:

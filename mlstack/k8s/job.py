@@ -20,6 +20,7 @@ from mlstack import resources
 from mlstack.catalog import efa_layout
 from mlstack.config import BlueprintConfig
 from mlstack.config.training import SHIPPED_SCRIPT, TrainingConfig
+from mlstack.k8s.elastic_job import elastic_job
 from mlstack.k8s.image import BUILT_IMAGE
 from mlstack.k8s.kube import (
     EFA_TAINT,
@@ -185,6 +186,7 @@ def render_job(config: BlueprintConfig, image: str | None = None) -> list[dict[s
     job["metadata"].update(name=training.job.name, namespace=namespace)
     job["spec"]["runtimeRef"]["name"] = runtime_name(training)
     job["spec"]["trainer"]["numNodes"] = nodes
+    elastic_job(training, runtime, job)
     return [runtime, job]
 
 

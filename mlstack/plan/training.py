@@ -18,6 +18,7 @@ from mlstack.k8s.job import render_job_yaml
 from mlstack.k8s.kube import UPDATE_STRATEGY
 from mlstack.plan.model import HOURS_PER_MONTH, Cost, Plan, Quota, Resource
 from mlstack.plan.network import cluster_egress_rows
+from mlstack.plan.training_elastic import plan_elastic
 
 STACK = "TrainingClusterStack"
 # --------------------------------------------------------------------------------------------------- plan
@@ -105,10 +106,13 @@ def plan_training(config: BlueprintConfig, plan: Plan) -> None:
             f"{group.name}: {it.name} x desired {group.desired_size} (min {group.min_size}, max {group.max_size}) "
             f"in {zone}; capacity {capacity}; placement group: {'cluster' if group.uses_placement_group else 'none'}"
         )
-        plan.resources.append(
-            Resource(stack, "Node group", f"{group.name}: {it.name}, desired {group.desired_size}/max {group.max_size}")
-        )
-        plan.resources.append(Resource(stack, "Launch template", f"{group.name}: IMDSv2, encrypted gp3 root"))
+        if training.capacity_manager != "karpenter":  # else a Karpenter pool (plan.training_elastic)
+            plan.resources.append(
+                Resource(
+                    stack, "Node group", f"{group.name}: {it.name}, desired {group.desired_size}/max {group.max_size}"
+                )
+            )
+            plan.resources.append(Resource(stack, "Launch template", f"{group.name}: IMDSv2, encrypted gp3 root"))
         if it.accelerator is not None:
             acc = it.accelerator
             accel_rows.append(
@@ -121,9 +125,12 @@ def plan_training(config: BlueprintConfig, plan: Plan) -> None:
                 f"{group.name}: {efa} EFA interfaces per node ({with_ip} with an IP, {efa - with_ip} efa-only); "
                 f"{it.network_gbps:g} Gbps per node; {ips} interface IP(s) per node"
             )
-            plan.resources.append(Resource(stack, "EFA security group", f"{group.name}: all traffic to/from itself"))
-            if group.uses_placement_group:
-                plan.resources.append(Resource(stack, "Placement group", f"{group.name}: cluster strategy"))
+            if training.capacity_manager != "karpenter":
+                plan.resources.append(
+                    Resource(stack, "EFA security group", f"{group.name}: all traffic to/from itself")
+                )
+                if group.uses_placement_group:
+                    plan.resources.append(Resource(stack, "Placement group", f"{group.name}: cluster strategy"))
         else:
             efa_rows.append(f"{group.name}: no EFA; {it.network_gbps:g} Gbps ENA")
         label = {
@@ -158,7 +165,7 @@ def plan_training(config: BlueprintConfig, plan: Plan) -> None:
 
     job_group = training.job_group
     job_nodes = training.job.nodes or job_group.max_size
-    if job_nodes > job_group.desired_size:
+    if job_nodes > job_group.desired_size and training.capacity_manager != "karpenter":
         plan.warnings.append(
             f"job {training.job.name!r} asks for {job_nodes} node(s) of group {job_group.name!r}, which has "
             f"desired_size {job_group.desired_size} and no node autoscaler: its pods stay Pending until the group "
@@ -228,6 +235,7 @@ def plan_training(config: BlueprintConfig, plan: Plan) -> None:
                 f"node group {group.name!r} uses {group.capacity.type} {group.capacity.reservation_id}: it must be in "
                 f"{training.zone_of(group, zones)} and hold {group.instance_type}; {quota_note}"
             )
+    sections += plan_elastic(config, plan)
     sections += job_sections(config)
     plan.details.setdefault("sections", []).extend(sections)
     plan.warnings.extend(memory_warnings(training))

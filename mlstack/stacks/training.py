@@ -23,6 +23,7 @@ from mlstack.k8s.job import FSX_CLAIM
 from mlstack.stacks.base import MlStack
 from mlstack.stacks.network import NetworkStack
 from mlstack.stacks.training_base import TrainingEngineStack
+from mlstack.stacks.training_elastic import add_karpenter, add_kueue
 from mlstack.stacks.training_image import add_first_job
 from mlstack.stacks.training_ops import add_operations
 
@@ -58,7 +59,8 @@ class TrainingClusterStack(TrainingEngineStack):
             self, "Training", **cluster_props(blueprint, network), removal_policy=self.removal_policy
         )
         self.admin_host = admin_host(self, network, self.cluster, training)
-        for group in node_group_designs(blueprint):
+        self.karpenter = add_karpenter(self, blueprint, network, self.cluster, cluster_name(blueprint))
+        for group in node_group_designs(blueprint) if self.karpenter is None else []:
             # In the stack's scope, where earlier releases created them: their logical IDs stay put.
             self.cluster.add_accelerated_node_group(
                 group.name,
@@ -77,12 +79,14 @@ class TrainingClusterStack(TrainingEngineStack):
             )
         self.node_groups = self.cluster.node_groups
         self.efa = {name: group.efa for name, group in self.node_groups.items() if group.efa is not None}
+        self.efa.update({name: pool.efa for name, pool in self.cluster.pools.items() if pool.efa is not None})
 
         namespace = training.job.namespace
         namespace_manifest = self.cluster.add_manifest(
             "JobNamespace", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
         )
         self.job_image = add_first_job(self, blueprint, self.cluster, namespace_manifest)
+        self.kueue = add_kueue(self, blueprint, self.cluster, namespace_manifest)
         # Node-group updates drain without force: this budget keeps them from evicting a running job.
         budget = self.cluster.add_manifest("JobDisruptionBudget", job_disruption_budget(namespace))
         budget.node.add_dependency(namespace_manifest)

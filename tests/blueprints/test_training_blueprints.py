@@ -19,7 +19,10 @@ CLOUDWATCH = "amazon-cloudwatch-observability"
 TRAINING = [
     n
     for n in selected_blueprints()
-    if (t := load(BLUEPRINTS_DIR / f"{n}.yaml").training) is not None and t.engine == "eks"
+    if (t := load(BLUEPRINTS_DIR / f"{n}.yaml").training) is not None
+    and t.engine == "eks"
+    # Node-group blueprints; Karpenter pools are checked in test_karpenter_blueprints.py
+    and t.capacity_manager == "node_groups"
 ]
 EXPECTED_EFA = {"p5.48xlarge": 32, "p4d.24xlarge": 4, "trn1.32xlarge": 8}
 """MaximumEfaInterfaces of EC2 DescribeInstanceTypes (moto 5.2.5 capture); every other type is checked against the

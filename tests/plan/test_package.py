@@ -10,7 +10,16 @@ from pathlib import Path
 import mlstack.plan
 
 PLAN_DIR = Path(mlstack.plan.__file__).parent
-LAYERS = ("network", "training", "training_engines", "operations", "inference", "mlops", "ai_services")
+LAYERS = (
+    "network",
+    "training",
+    "training_engines",
+    "training_elastic",
+    "operations",
+    "inference",
+    "mlops",
+    "ai_services",
+)
 
 
 def _imports(path: Path) -> list[tuple[str, bool]]:

@@ -108,6 +108,8 @@ def test_one_dcgm_host_engine_per_gpu_node(bp: tuple[str, Any, dict[str, Any]]) 
 # 1c. Updates do not evict running jobs: no force update on accelerated groups, and a budget on job pods.
 def test_node_group_updates_respect_the_job_disruption_budget(bp: tuple[str, Any, dict[str, Any]]) -> None:
     _, config, template = bp
+    if config.training.capacity_manager == "karpenter":
+        pytest.skip("no accelerated node groups: Karpenter pools (tests/blueprints/test_karpenter_blueprints.py)")
     groups = _accelerated_nodegroups(template)
     assert groups and all(ng["Properties"]["ForceUpdateEnabled"] is False for ng in groups.values())
     manifests = [
@@ -211,7 +213,9 @@ def test_fsx_file_system_depends_on_its_security_group_rules(bp: tuple[str, Any,
 def test_accelerated_node_groups_update_minimally_and_wait_for_the_network_addons(
     bp: tuple[str, Any, dict[str, Any]],
 ) -> None:
-    _, _, template = bp
+    _, config, template = bp
+    if config.training.capacity_manager == "karpenter":
+        pytest.skip("no accelerated node groups: Karpenter pools (tests/blueprints/test_karpenter_blueprints.py)")
     before = {_addon(template, name)[0] for name in cluster_module.BEFORE_NODES}
     groups = _accelerated_nodegroups(template)
     assert groups

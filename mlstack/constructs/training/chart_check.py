@@ -84,7 +84,7 @@ def check(chart: versions.Chart) -> str | None:
 
 def main() -> int:
     charts = [versions.NVIDIA_DEVICE_PLUGIN, versions.NEURON_HELM_CHART, versions.EFA_DEVICE_PLUGIN]
-    charts.append(versions.KUBEFLOW_TRAINER)
+    charts += [versions.KUBEFLOW_TRAINER, versions.KARPENTER, versions.KUEUE]
     problems = [p for p in (check(c) for c in charts) if p]
     for chart in charts:
         print(f"{chart.chart} {chart.version}: {'missing' if any(chart.chart in p for p in problems) else 'found'}")

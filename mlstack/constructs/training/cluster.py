@@ -15,12 +15,13 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct, IConstruct
 
-from mlstack.catalog import get_instance
+from mlstack.catalog import InstanceType, get_instance
 from mlstack.constructs.common import pascal_id
 from mlstack.constructs.removal import RETAINED
 from mlstack.constructs.training import versions
 from mlstack.constructs.training.admin_host import ADMIN_POLICY
 from mlstack.constructs.training.cluster_parts import (
+    AcceleratorPool,
     Produce,
     acknowledge_generated,
     addon_id,
@@ -138,6 +139,7 @@ class TrainingCluster(Construct):
         self.kubernetes_version = kubernetes_version
         self.kubectl_layer = KUBECTL_LAYERS[kubernetes_version](self, "KubectlLayer")
         self.node_groups: dict[str, AcceleratedNodeGroup] = {}
+        self.pools: dict[str, AcceleratorPool] = {}
         # EKS writes control-plane logs to /aws/eks/<name>/cluster and creates that group itself (no retention, no
         # key) unless it exists: create it first, so the stack owns its retention and encryption. That needs a
         # cluster name known before the cluster exists, hence the explicit name.
@@ -267,17 +269,14 @@ class TrainingCluster(Construct):
 
     def taint_keys(self) -> list[str]:
         """Every taint key the accelerated node groups set so far, sorted."""
-        return sorted(
-            {
-                key
-                for group in self.node_groups.values()
-                for key in taint_keys(group.instance, efa=group.efa is not None)
-            }
-        )
+        keys = {k for g in self.node_groups.values() for k in taint_keys(g.instance, efa=g.efa is not None)}
+        keys |= {k for p in self.pools.values() for it in p.instances for k in taint_keys(it, efa=p.efa is not None)}
+        return sorted(keys)
 
     def efa_instance_types(self) -> list[str]:
         """The instance types of the EFA node groups added so far, sorted (the EFA device plugin's allow-list)."""
-        return sorted({group.instance.name for group in self.node_groups.values() if group.efa is not None})
+        types = {group.instance.name for group in self.node_groups.values() if group.efa is not None}
+        return sorted(types | {it.name for p in self.pools.values() if p.efa is not None for it in p.instances})
 
     def add_accelerated_node_group(
         self,
@@ -346,6 +345,37 @@ class TrainingCluster(Construct):
         for addon in self.node_prerequisites:
             group.nodegroup.node.add_dependency(addon)
         self.node_groups[name] = group
+        self._device_plugins(instance, efa=efa)
+        return group
+
+    def add_accelerator_pool(
+        self,
+        name: str,
+        *,
+        instance_types: Sequence[str],
+        subnet: ec2.ISubnet,
+        efa: bool,
+        placement_group: bool,
+        scope: Construct | None = None,
+    ) -> AcceleratorPool:
+        """Register nodes that another provisioner (Karpenter) launches for `name`, and keep the cluster in step: the
+        EFA networking (construct `<Name>Efa` under `scope`, as for a node group), the device plugins, the EFA
+        plugin's allow-list and the node agents' tolerations (`taint_keys`). The caller creates the nodes' pool."""
+        if name == "system" or name in self.node_groups or name in self.pools:
+            raise ValueError(f"accelerator pool {name!r}: the name is taken; give each pool its own name")
+        instances = tuple(get_instance(t) for t in instance_types)
+        networking = None
+        if efa:
+            networking = EfaNetworking(
+                scope or self, f"{pascal_id(name)}Efa", vpc=self.vpc, subnet=subnet, placement_group=placement_group
+            )
+        pool = AcceleratorPool(name, instances, networking)
+        self.pools[name] = pool
+        for it in instances:
+            self._device_plugins(it, efa=efa)
+        return pool
+
+    def _device_plugins(self, instance: InstanceType, *, efa: bool) -> None:
         kind = instance.accelerator.kind if instance.accelerator is not None else None
         if kind == "gpu" and versions.NVIDIA_DEVICE_PLUGIN.release not in self.charts:
             self._chart(
@@ -378,19 +408,24 @@ class TrainingCluster(Construct):
                     },
                 },
             )
-        return group
 
     @property
     def node_connections(self) -> ec2.Connections:
         """Every accelerated node, for a peer such as a file system to admit: the EFA group of each EFA node group
         (on every interface of those nodes) and, when some node group has no EFA, the EKS cluster security group
         (the only group on such nodes). Read it after the node groups are added."""
-        groups: list[ec2.ISecurityGroup] = [g.efa.security_group for g in self.node_groups.values() if g.efa]
-        if any(g.efa is None for g in self.node_groups.values()):
+        every: list[AcceleratedNodeGroup | AcceleratorPool] = [*self.node_groups.values(), *self.pools.values()]
+        groups: list[ec2.ISecurityGroup] = [g.efa.security_group for g in every if g.efa]
+        if any(g.efa is None for g in every):
             groups.append(self.cluster.cluster_security_group)
         return ec2.Connections(security_groups=groups)
 
-    def _chart(self, chart: versions.Chart, values: dict[str, Any]) -> eks.HelmChart:
+    def add_chart(self, chart: versions.Chart, values: dict[str, Any], *, wait: bool = False) -> eks.HelmChart:
+        """Install `chart` (a `versions` pin) on the system nodes' cluster; `wait` until its workloads are ready
+        (for a chart whose webhooks must answer before the next manifest)."""
+        return self._chart(chart, values, wait=wait)
+
+    def _chart(self, chart: versions.Chart, values: dict[str, Any], *, wait: bool = False) -> eks.HelmChart:
         helm = self.cluster.add_helm_chart(
             pascal_id(chart.release) + "Chart",
             chart=chart.chart,
@@ -400,7 +435,7 @@ class TrainingCluster(Construct):
             namespace=chart.namespace,
             create_namespace=chart.namespace != "kube-system",
             values=values,
-            wait=False,
+            wait=wait,
         )
         helm.node.add_dependency(self.system_nodes)
         self.charts[chart.release] = helm

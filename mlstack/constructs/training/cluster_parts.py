@@ -4,6 +4,7 @@ acknowledgements of the resources aws_eks_v2 generates (its kubectl provider, th
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, cast
 
 import jsii
@@ -15,9 +16,11 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
+from mlstack.catalog import InstanceType
 from mlstack.constructs.common import pascal_id
 from mlstack.constructs.scanners import skip_checkov, skip_guard
 from mlstack.constructs.training import versions
+from mlstack.constructs.training.efa import EfaNetworking
 
 
 def tolerate(*keys: str) -> list[dict[str, str]]:
@@ -34,6 +37,16 @@ def on_label(key: str, values: Sequence[str]) -> dict[str, Any]:
             }
         }
     }
+
+
+@dataclass(frozen=True)
+class AcceleratorPool:
+    """Accelerated nodes the cluster does not launch itself (a Karpenter NodePool): what the device plugins, the node
+    agents' tolerations and a file system's security group need to know of them."""
+
+    name: str
+    instances: tuple[InstanceType, ...]
+    efa: EfaNetworking | None
 
 
 @jsii.implements(IStableAnyProducer)

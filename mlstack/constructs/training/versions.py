@@ -58,6 +58,29 @@ KUBEFLOW_TRAINER = Chart(
     source="github.com/kubeflow/trainer release v2.3.0 (TrainJob / TrainingRuntime CRDs)",
 )
 
+KARPENTER = Chart(
+    release="karpenter",
+    chart="karpenter",
+    repository="oci://public.ecr.aws/karpenter/karpenter",
+    version="1.14.1",
+    namespace="kube-system",
+    source="github.com/aws/karpenter-provider-aws release v1.14.1 (chart and CRDs karpenter.sh/v1, "
+    "karpenter.k8s.aws/v1 with EC2NodeClass networkInterfaces); kube-system as in Karpenter's getting-started guide",
+)
+"""capacity_manager karpenter: the controller (on the system nodes) and its CRDs; NodePools are ours."""
+
+KUEUE = Chart(
+    release="kueue",
+    chart="kueue",
+    repository="oci://registry.k8s.io/kueue/charts/kueue",
+    version="0.19.2",
+    namespace="kueue-system",
+    source="github.com/kubernetes-sigs/kueue release v0.19.2 (API kueue.x-k8s.io/v1beta2, Kubeflow Trainer TrainJob "
+    "integration, topology-aware scheduling beta); OCI chart as in Kueue docs, Installation with Helm",
+)
+KUEUE_IMAGE = "registry.k8s.io/kueue/kueue"
+"""The release image of KUEUE (the chart's own default names a staging registry and pull policy Always)."""
+
 HYPERPOD_CLI_COMMIT = "011ca927123e02b35a399935bbb3ab1905fe33c7"
 """Engine hyperpod-eks: the HyperPod dependencies chart (`helm_chart/HyperPodHelmChart`: health-monitoring agent,
 deep health check, job auto-restart, Kubeflow training operator, MPI operator, NVIDIA/Neuron/EFA device plugins)

@@ -1,0 +1,102 @@
+"""The elastic part of the training plan: Karpenter pools (resources, limits, $/h min and max per pool) and Kueue
+team queues ($/h per team quota). No CDK import; the decisions are `mlstack.design.karpenter` / `.kueue`."""
+
+from __future__ import annotations
+
+from mlstack.config import BlueprintConfig
+from mlstack.constructs.training import versions
+from mlstack.design.karpenter import pools
+from mlstack.design.kueue import queues
+from mlstack.plan.model import Plan, Resource
+
+STACK = "TrainingClusterStack"
+KARPENTER_RESOURCES: tuple[tuple[str, str, int], ...] = (
+    ("AWS::IAM::Role", "Karpenter node role (AmazonEKSWorkerNodePolicy, ECR read-only)", 1),
+    ("AWS::EKS::AccessEntry", "Karpenter node role, type EC2_LINUX (nodes join)", 1),
+    ("AWS::SQS::Queue", "Karpenter interruption queue (5 min retention, SQS-managed encryption, TLS only)", 1),
+    ("AWS::SQS::QueuePolicy", "EventBridge may send to the interruption queue (TLS only)", 1),
+    ("AWS::Events::Rule", "Spot interruption, rebalance, state change, AWS Health, capacity-reservation events", 5),
+    ("AWS::IAM::Role", "Karpenter controller role (EKS Pod Identity, kube-system/karpenter)", 1),
+    ("AWS::IAM::Policy", "Karpenter controller policy (documented, scoped to this cluster, node role, queue, key)", 1),
+    ("AWS::EKS::PodIdentityAssociation", "kube-system/karpenter -> controller role", 1),
+    ("Custom::AWSCDK-EKS-HelmChart", f"Karpenter chart {versions.KARPENTER.version}", 1),
+)
+
+
+def _price(value: float | None) -> str:
+    return "not priced offline" if value is None else f"${value:,.2f}/h"
+
+
+def plan_elastic(config: BlueprintConfig, plan: Plan) -> list[tuple[str, list[str]]]:
+    """Add the rows of Karpenter and Kueue to `plan`; return the plan sections they explain."""
+    training = config.training
+    if training is None:
+        return []
+    sections: list[tuple[str, list[str]]] = []
+    found = pools(training, config.zones)
+    if found:
+        plan.resources += [Resource(STACK, f"Karpenter ({cfn})", detail, n) for cfn, detail, n in KARPENTER_RESOURCES]
+        rows = []
+        for pool in found:
+            overlay = " + NodeOverlay (huge pages)" if pool.efa else ""
+            plan.resources.append(
+                Resource(
+                    STACK,
+                    "Karpenter pool (Custom::AWSCDK-EKS-KubernetesResource)",
+                    f"{pool.name}: EC2NodeClass + NodePool{overlay}, {', '.join(pool.instance_types)} in "
+                    f"{', '.join(pool.zones)}, limit {pool.limit} {pool.accelerator_resource or 'accelerators'}",
+                )
+            )
+            if pool.efa:
+                plan.resources.append(
+                    Resource(STACK, "EFA security group (AWS::EC2::SecurityGroup)", f"{pool.name}: all to/from itself")
+                )
+                if pool.placement_group:
+                    plan.resources.append(
+                        Resource(STACK, "Placement group (AWS::EC2::PlacementGroup)", f"{pool.name}: cluster strategy")
+                    )
+            # No cost row: a pool starts empty ($0/h); its maximum, the limit's price, is the section's row.
+            efa = "no EFA"
+            if pool.interfaces is not None and pool.efa:
+                efa = f"{sum(n.is_efa for n in pool.interfaces)} EFA devices per node (1 IP: ENA primary + efa-only)"
+            elif pool.efa:
+                efa = "EFA with an IP on every card (Karpenter's layout)"
+            rows.append(
+                f"{pool.name}: {', '.join(pool.instance_types)}, capacity {', '.join(pool.capacity_types)}, "
+                f"{', '.join(pool.zones)}; limit {pool.limit} accelerators = max {pool.max_nodes} nodes; "
+                f"$/h min $0.00, max {_price(pool.max_per_hour())}; {efa}"
+            )
+            rows.append(
+                f"{pool.name}: disruption WhenEmpty after {pool.consolidate_after}, expireAfter Never, 0 nodes for "
+                f"Drifted/Underutilized, terminationGracePeriod {pool.termination_grace_period}, job pods "
+                "karpenter.sh/do-not-disrupt"
+            )
+        sections.append(("Karpenter pools", rows))
+    design = queues(training)
+    if design is not None:
+        n = len(design.teams)
+        plan.resources += [
+            Resource(STACK, "Kueue (Custom::AWSCDK-EKS-HelmChart)", f"Kueue chart {versions.KUEUE.version}"),
+            Resource(
+                STACK,
+                "Kueue queues (Custom::AWSCDK-EKS-KubernetesResource)",
+                f"{len(design.flavors)} ResourceFlavor(s), {n} ClusterQueue(s) in cohort, {n} LocalQueue(s), "
+                "3 WorkloadPriorityClasses + 3 PriorityClasses",
+            ),
+        ]
+        rows = []
+        for team in design.teams:
+            for q in team.quotas:
+                borrow = "unlimited" if q.borrowing_limit is None else str(q.borrowing_limit)
+                rows.append(
+                    f"{team.name}: {q.nominal} {q.resource} on {q.flavor} (borrow up to {borrow}), weight "
+                    f"{team.weight:g}, priority {team.priority}; queue {design.namespace}/{team.local_queue}; nominal "
+                    f"quota in use {_price(q.per_hour())}"
+                )
+        topology = [f.name for f in design.flavors if f.topology]
+        rows.append(
+            "topology-aware scheduling (EKS network-node layers): "
+            + (", ".join(topology) if topology else "off (Karpenter pools have no nodes before admission)")
+        )
+        sections.append(("Kueue team queues", rows))
+    return sections
