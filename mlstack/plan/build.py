@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from pathlib import Path
+
 from mlstack.config import BlueprintConfig
 from mlstack.plan.ai_services import plan_ai_services
 from mlstack.plan.inference import plan_inference
@@ -12,7 +15,8 @@ from mlstack.plan.training import plan_training
 from mlstack.plan.training_engines import plan_training_engine
 
 
-def build_plan(config: BlueprintConfig) -> Plan:
+def build_plan(config: BlueprintConfig, serve_checks: Mapping[str, Path] | None = None) -> Plan:
+    """The plan of `config`; `serve_checks`: `mlstack serve-check` reports by endpoint (`mlstack.plan.serving`)."""
     plan = Plan(
         blueprint=config.name,
         description=config.description,
@@ -26,7 +30,7 @@ def build_plan(config: BlueprintConfig) -> Plan:
     elif config.training is not None:
         plan_training(config, plan)
     if config.inference is not None:
-        plan_inference(config, plan)
+        plan_inference(config, plan, serve_checks)
     if config.mlops is not None:
         plan_mlops(config, plan)
     if config.ai_services is not None:

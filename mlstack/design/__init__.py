@@ -1,0 +1,1 @@
+"""Every decision a blueprint implies, without the CDK: config -> design -> stacks and plan."""
