@@ -73,7 +73,10 @@ def json_schema() -> dict[str, Any]:
 
 def format_problem(path: Path, problem: Any) -> str:
     """One pydantic error -> `file: field.path: problem (got value); fix`."""
-    loc = ".".join(str(part) for part in problem["loc"])
+    parts = list(problem["loc"])
+    if parts[:1] == ["inference_eks"]:  # `inference: {engine: eks}` is validated under its own field
+        parts[0] = "inference"
+    loc = ".".join(str(part) for part in parts)
     kind = problem["type"]
     value = problem.get("input")
     msg = str(problem["msg"]).removeprefix("Value error, ")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import Duration
+from aws_cdk import Duration, Tags
 from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
@@ -43,7 +43,7 @@ class NetworkStack(MlStack):
             pending_window=Duration.days(30 if blueprint.retain else 7),
         )
         # The key policy grows with the layers the blueprint has; only this stack, the key's owner, edits it.
-        if blueprint.training is not None:
+        if blueprint.training is not None or blueprint.inference_eks is not None:
             # Managed node groups launch through EC2 Auto Scaling with volumes encrypted with this key.
             self.key.allow_ebs_through_ec2()
         ai_services = blueprint.ai_services
@@ -72,3 +72,8 @@ class NetworkStack(MlStack):
             removal_policy=self.removal_policy,
         )
         self.vpc = self.network.vpc
+        if blueprint.inference_eks is not None:
+            # Where the AWS cloud provider puts internal load balancers of `type: LoadBalancer` Services (EKS User
+            # Guide, "Tag subnets for load balancers": kubernetes.io/role/internal-elb on private subnets).
+            for subnet in self.network.private_subnets:
+                Tags.of(subnet).add("kubernetes.io/role/internal-elb", "1")

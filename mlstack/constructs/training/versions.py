@@ -58,6 +58,28 @@ KUBEFLOW_TRAINER = Chart(
     source="github.com/kubeflow/trainer release v2.3.0 (TrainJob / TrainingRuntime CRDs)",
 )
 
+KEDA = Chart(
+    release="keda",
+    chart="keda",
+    repository="https://kedacore.github.io/charts",
+    version="2.17.3",
+    namespace="keda",
+    source="kedacore/charts (chart and app versions match); KEDA 2.17.3 as KServe's test setup pins it "
+    "(KEDA_VERSION=2.17.3 next to LWS_VERSION=v0.8.0); its metrics-api scaler reads Prometheus text (docs 2.17)",
+)
+"""Event-driven autoscaler: the vLLM servers scale on their queue depth (`vllm:num_requests_waiting`)."""
+
+MOUNTPOINT_S3_CSI = "aws-mountpoint-s3-csi-driver"
+"""EKS add-on of the Mountpoint for Amazon S3 CSI driver (EKS User Guide, "Mountpoint for Amazon S3 CSI Driver").
+Version: the EKS default for the cluster's Kubernetes version (v2 for the versions allowed here [INFERRED from the
+v2 release of 2025; check with `aws eks describe-addon-versions --addon-name aws-mountpoint-s3-csi-driver`]): v2
+takes driver-level credentials from EKS Pod Identity (awslabs/mountpoint-s3-csi-driver PR #451) and the `cache:
+emptyDir` volume attribute. Its configuration key `node.tolerateAllTaints` lets the node plugin run on tainted GPU
+nodes (check with `aws eks describe-addon-configuration --addon-name aws-mountpoint-s3-csi-driver --addon-version
+<v>`)."""
+MOUNTPOINT_SERVICE_ACCOUNT = "s3-csi-driver-sa"
+"""Service account of the driver in kube-system (its Pod Identity association's subject)."""
+
 HYPERPOD_CLI_COMMIT = "011ca927123e02b35a399935bbb3ab1905fe33c7"
 """Engine hyperpod-eks: the HyperPod dependencies chart (`helm_chart/HyperPodHelmChart`: health-monitoring agent,
 deep health check, job auto-restart, Kubeflow training operator, MPI operator, NVIDIA/Neuron/EFA device plugins)

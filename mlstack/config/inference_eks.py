@@ -1,0 +1,165 @@
+"""The `inference:` section with `engine: eks`: open-weight LLMs served by vLLM on an EKS cluster of its own.
+
+Same shape as the SageMaker section (`model`, `endpoints` with `name`, `mode`, `traffic`), with what EKS
+serving adds: the cluster (the training layer's `cluster` and `system_node_group` settings), the serving image,
+and per endpoint the EC2 GPU type, its replica range and the queue depth it scales on. Rules checked here, each
+with the fix in the message:
+- the instance type is in the catalog and has NVIDIA GPUs (the vLLM CUDA image; Neuron needs its own image);
+- the model, with the KV cache of `traffic.tokens.concurrency` sequences of context + output tokens, fits in
+  one instance at some tensor-parallel degree (`mlstack.design.serving.replica_layout`), and an explicit
+  `tensor_parallel` divides the instance's GPUs;
+- min <= max replicas; endpoint names unique.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from mlstack.catalog import get_instance
+from mlstack.config.base import StrictModel, pascal_id
+from mlstack.config.inference_model import TokenWorkloadConfig, TrafficConfig
+from mlstack.config.training_cluster import ClusterConfig, SystemNodeGroupConfig
+from mlstack.design.serving import Workload, replica_layout
+from mlstack.errors import CatalogError
+
+__all__ = ["EksEndpointConfig", "EksInferenceConfig", "EksModelConfig", "EksScalingConfig", "VllmImageConfig"]
+
+_NAME = r"^[a-z][a-z0-9-]{0,30}[a-z0-9]$"
+_PREFIX = r"^[A-Za-z0-9!_.*'()-]+(/[A-Za-z0-9!_.*'()-]+)*/$"
+
+VLLM_REPOSITORY = "docker.io/vllm/vllm-openai"
+VLLM_TAG = "v0.14.0"
+VLLM_DIGEST = "sha256:1d6866b87630d94f5e0cdae55ab5abb4ce0b03fcb84d9d10612f9d518d19d4fd"
+"""The vLLM OpenAI-compatible server image, by tag and digest as a public Dockerfile pins it
+(`FROM vllm/vllm-openai:v0.14.0@sha256:1d68...` in github.com/tinfoilsh/vllm-openai-audio). Nodes pull it from
+Docker Hub through the NAT gateway; with a digest the tag cannot move under a running fleet."""
+
+
+class VllmImageConfig(StrictModel):
+    """The serving image. Default: the pinned vLLM release above; a fork may point at its own mirror (ECR)."""
+
+    repository: str = VLLM_REPOSITORY
+    tag: str = Field(default=VLLM_TAG, pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+    digest: str | None = Field(default=VLLM_DIGEST, pattern=r"^sha256:[0-9a-f]{64}$")
+
+    @property
+    def reference(self) -> str:
+        return f"{self.repository}:{self.tag}" + (f"@{self.digest}" if self.digest else "")
+
+
+class EksModelConfig(StrictModel):
+    """The served model: Hugging Face files under an S3 prefix of the stack's model bucket."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}$")
+    """The model id clients send (`--served-model-name`), e.g. `llama-3.1-8b-instruct`."""
+    weights_prefix: str = Field(pattern=_PREFIX)
+    """Prefix in the model bucket holding config.json, the tokenizer and *.safetensors (upload with `aws s3 sync`),
+    e.g. `llama-3-1-8b-instruct/`. The pods mount it read-only."""
+    parameters_billion: float = Field(gt=0, le=10_000)
+    precision: Literal["bf16", "fp16", "fp8"] = "bf16"
+    """Precision of the weights (bf16/fp16 as stored; fp8: an FP8 checkpoint, e.g. an FP8-dynamic export)."""
+
+
+class EksScalingConfig(StrictModel):
+    """KEDA scales the server Deployment on vLLM's own queue depth (`vllm:num_requests_waiting`)."""
+
+    min_replicas: int = Field(default=1, ge=1, le=100)
+    """At least 1: the queue depth is read from the running servers, so with none there is nothing to read
+    (scale-to-zero would need a request buffer in front, such as the KEDA HTTP add-on)."""
+    max_replicas: int = Field(default=2, ge=1, le=100)
+    target_requests_waiting: float = Field(default=4, gt=0, le=10_000)
+    """Requests waiting per replica (summed over the servers) at which KEDA adds a replica."""
+
+
+class EksEndpointConfig(StrictModel):
+    """One model server fleet: a vLLM Deployment on its own GPU node group, behind an internal load balancer."""
+
+    name: str = Field(pattern=_NAME)
+    mode: Literal["realtime"] = "realtime"
+    instance_type: str
+    """EC2 GPU instance type (no `ml.` prefix), e.g. g6e.xlarge."""
+    tensor_parallel: int | None = Field(default=None, ge=1, le=64)
+    """GPUs per server. Default: the degree `mlstack advise --task infer` picks for the model and workload."""
+    autoscaling: EksScalingConfig = Field(default_factory=EksScalingConfig)
+    traffic: TrafficConfig | None = None
+    """Plan assumptions; `traffic.tokens` sizes --max-model-len, --max-num-seqs and the memory check (default
+    4096 prompt + 256 output tokens, 8 sequences)."""
+    root_volume_gib: int = Field(default=200, ge=50, le=16384)
+
+    @field_validator("instance_type")
+    @classmethod
+    def _gpu(cls, value: str) -> str:
+        if value.startswith("ml."):
+            raise ValueError(f"{value!r} is a SageMaker type; engine eks runs EC2 instances, e.g. {value[3:]}")
+        try:
+            it = get_instance(value)
+        except CatalogError as err:
+            raise ValueError(str(err).replace("\n", "; ")) from None
+        if it.accelerator is None or it.accelerator.kind != "gpu":
+            raise ValueError(
+                f"{value} has no NVIDIA GPU; the vLLM image here is the CUDA build (pick a g5/g6/g6e/p4/p5 type)"
+            )
+        return it.name
+
+    @model_validator(mode="after")
+    def _replicas(self) -> EksEndpointConfig:
+        if self.autoscaling.min_replicas > self.autoscaling.max_replicas:
+            raise ValueError(
+                f"endpoint {self.name!r}: autoscaling min_replicas {self.autoscaling.min_replicas} exceeds "
+                f"max_replicas {self.autoscaling.max_replicas}; lower min or raise max"
+            )
+        return self
+
+    @property
+    def tokens(self) -> TokenWorkloadConfig:
+        return (self.traffic.tokens if self.traffic else None) or TokenWorkloadConfig()
+
+    @property
+    def workload(self) -> Workload:
+        t = self.tokens
+        return Workload(t.context_tokens, t.output_tokens, t.concurrency)
+
+    @property
+    def construct_id(self) -> str:
+        return pascal_id(self.name)
+
+
+class EksInferenceConfig(StrictModel):
+    """vLLM servers on an EKS cluster of their own (InferenceStack), weights from the stack's model bucket."""
+
+    engine: Literal["eks"]
+    model: EksModelConfig
+    image: VllmImageConfig = Field(default_factory=VllmImageConfig)
+    endpoints: list[EksEndpointConfig] = Field(min_length=1, max_length=5)
+    cluster: ClusterConfig = Field(default_factory=ClusterConfig)
+    system_node_group: SystemNodeGroupConfig = Field(default_factory=SystemNodeGroupConfig)
+    namespace: str = Field(default="serving", pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+    @model_validator(mode="after")
+    def _fit(self) -> EksInferenceConfig:
+        names = [e.name for e in self.endpoints]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"endpoint names {', '.join(dupes)} appear more than once; name each endpoint once")
+        model = self.model
+        for e in self.endpoints:
+            it = get_instance(e.instance_type)
+            assert it.accelerator is not None
+            layout = replica_layout(model.parameters_billion * 1e9, model.precision, it, e.workload)
+            if layout is None:
+                t = e.tokens
+                raise ValueError(
+                    f"endpoint {e.name!r}: {model.parameters_billion:g}B parameters at {model.precision} with the KV "
+                    f"cache of {t.concurrency} sequences of {t.context_tokens + t.output_tokens} tokens fit on no "
+                    f"tensor-parallel degree of {e.instance_type} ({it.accelerator.count}x "
+                    f"{it.accelerator.memory_gib:g} GiB); pick a larger instance (`mlstack advise --task infer`) "
+                    "or lower traffic.tokens.concurrency"
+                )
+            if e.tensor_parallel is not None and it.accelerator.count % e.tensor_parallel:
+                raise ValueError(
+                    f"endpoint {e.name!r}: tensor_parallel {e.tensor_parallel} does not divide the "
+                    f"{it.accelerator.count} GPUs of {e.instance_type}; use a divisor or leave it unset"
+                )
+        return self

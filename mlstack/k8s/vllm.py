@@ -1,0 +1,274 @@
+"""Kubernetes manifests of an EKS vLLM endpoint (no CDK import): the weights volume, the server Deployment, its
+internal load balancer Service and its KEDA ScaledObject.
+
+- Weights: a static Mountpoint for Amazon S3 CSI volume (driver `s3.csi.aws.com`) over the model prefix, mounted
+  read-only. CSI driver v2 runs one Mountpoint per node and volume, shared by every pod there, with a node-local
+  data cache (`cache: emptyDir`): a server that restarts or scales out on that node reads the cache, not S3
+  (Mountpoint CSI driver docs, "Caching configuration"; volume attributes `cache`, `cacheEmptyDirSizeLimit`).
+- Server: `vllm serve` with the flags of `mlstack.design.serving_eks.ServerDesign.vllm_args`. An init container
+  (the AWS CLI image, pinned by digest) reads the API key from Secrets Manager with the pod's EKS Pod Identity role
+  into an in-memory volume; the server passes it as `--api-key`, which vLLM checks on every /v1 route (its
+  /health and /metrics stay open for the kubelet and KEDA). Startup, readiness and liveness probes on /health.
+- Service: `type: LoadBalancer` with the in-tree AWS cloud provider's internal NLB annotations (EKS runs the AWS
+  cloud controller; "Route TCP and UDP traffic with Network Load Balancers", EKS User Guide), reachable from the
+  VPC CIDR only (`loadBalancerSourceRanges`).
+- ScaledObject: KEDA's `metrics-api` scaler in `prometheus` format reads `vllm:num_requests_waiting` from every
+  server of the Service (`aggregateFromKubeServiceEndpoints`, summed), so the HPA it drives keeps
+  `sum / replicas` at the target (KEDA docs, Metrics API scaler, 2.17).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mlstack.design.serving_eks import API_KEY_FILE, MODEL_DIR, PORT, SERVICE_ACCOUNT, ServerDesign
+from mlstack.k8s.kube import GPU_TAINT, LABEL_PREFIX
+
+__all__ = [
+    "AWS_CLI_IMAGE",
+    "WEIGHTS_CLAIM",
+    "namespace_manifests",
+    "scaled_object",
+    "server_deployment",
+    "server_service",
+    "weights_volume",
+]
+
+AWS_CLI_IMAGE = (
+    "public.ecr.aws/aws-cli/aws-cli:2.27.26@sha256:ce3aee116adc8e9ba7ad27295102eb1c9c91525fbad18f45ee7a9bfd01cfec73"
+)
+"""The init container that fetches the API key (AWS CLI v2 reads EKS Pod Identity credentials); tag and digest as
+a public Helm chart pins them (an `aws-sts-init-container` template found with the search tool)."""
+WEIGHTS_CLAIM = "model-weights"
+MOUNTPOINT_DRIVER = "s3.csi.aws.com"
+SHM_GIB = 16
+"""/dev/shm for the tensor-parallel workers' shared-memory transport (NCCL and vLLM's own broadcast)."""
+
+
+def _labels(endpoint: str) -> dict[str, str]:
+    return {"app.kubernetes.io/name": "vllm", "app.kubernetes.io/instance": endpoint}
+
+
+def namespace_manifests(
+    namespace: str, role_note: str = "EKS Pod Identity: reads the vLLM API key"
+) -> list[dict[str, Any]]:
+    """The serving namespace and the servers' service account (its Pod Identity association is in the stack)."""
+    return [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {
+                "name": SERVICE_ACCOUNT,
+                "namespace": namespace,
+                "annotations": {"mlstack.io/role": role_note},
+            },
+            "automountServiceAccountToken": False,
+        },
+    ]
+
+
+def weights_volume(
+    *, namespace: str, bucket: str, prefix: str, region: str, cache_gib: int, endpoint: str
+) -> list[dict[str, Any]]:
+    """A read-only PersistentVolume over `s3://bucket/prefix` and the claim bound to it (one per endpoint: a PV
+    binds one claim)."""
+    pv = f"{namespace}-{endpoint}-weights"
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": pv},
+            "spec": {
+                "capacity": {"storage": "1Ti"},  # required by the API; Mountpoint ignores it
+                "accessModes": ["ReadOnlyMany"],
+                "persistentVolumeReclaimPolicy": "Retain",
+                "storageClassName": "",
+                "claimRef": {"namespace": namespace, "name": f"{WEIGHTS_CLAIM}-{endpoint}"},
+                "mountOptions": ["read-only", f"region {region}", f"prefix {prefix}"],
+                "csi": {
+                    "driver": MOUNTPOINT_DRIVER,
+                    "volumeHandle": pv,
+                    "volumeAttributes": {
+                        "bucketName": bucket,
+                        "cache": "emptyDir",
+                        "cacheEmptyDirSizeLimit": f"{cache_gib}Gi",
+                    },
+                },
+            },
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": f"{WEIGHTS_CLAIM}-{endpoint}", "namespace": namespace},
+            "spec": {
+                "accessModes": ["ReadOnlyMany"],
+                "storageClassName": "",
+                "volumeName": pv,
+                "resources": {"requests": {"storage": "1Ti"}},
+            },
+        },
+    ]
+
+
+def _probe(path: str, period: int, failures: int) -> dict[str, Any]:
+    return {
+        "httpGet": {"path": path, "port": PORT},
+        "periodSeconds": period,
+        "timeoutSeconds": 5,
+        "failureThreshold": failures,
+    }
+
+
+def server_deployment(
+    design: ServerDesign,
+    *,
+    namespace: str,
+    model_name: str,
+    image: str,
+    secret_arn: str,
+    region: str,
+    startup_seconds: int,
+    cpu_per_server: int,
+    memory_gib_per_server: int,
+) -> dict[str, Any]:
+    """The vLLM Deployment of one endpoint on its node group (`mlstack.io/node-group: <endpoint>`)."""
+    labels = _labels(design.endpoint)
+    fetch = (
+        f'aws secretsmanager get-secret-value --region {region} --secret-id "$SECRET_ARN" --query SecretString '
+        f"--output text > {API_KEY_FILE}"
+    )
+    serve = f'exec vllm serve "$@" --api-key "$(cat {API_KEY_FILE})"'
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": f"vllm-{design.endpoint}", "namespace": namespace, "labels": labels},
+        "spec": {
+            "replicas": design.min_replicas,
+            "selector": {"matchLabels": labels},
+            # A new server must load its weights before an old one stops: never fewer ready servers than wanted.
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "serviceAccountName": SERVICE_ACCOUNT,
+                    "automountServiceAccountToken": False,
+                    "nodeSelector": {f"{LABEL_PREFIX}/node-group": design.endpoint},
+                    "tolerations": [{"key": GPU_TAINT, "operator": "Exists", "effect": "NoSchedule"}],
+                    "terminationGracePeriodSeconds": 60,
+                    "initContainers": [
+                        {
+                            "name": "api-key",
+                            "image": AWS_CLI_IMAGE,
+                            "command": ["/bin/sh", "-c", fetch],
+                            "env": [{"name": "SECRET_ARN", "value": secret_arn}],
+                            "volumeMounts": [{"name": "api-key", "mountPath": API_KEY_FILE.rsplit("/", 1)[0]}],
+                            "securityContext": {"allowPrivilegeEscalation": False},
+                            "resources": {
+                                "requests": {"cpu": "100m", "memory": "128Mi"},
+                                "limits": {"memory": "256Mi"},
+                            },
+                        }
+                    ],
+                    "containers": [
+                        {
+                            "name": "vllm",
+                            "image": image,
+                            "command": ["/bin/sh", "-c", serve, "--"],
+                            "args": design.vllm_args(model_name),
+                            "ports": [{"name": "http", "containerPort": PORT}],
+                            "env": [{"name": "HF_HUB_OFFLINE", "value": "1"}],  # weights come from the volume only
+                            "resources": {
+                                "requests": {
+                                    "cpu": str(cpu_per_server),
+                                    "memory": f"{memory_gib_per_server}Gi",
+                                    "nvidia.com/gpu": str(design.tensor_parallel),
+                                },
+                                "limits": {
+                                    "memory": f"{memory_gib_per_server}Gi",
+                                    "nvidia.com/gpu": str(design.tensor_parallel),
+                                },
+                            },
+                            # Loading the weights and capturing CUDA graphs takes minutes; until then only the
+                            # startup probe runs.
+                            "startupProbe": _probe("/health", 10, max(6, startup_seconds // 10)),
+                            "readinessProbe": _probe("/health", 10, 3),
+                            "livenessProbe": _probe("/health", 30, 3),
+                            "volumeMounts": [
+                                {"name": "weights", "mountPath": MODEL_DIR, "readOnly": True},
+                                {"name": "api-key", "mountPath": API_KEY_FILE.rsplit("/", 1)[0], "readOnly": True},
+                                {"name": "shm", "mountPath": "/dev/shm"},
+                            ],
+                            "securityContext": {"allowPrivilegeEscalation": False},
+                        }
+                    ],
+                    "volumes": [
+                        {
+                            "name": "weights",
+                            "persistentVolumeClaim": {
+                                "claimName": f"{WEIGHTS_CLAIM}-{design.endpoint}",
+                                "readOnly": True,
+                            },
+                        },
+                        {"name": "api-key", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}},
+                        {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{SHM_GIB}Gi"}},
+                    ],
+                },
+            },
+        },
+    }
+
+
+def server_service(design: ServerDesign, *, namespace: str, vpc_cidr: str) -> dict[str, Any]:
+    """An internal Network Load Balancer in front of the endpoint's servers, open to the VPC only."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": f"vllm-{design.endpoint}",
+            "namespace": namespace,
+            "labels": _labels(design.endpoint),
+            "annotations": {
+                "service.beta.kubernetes.io/aws-load-balancer-type": "nlb",
+                "service.beta.kubernetes.io/aws-load-balancer-internal": "true",
+            },
+        },
+        "spec": {
+            "type": "LoadBalancer",
+            "selector": _labels(design.endpoint),
+            "ports": [{"name": "http", "port": PORT, "targetPort": PORT, "protocol": "TCP"}],
+            "loadBalancerSourceRanges": [vpc_cidr],
+        },
+    }
+
+
+def scaled_object(design: ServerDesign, *, namespace: str) -> dict[str, Any]:
+    """KEDA ScaledObject: replicas between the endpoint's bounds, one more per `target_requests_waiting` waiting."""
+    name = f"vllm-{design.endpoint}"
+    return {
+        "apiVersion": "keda.sh/v1alpha1",
+        "kind": "ScaledObject",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": name},
+            "minReplicaCount": design.min_replicas,
+            "maxReplicaCount": design.max_replicas,
+            "pollingInterval": 15,
+            # A new server takes minutes to load: scale in only after 10 quiet minutes.
+            "cooldownPeriod": 600,
+            "triggers": [
+                {
+                    "type": "metrics-api",
+                    "metricType": "AverageValue",
+                    "metadata": {
+                        "url": f"http://{name}.{namespace}.svc.cluster.local:{PORT}/metrics",
+                        "format": "prometheus",
+                        "valueLocation": "vllm:num_requests_waiting",
+                        "aggregateFromKubeServiceEndpoints": "true",
+                        "aggregationType": "sum",
+                        "targetValue": f"{design.target_requests_waiting:g}",
+                    },
+                }
+            ],
+        },
+    }
