@@ -18,10 +18,11 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from mlstack.catalog import get_instance
+from mlstack.catalog.memory import GIB
 from mlstack.config.base import StrictModel, pascal_id
 from mlstack.config.inference_model import TokenWorkloadConfig, TrafficConfig
 from mlstack.config.training_cluster import ClusterConfig, SystemNodeGroupConfig
-from mlstack.design.serving import Workload, replica_layout
+from mlstack.design.serving import HEADROOM, Workload, replica_layout
 from mlstack.errors import CatalogError
 
 __all__ = ["EksEndpointConfig", "EksInferenceConfig", "EksModelConfig", "EksScalingConfig", "VllmImageConfig"]
@@ -157,9 +158,17 @@ class EksInferenceConfig(StrictModel):
                     f"{it.accelerator.memory_gib:g} GiB); pick a larger instance (`mlstack advise --task infer`) "
                     "or lower traffic.tokens.concurrency"
                 )
-            if e.tensor_parallel is not None and it.accelerator.count % e.tensor_parallel:
+            tp = e.tensor_parallel
+            if tp is not None and it.accelerator.count % tp:
                 raise ValueError(
-                    f"endpoint {e.name!r}: tensor_parallel {e.tensor_parallel} does not divide the "
+                    f"endpoint {e.name!r}: tensor_parallel {tp} does not divide the "
                     f"{it.accelerator.count} GPUs of {e.instance_type}; use a divisor or leave it unset"
+                )
+            per_gpu = layout.need_bytes_per_device * layout.tensor_parallel / (tp or layout.tensor_parallel)
+            if per_gpu > layout.device_bytes * (1 - HEADROOM):
+                raise ValueError(
+                    f"endpoint {e.name!r}: tensor_parallel {tp} leaves {per_gpu / GIB:,.1f} GiB of weights and KV "
+                    f"cache per GPU, more than {1 - HEADROOM:.0%} of {it.accelerator.memory_gib:g} GiB; raise "
+                    f"tensor_parallel (the advisor picks {layout.tensor_parallel}) or leave it unset"
                 )
         return self

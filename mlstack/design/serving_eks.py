@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from mlstack.catalog import get_instance
 from mlstack.catalog.memory import GIB
 from mlstack.config.inference_eks import EksEndpointConfig, EksInferenceConfig
-from mlstack.design.serving import HEADROOM, ServingFigures, estimate_instance, replica_layout
+from mlstack.design.serving import ServingFigures, estimate_instance, replica_layout
 
 __all__ = [
     "ACTIVATION_RESERVE",
@@ -29,6 +29,7 @@ __all__ = [
     "MAX_UTILIZATION",
     "PORT",
     "SERVICE_ACCOUNT",
+    "Part",
     "ServerDesign",
     "server_designs",
     "serving_cluster_name",
@@ -102,14 +103,9 @@ def _design(config: EksInferenceConfig, endpoint: EksEndpointConfig) -> ServerDe
     layout = replica_layout(params, model.precision, it, endpoint.workload)
     if layout is None:  # the config validator rejects this blueprint first
         raise ValueError(f"endpoint {endpoint.name!r}: the model fits on no tensor-parallel degree")
-    tp = endpoint.tensor_parallel or layout.tensor_parallel
+    tp = endpoint.tensor_parallel or layout.tensor_parallel  # the config validator checked that it fits
     need = layout.need_bytes_per_device * layout.tensor_parallel / tp
     device = it.accelerator.memory_gib * GIB
-    if need > device * (1 - HEADROOM):
-        raise ValueError(
-            f"endpoint {endpoint.name!r}: tensor_parallel {tp} leaves {need / GIB:,.1f} GiB per GPU, more than "
-            f"{(1 - HEADROOM):.0%} of {it.accelerator.memory_gib:g} GiB; raise tensor_parallel or leave it unset"
-        )
     servers = it.accelerator.count // tp
     scaling = endpoint.autoscaling
     tokens = endpoint.tokens
@@ -137,3 +133,62 @@ def _design(config: EksInferenceConfig, endpoint: EksEndpointConfig) -> ServerDe
 def server_designs(config: EksInferenceConfig) -> list[ServerDesign]:
     """Every endpoint's design, in blueprint order (raises ValueError for an explicit TP that does not fit)."""
     return [_design(config, e) for e in config.endpoints]
+
+
+@dataclass(frozen=True)
+class Part:
+    """One CloudFormation resource type the InferenceStack of `engine: eks` creates, how many, and why."""
+
+    cfn_type: str
+    count: int
+    what: str
+
+
+def stack_parts(config: EksInferenceConfig) -> list[Part]:
+    """Every resource of the stack by CloudFormation type (a test holds it equal to the synthesized template)."""
+    n = len(config.endpoints)
+    admin = 1 if config.cluster.admin_host else 0
+    admins = len(config.cluster.admin_principal_arns)
+    return [
+        Part("AWS::EKS::Cluster", 1, "serving cluster (private endpoint unless asked, KMS secrets, 5 log types)"),
+        Part("AWS::Logs::LogGroup", 3, "control-plane logs and the two kubectl-provider function logs (KMS)"),
+        Part("AWS::Lambda::Function", 2, "kubectl provider (deploy time only)"),
+        Part("AWS::Lambda::LayerVersion", 2, "kubectl and AWS CLI layers of the kubectl provider"),
+        Part("AWS::SSM::Parameter", 1, "kubectl provider ready barrier (aws_eks_v2)"),
+        Part("AWS::EKS::AccessEntry", 1 + admins + admin, "kubectl provider, admin principals, admin host"),
+        Part(
+            "AWS::EKS::Addon",
+            8,
+            "vpc-cni, kube-proxy, pod identity, CoreDNS, FSx CSI, node monitoring, "
+            "CloudWatch observability, Mountpoint for S3 CSI",
+        ),
+        Part("AWS::EKS::Nodegroup", 1 + n, "system nodes and one GPU node group per endpoint"),
+        Part("AWS::EC2::LaunchTemplate", n + admin, "GPU node groups (IMDSv2, encrypted root) and the admin host"),
+        Part("AWS::EC2::SecurityGroup", 1 + admin, "control plane (aws_eks_v2) and the admin host (no inbound)"),
+        Part("AWS::EC2::SecurityGroupIngress", 2 * admin, "admin host to the API server"),
+        Part("AWS::EC2::SecurityGroupEgress", 2 * admin, "admin host to the API server"),
+        Part(
+            "AWS::IAM::Role",
+            8 + admin + n,
+            "cluster, kubectl provider x2, vpc-cni, CloudWatch agent, system "
+            "nodes, Mountpoint driver, vLLM servers, admin host, GPU nodes per endpoint",
+        ),
+        Part(
+            "AWS::IAM::Policy",
+            4 + admin,
+            "kubectl provider x2, Mountpoint (weights prefix), servers (API key), admin host",
+        ),
+        Part("AWS::IAM::InstanceProfile", admin, "admin host"),
+        Part("AWS::EC2::Instance", admin, "admin host (SSM only, kubectl)"),
+        Part("AWS::EKS::PodIdentityAssociation", 3, "CloudWatch agent, Mountpoint driver, vLLM servers"),
+        Part("AWS::S3::Bucket", 2, "model weights (project key, TLS only, versioned, logged) and its access logs"),
+        Part("AWS::S3::BucketPolicy", 2, "TLS only"),
+        Part("AWS::SecretsManager::Secret", 1, "API key (project key)"),
+        Part("Custom::AWSCDK-EKS-HelmChart", 2, "NVIDIA device plugin, KEDA"),
+        Part(
+            "Custom::AWSCDK-EKS-KubernetesResource",
+            1 + 3 * n,
+            "namespace + service account; per endpoint the "
+            "weights volume, the server Deployment + internal NLB Service, the KEDA ScaledObject",
+        ),
+    ]

@@ -8,6 +8,7 @@ from pathlib import Path
 from mlstack.config import BlueprintConfig
 from mlstack.plan.ai_services import plan_ai_services
 from mlstack.plan.inference import plan_inference
+from mlstack.plan.inference_eks import plan_inference_eks
 from mlstack.plan.mlops import plan_mlops
 from mlstack.plan.model import Plan
 from mlstack.plan.network import plan_network
@@ -31,6 +32,8 @@ def build_plan(config: BlueprintConfig, serve_checks: Mapping[str, Path] | None 
         plan_training(config, plan)
     if config.inference is not None:
         plan_inference(config, plan, serve_checks)
+    if config.inference_eks is not None:
+        plan_inference_eks(config, plan, serve_checks)
     if config.mlops is not None:
         plan_mlops(config, plan)
     if config.ai_services is not None:

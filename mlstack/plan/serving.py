@@ -30,6 +30,8 @@ def serving_targets(config: BlueprintConfig) -> dict[str, list[str]]:
                 targets[spec.name] = [v.name for v in spec.variants]
             elif isinstance(spec, AsyncEndpointConfig):
                 targets[spec.name] = []
+    if config.inference_eks is not None:
+        targets.update({e.name: [] for e in config.inference_eks.endpoints})
     return targets
 
 
