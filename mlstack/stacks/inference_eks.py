@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from aws_cdk import Acknowledgment, CfnOutput, Validations
+from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_secretsmanager as secretsmanager
@@ -25,7 +26,7 @@ from mlstack.constructs.scanners import acknowledge_nag, nag_id, skip_guard
 from mlstack.constructs.training import versions
 from mlstack.constructs.training.admin_host import ClusterAdminHost
 from mlstack.constructs.training.cluster import SystemNodes, TrainingCluster
-from mlstack.design.serving_eks import SERVICE_ACCOUNT, ServerDesign, server_designs, serving_cluster_name
+from mlstack.design.serving_eks import PORT, SERVICE_ACCOUNT, ServerDesign, server_designs, serving_cluster_name
 from mlstack.k8s.vllm import namespace_manifests, scaled_object, server_deployment, server_service, weights_volume
 from mlstack.stacks.base import MlStack
 from mlstack.stacks.data import access_log_bucket, kms_bucket
@@ -117,8 +118,12 @@ class EksInferenceStack(MlStack):
                 kubernetes_version=config.cluster.kubernetes_version,
                 instance_type=ADMIN_HOST_TYPE,
             )
-            # The first request (README) is sent from the admin host, inside the VPC: it reads the key there.
+            # The first request (README) is sent from the admin host, inside the VPC: it reads the key there and
+            # reaches the internal NLB (no security group of its own: the VPC CIDR on the server port).
             self._read_key(self.admin_host.role)
+            self.admin_host.security_group.add_egress_rule(
+                ec2.Peer.ipv4(str(blueprint.network.cidr)), ec2.Port.tcp(PORT), "the endpoints' internal NLBs"
+            )
 
         base = self.cluster.add_manifest("ServingNamespace", *namespace_manifests(config.namespace))
         weights_gib = config.model.parameters_billion * 1e9 * precision_bytes(config.model.precision) / GIB

@@ -114,3 +114,16 @@ def test_private_subnets_are_tagged_for_internal_load_balancers(templates: dict[
         if {"Key": "kubernetes.io/role/internal-elb", "Value": "1"} in r["Properties"].get("Tags", [])
     ]
     assert len(tagged) == 2
+
+
+def test_the_admin_host_can_send_the_first_request(templates: dict[str, dict[str, Any]]) -> None:
+    group = templates["InferenceStack"]["Resources"]["AdminHostSecurityGroup96D57B1B"]["Properties"]
+    assert {
+        "CidrIp": "10.30.0.0/16",
+        "Description": "the endpoints' internal NLBs",
+        "FromPort": 8000,
+        "IpProtocol": "tcp",
+        "ToPort": 8000,
+    } in group["SecurityGroupEgress"]
+    policy = templates["InferenceStack"]["Resources"]["AdminHostRoleDefaultPolicyAE3E73DC"]["Properties"]
+    assert "ReadApiKey" in [s.get("Sid") for s in policy["PolicyDocument"]["Statement"]]
