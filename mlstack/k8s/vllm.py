@@ -146,8 +146,9 @@ def server_deployment(
         "spec": {
             "replicas": design.min_replicas,
             "selector": {"matchLabels": labels},
-            # A new server must load its weights before an old one stops: never fewer ready servers than wanted.
-            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}},
+            # Replace one server at a time, stopping it first: a surge server would need a free GPU, which a node
+            # group sized for the servers it runs does not have (it would stay Pending and the rollout never end).
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}},
             "template": {
                 "metadata": {"labels": labels},
                 "spec": {

@@ -98,14 +98,23 @@ class EksInferenceStack(MlStack):
         mountpoint.node.add_dependency(self.cluster.system_nodes)
         driver_role = _pod_role(self, "MountpointRole", "Mountpoint for S3 CSI driver: reads the model weights")
         self._read_weights(driver_role, config.model.weights_prefix)
-        _associate(
+        driver_identity = _associate(
             self, "MountpointPodIdentity", cluster_name, "kube-system", versions.MOUNTPOINT_SERVICE_ACCOUNT, driver_role
         )
+        # EKS Pod Identity gives credentials to pods admitted after the association exists (its webhook mutates pods
+        # at creation): the driver's pods start with the add-on, so the association (and its role's policy) first.
+        mountpoint.node.add_dependency(driver_identity)
+        mountpoint.node.add_dependency(driver_role)
         server_role = _pod_role(self, "ServerRole", "vLLM servers: read the API key at start")
         self._read_key(server_role)
-        _associate(self, "ServerPodIdentity", cluster_name, config.namespace, SERVICE_ACCOUNT, server_role)
+        self.server_identity = _associate(
+            self, "ServerPodIdentity", cluster_name, config.namespace, SERVICE_ACCOUNT, server_role
+        )
+        self.server_role = server_role
 
-        keda = self.cluster.add_chart(versions.KEDA, {})
+        # No admission webhooks: the ScaledObjects are applied right after the chart (installed without waiting),
+        # before a webhook pod could answer; KEDA's controller still validates them when it reconciles.
+        keda = self.cluster.add_chart(versions.KEDA, {"webhooks": {"enabled": False}})
         self.admin_host: ClusterAdminHost | None = None
         if config.cluster.admin_host:
             self.admin_host = ClusterAdminHost(
@@ -244,6 +253,8 @@ class EksInferenceStack(MlStack):
             server_service(design, namespace=config.namespace, vpc_cidr=vpc_cidr),
         )
         deployment.node.add_dependency(volume)
+        deployment.node.add_dependency(self.server_identity)  # the init container needs credentials at admission
+        deployment.node.add_dependency(self.server_role)
         scaler = self.cluster.add_manifest(f"{cid}Scaler", scaled_object(design, namespace=config.namespace))
         scaler.node.add_dependency(deployment)
         scaler.node.add_dependency(keda)

@@ -124,3 +124,20 @@ def test_the_advisor_picks_tensor_parallel_and_servers_per_node(tmp_path: Path) 
     assert design.servers_per_node == 8 // design.tensor_parallel
     assert design.need_gib_per_gpu < 80 * 0.85
     assert design.max_nodes == -(-4 // design.servers_per_node)
+
+
+def test_engine_sagemaker_is_the_default_and_may_be_written(tmp_path: Path) -> None:
+    data = yaml.safe_load((BLUEPRINTS_DIR / "inference-gpu-realtime.yaml").read_text())
+    data["inference"]["engine"] = "sagemaker"
+    path = tmp_path / "sm.yaml"
+    path.write_text(yaml.safe_dump(data))
+    explicit = load(path)
+    assert explicit.inference is not None and explicit.inference_eks is None
+    assert explicit.model_dump()["inference"] == load("inference-gpu-realtime").model_dump()["inference"]
+
+
+def test_the_internal_key_cannot_be_written_directly(tmp_path: Path) -> None:
+    def edit(data: dict[str, Any]) -> None:
+        data["inference_eks"] = data.pop("inference")
+
+    assert "write the section as inference: with engine: eks" in _problem(tmp_path, edit)

@@ -115,3 +115,9 @@ def test_keda_scales_on_the_summed_queue_depth_of_every_server(manifests: list[d
     assert (meta["aggregateFromKubeServiceEndpoints"], meta["aggregationType"]) == ("true", "sum")
     assert meta["targetValue"] == "4"
     assert spec["scaleTargetRef"]["name"] == _kind(manifests, "Deployment")["metadata"]["name"]
+
+
+def test_a_rollout_stops_a_server_before_it_starts_one(manifests: list[dict[str, Any]]) -> None:
+    # A surge server would need a GPU the node group does not have: it would stay Pending, the rollout never end.
+    strategy = _kind(manifests, "Deployment")["spec"]["strategy"]
+    assert strategy == {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}}

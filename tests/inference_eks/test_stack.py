@@ -127,3 +127,21 @@ def test_the_admin_host_can_send_the_first_request(templates: dict[str, dict[str
     } in group["SecurityGroupEgress"]
     policy = templates["InferenceStack"]["Resources"]["AdminHostRoleDefaultPolicyAE3E73DC"]["Properties"]
     assert "ReadApiKey" in [s.get("Sid") for s in policy["PolicyDocument"]["Statement"]]
+
+
+def test_pod_identity_exists_before_the_pods_that_need_it_are_admitted(templates: dict[str, dict[str, Any]]) -> None:
+    # The Pod Identity webhook injects credentials only into pods created after the association exists.
+    resources = templates["InferenceStack"]["Resources"]
+    addon = next(r for r in resources.values() if r["Properties"].get("AddonName") == versions.MOUNTPOINT_S3_CSI)
+    assert {"MountpointPodIdentity", "MountpointRoleDefaultPolicyB6DF8000"} <= set(addon["DependsOn"])
+    server = resources["ServingClustermanifestChatServerF61D9B06"]
+    assert {"ServerPodIdentity", "ServerRoleDefaultPolicyA82E260E"} <= set(server["DependsOn"])
+    assert "ServingClustermanifestChatWeightsF1AE3290" in server["DependsOn"]
+    scaler = resources["ServingClustermanifestChatScaler01C1EA08"]
+    assert "ServingClusterchartKedaChart1CA82A09" in scaler["DependsOn"]
+
+
+def test_keda_is_installed_without_admission_webhooks(templates: dict[str, dict[str, Any]]) -> None:
+    # The chart is not waited for: a ScaledObject applied next would meet a webhook with no pod behind it.
+    chart = templates["InferenceStack"]["Resources"]["ServingClusterchartKedaChart1CA82A09"]["Properties"]
+    assert chart["Values"] == '{"webhooks":{"enabled":false}}'
