@@ -71,6 +71,11 @@ def cmd_precheck(args: argparse.Namespace) -> int:
 def run_precheck(config: BlueprintConfig, session: Any) -> Precheck:
     """Read-only checks in the blueprint's region with `session` (a boto3.Session)."""
     inference = config.inference
+    if inference is None and config.inference_eks is not None:
+        raise InputError(
+            f"blueprint {config.name!r} serves on EKS: nothing must exist before its deploy (upload the weights to "
+            "the stack output WeightsUri afterwards, as the README's first use says)"
+        )
     if inference is None:
         raise InputError(f"blueprint {config.name!r} has no inference section: nothing to check")
     result = Precheck()

@@ -87,10 +87,16 @@ class ReplicaLayout:
 
 
 def replica_layout(
-    params: float, precision: str, instance: InstanceType, workload: Workload, shape: ModelShape | None = None
+    params: float,
+    precision: str,
+    instance: InstanceType,
+    workload: Workload,
+    shape: ModelShape | None = None,
+    tensor_parallel: int | None = None,
 ) -> ReplicaLayout | None:
-    """The best single-instance layout (most output tokens/s; without an estimate the largest degree that fits
-    into the fewest devices), or None when the instance has no accelerator or the model fits at no degree."""
+    """The best single-instance layout (most output tokens/s; without an estimate the smallest degree that fits),
+    or None when the instance has no accelerator or the model fits at no degree. `tensor_parallel` tries that
+    degree only."""
     acc = instance.accelerator
     if acc is None:
         return None
@@ -108,7 +114,10 @@ def replica_layout(
     degrees = [
         t
         for t in range(1, acc.count + 1)
-        if acc.count % t == 0 and shape.heads % t == 0 and need / t <= device * (1 - HEADROOM)
+        if acc.count % t == 0
+        and shape.heads % t == 0
+        and need / t <= device * (1 - HEADROOM)
+        and tensor_parallel in (None, t)
     ]
     if not degrees:
         return None
@@ -140,11 +149,16 @@ def _rate(layout: ReplicaLayout) -> float:
 
 
 def estimate_instance(
-    parameters_billion: float, precision: str, instance_type: str, workload: Workload
+    parameters_billion: float,
+    precision: str,
+    instance_type: str,
+    workload: Workload,
+    tensor_parallel: int | None = None,
 ) -> ServingFigures | None:
-    """The serving model's figures for `instance_type` (EC2 or `ml.` name), or None when it cannot say (CPU host,
-    no bandwidth or FLOPs in the catalog, or the model does not fit)."""
-    layout = replica_layout(parameters_billion * 1e9, precision, get_instance(instance_type), workload)
+    """The serving model's figures for `instance_type` (EC2 or `ml.` name) at its best tensor-parallel degree (or
+    `tensor_parallel`), or None when it cannot say (CPU host, no bandwidth or FLOPs in the catalog, no fit)."""
+    instance = get_instance(instance_type)
+    layout = replica_layout(parameters_billion * 1e9, precision, instance, workload, tensor_parallel=tensor_parallel)
     if layout is None or layout.estimate is None:
         return None
     est = layout.estimate

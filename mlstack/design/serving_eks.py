@@ -126,7 +126,7 @@ def _design(config: EksInferenceConfig, endpoint: EksEndpointConfig) -> ServerDe
         need_gib_per_gpu=need / GIB,
         gpu_gib=it.accelerator.memory_gib,
         target_requests_waiting=scaling.target_requests_waiting,
-        figures=estimate_instance(model.parameters_billion, model.precision, it.name, endpoint.workload),
+        figures=estimate_instance(model.parameters_billion, model.precision, it.name, endpoint.workload, tp),
     )
 
 

@@ -141,3 +141,12 @@ def test_the_internal_key_cannot_be_written_directly(tmp_path: Path) -> None:
         data["inference_eks"] = data.pop("inference")
 
     assert "write the section as inference: with engine: eks" in _problem(tmp_path, edit)
+
+
+def test_an_explicit_tensor_parallel_degree_is_what_the_estimate_prices(tmp_path: Path) -> None:
+    def edit(data: dict[str, Any]) -> None:
+        data["inference"]["endpoints"][0].update(instance_type="g6e.12xlarge", tensor_parallel=4)
+
+    (design,) = server_designs(_load(tmp_path, edit).inference_eks)
+    assert (design.tensor_parallel, design.servers_per_node) == (4, 1)
+    assert design.figures is not None and "TP4 x 1 replica(s)" in design.figures.detail

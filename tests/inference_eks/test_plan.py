@@ -49,3 +49,11 @@ def test_a_serve_check_report_replaces_the_estimate(tmp_path: Path, capsys: pyte
     assert figures["serving"]["usd_per_million_output_tokens"] == pytest.approx(
         node.usd_per_hour / (900 * 3600) * 1e6, rel=1e-3
     )
+
+
+def test_precheck_says_an_eks_serving_blueprint_needs_nothing_before_its_deploy(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["precheck", NAME]) != 0
+    err = capsys.readouterr().err
+    assert "serves on EKS: nothing must exist before its deploy" in err and len(err.strip().splitlines()) == 1
