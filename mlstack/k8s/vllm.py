@@ -49,20 +49,15 @@ def _labels(endpoint: str) -> dict[str, str]:
     return {"app.kubernetes.io/name": "vllm", "app.kubernetes.io/instance": endpoint}
 
 
-def namespace_manifests(
-    namespace: str, role_note: str = "EKS Pod Identity: reads the vLLM API key"
-) -> list[dict[str, Any]]:
-    """The serving namespace and the servers' service account (its Pod Identity association is in the stack)."""
+def namespace_manifests(namespace: str) -> list[dict[str, Any]]:
+    """The serving namespace and the servers' service account (its Pod Identity association is in the stack; the
+    pods mount no Kubernetes API token: the servers never call the API server)."""
     return [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
         {
             "apiVersion": "v1",
             "kind": "ServiceAccount",
-            "metadata": {
-                "name": SERVICE_ACCOUNT,
-                "namespace": namespace,
-                "annotations": {"mlstack.io/role": role_note},
-            },
+            "metadata": {"name": SERVICE_ACCOUNT, "namespace": namespace},
             "automountServiceAccountToken": False,
         },
     ]

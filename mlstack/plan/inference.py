@@ -28,9 +28,8 @@ from mlstack.config.inference import (
     VariantConfig,
 )
 from mlstack.config.inference_fit import MAX_STARTUP_SECONDS, host_memory_warning
-from mlstack.design.serving import ServingFigures
 from mlstack.plan.model import HOURS_PER_MONTH, Cost, Plan, Quota, Resource
-from mlstack.plan.serving import figure_row, serving_figures
+from mlstack.plan.serving import figure_row, variant_figures
 
 STACK = "InferenceStack"
 _SECONDS_PER_MONTH = HOURS_PER_MONTH * 3600
@@ -195,7 +194,7 @@ def _plan_endpoint(
             # Price-performance independent of traffic: what a fully used instance costs per request.
             at_capacity = price.usd_per_hour / (throughput * 3600) * 1e6
             rows.append(f"  {variant.name}: ${at_capacity:,.2f} per 1M requests at full load ({throughput:g}/s)")
-        figures = _figures(spec, variant, inference, checks)
+        figures = variant_figures(spec, variant, inference.model, checks)
         if figures is not None or (spec.traffic and spec.traffic.tokens):
             rows.append(figure_row(variant.name, figures, price.usd_per_hour if price else None, "SageMaker hosting"))
         available = instance.total_accelerator_memory_gib or instance.memory_gib
@@ -369,19 +368,6 @@ def _traffic_rows(
     return rows
 
 
-def _figures(
-    spec: RealtimeEndpointConfig | AsyncEndpointConfig,
-    variant: VariantConfig,
-    inference: InferenceConfig,
-    checks: Mapping[str, Path],
-) -> ServingFigures | None:
-    name = variant.name if isinstance(spec, RealtimeEndpointConfig) else None
-    model = inference.model
-    return serving_figures(
-        spec.name, name, variant.instance_type, spec.traffic, model.parameters_billion, model.precision, checks
-    )
-
-
 def _endpoint_figures(
     spec: RealtimeEndpointConfig | ServerlessEndpointConfig | AsyncEndpointConfig,
     region: str,
@@ -402,6 +388,6 @@ def _endpoint_figures(
         else {
             v.name: f.to_json(price.usd_per_hour if (price := hosting_price(v.instance_type, region)) else None)
             for v in (spec.variants if isinstance(spec, RealtimeEndpointConfig) else [spec.variant])
-            if (f := _figures(spec, v, inference, checks)) is not None
+            if (f := variant_figures(spec, v, inference.model, checks)) is not None
         },
     }

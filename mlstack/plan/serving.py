@@ -14,11 +14,17 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from mlstack.config import BlueprintConfig
-from mlstack.config.inference import AsyncEndpointConfig, RealtimeEndpointConfig, TrafficConfig
+from mlstack.config.inference import (
+    AsyncEndpointConfig,
+    InferenceModelConfig,
+    RealtimeEndpointConfig,
+    TrafficConfig,
+    VariantConfig,
+)
 from mlstack.design.serving import ServingFigures, Workload, estimate_instance, measured_figures, usd_per_million
 from mlstack.errors import InputError
 
-__all__ = ["figure_row", "parse_serve_checks", "serving_figures", "serving_targets"]
+__all__ = ["figure_row", "parse_serve_checks", "serving_figures", "serving_targets", "variant_figures"]
 
 
 def serving_targets(config: BlueprintConfig) -> dict[str, list[str]]:
@@ -83,6 +89,19 @@ def serving_figures(
         )
     workload = Workload(tokens.context_tokens, tokens.output_tokens, tokens.concurrency)
     return estimate_instance(parameters_billion, precision, instance_type, workload)
+
+
+def variant_figures(
+    spec: RealtimeEndpointConfig | AsyncEndpointConfig,
+    variant: VariantConfig,
+    model: InferenceModelConfig,
+    checks: Mapping[str, Path],
+) -> ServingFigures | None:
+    """`serving_figures` of one SageMaker variant (an async endpoint's single variant has no name of its own)."""
+    name = variant.name if isinstance(spec, RealtimeEndpointConfig) else None
+    return serving_figures(
+        spec.name, name, variant.instance_type, spec.traffic, model.parameters_billion, model.precision, checks
+    )
 
 
 def figure_row(name: str, figures: ServingFigures | None, hourly: float | None, rate: str) -> str:
