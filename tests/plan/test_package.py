@@ -10,7 +10,8 @@ from pathlib import Path
 import mlstack.plan
 
 PLAN_DIR = Path(mlstack.plan.__file__).parent
-LAYERS = ("network", "training", "training_engines", "inference", "mlops", "ai_services")
+LAYERS = ("network", "training", "training_engines", "inference", "inference_eks", "serving", "mlops", "ai_services")
+"""`serving`: the LLM tokens/s and $ per million tokens both inference layers print."""
 
 
 def _imports(path: Path) -> list[tuple[str, bool]]:
