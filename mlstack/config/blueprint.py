@@ -35,9 +35,10 @@ def az_id_prefix(region: str) -> str:
 
 def _route_inference(data: dict[str, Any]) -> dict[str, Any]:
     """`inference: {engine: eks, ...}` -> `inference_eks`; `engine: sagemaker` (the default) is dropped."""
-    if "inference_eks" in data:
-        raise ValueError("inference_eks: write the section as inference: with engine: eks")
     section = data.get("inference")
+    if data.get("inference_eks") is not None and section is not None:
+        # A dump of a validated blueprint holds `inference_eks` alone (and validates again); never both.
+        raise ValueError("inference_eks: write the section as inference: with engine: eks, once")
     if not isinstance(section, dict) or "engine" not in section:
         return data
     engine = section["engine"]

@@ -136,11 +136,18 @@ def test_engine_sagemaker_is_the_default_and_may_be_written(tmp_path: Path) -> N
     assert explicit.model_dump()["inference"] == load("inference-gpu-realtime").model_dump()["inference"]
 
 
-def test_the_internal_key_cannot_be_written_directly(tmp_path: Path) -> None:
-    def edit(data: dict[str, Any]) -> None:
-        data["inference_eks"] = data.pop("inference")
+def test_a_dump_validates_again_and_both_keys_at_once_are_rejected(tmp_path: Path) -> None:
+    config = _load(tmp_path)
+    dumped = config.model_dump(mode="json")
+    assert dumped["inference"] is None and dumped["inference_eks"]["engine"] == "eks"
+    assert type(config).model_validate(dumped) == config
+    sagemaker = load("inference-intel-amx").model_dump(mode="json")
+    assert sagemaker["inference_eks"] is None and type(config).model_validate(sagemaker).inference is not None
 
-    assert "write the section as inference: with engine: eks" in _problem(tmp_path, edit)
+    def edit(data: dict[str, Any]) -> None:
+        data["inference_eks"] = data["inference"]
+
+    assert "write the section as inference: with engine: eks, once" in _problem(tmp_path, edit)
 
 
 def test_an_explicit_tensor_parallel_degree_is_what_the_estimate_prices(tmp_path: Path) -> None:
