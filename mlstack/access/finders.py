@@ -238,6 +238,8 @@ def nodegroup(f: Finder, stack: str, lid: str, props: Props) -> None:
     images = [
         f.image(f"{EKS_ADDON_ACCOUNT}.dkr.ecr.{s.region}.amazonaws.com/{image}:latest") for image in EKS_ADDON_IMAGES
     ]
+    # The kubelet also pulls the ECR images of the stack's own Deployments (the vLLM servers' DLC image).
+    images += [f.image(image) for image in _workload_images(f, stack)]
     parts: list[Facts] = [{"agent": [{}]}, *images]
     if any(r["Type"] == "AWS::EKS::PodIdentityAssociation" for r in s.resources(stack).values()):
         parts.append({"pod_identity": [{"cluster": cluster}]})
@@ -258,6 +260,18 @@ def _manifests(f: Finder, stack: str) -> list[dict[str, Any]]:
                 found += json.loads(f.stacks.text(stack, r["Properties"]["Manifest"]))
             except (ValueError, KeyError):
                 continue
+    return found
+
+
+def _workload_images(f: Finder, stack: str) -> list[str]:
+    """The ECR images of the Deployments the stack applies (containers and init containers), once each."""
+    found: list[str] = []
+    for obj in _manifests(f, stack):
+        spec = obj.get("spec", {}).get("template", {}).get("spec", {}) if obj.get("kind") == "Deployment" else {}
+        for container in [*spec.get("initContainers", []), *spec.get("containers", [])]:
+            image = str(container.get("image", ""))
+            if ".dkr.ecr." in image and image not in found:
+                found.append(image)
     return found
 
 

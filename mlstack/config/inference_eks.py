@@ -25,29 +25,49 @@ from mlstack.config.training_cluster import ClusterConfig, SystemNodeGroupConfig
 from mlstack.design.serving import HEADROOM, Workload, replica_layout
 from mlstack.errors import CatalogError
 
-__all__ = ["EksEndpointConfig", "EksInferenceConfig", "EksModelConfig", "EksScalingConfig", "VllmImageConfig"]
+__all__ = [
+    "DLC_ACCOUNT",
+    "EksEndpointConfig",
+    "EksInferenceConfig",
+    "EksModelConfig",
+    "EksScalingConfig",
+    "VllmImageConfig",
+    "dlc_repository",
+]
 
 _NAME = r"^[a-z][a-z0-9-]{0,30}[a-z0-9]$"
 _PREFIX = r"^[A-Za-z0-9!_.*'()-]+(/[A-Za-z0-9!_.*'()-]+)*/$"
 
-VLLM_REPOSITORY = "docker.io/vllm/vllm-openai"
-VLLM_TAG = "v0.14.0"
-VLLM_DIGEST = "sha256:1d6866b87630d94f5e0cdae55ab5abb4ce0b03fcb84d9d10612f9d518d19d4fd"
-"""The vLLM OpenAI-compatible server image, by tag and digest as a public Dockerfile pins it
-(`FROM vllm/vllm-openai:v0.14.0@sha256:1d68...` in github.com/tinfoilsh/vllm-openai-audio). Nodes pull it from
-Docker Hub through the NAT gateway; with a digest the tag cannot move under a running fleet."""
+DLC_ACCOUNT = "763104351884"
+"""The AWS account of the AWS Deep Learning Containers registries (DLC docs, "Available Images": Region
+Availability; any account may pull after `aws ecr get-login-password`)."""
+VLLM_TAG = "0.14.0-gpu-py312-cu129-ubuntu22.04-ec2"
+"""vLLM 0.14.0 (PyTorch 2.9.1, CUDA 12.9.1) for EC2/ECS/EKS, AWS Deep Learning Containers release notes "AWS Deep
+Learning Containers for vLLM 0.14.0 on EC2, ECS, EKS" (github.com/aws/deep-learning-containers, image URIs
+`763104351884.dkr.ecr.<region>.amazonaws.com/vllm:0.14.0-gpu-py312-cu129-ubuntu22.04-ec2`). The nodes pull it
+from ECR in the stack's region through the VPC's ECR interface endpoints (layers through the S3 gateway endpoint)
+with the node role's AmazonEC2ContainerRegistryReadOnly: no Docker Hub rate limit, no NAT traffic. AWS may
+republish a tag with security patches of the same vLLM release; set `image.digest` to hold one build
+(`aws ecr describe-images --registry-id 763104351884 --repository-name vllm --image-ids imageTag=<tag>`)."""
+
+
+def dlc_repository(region: str) -> str:
+    """The vLLM DLC repository in `region` (DLC images are in the regions of "Available Images")."""
+    return f"{DLC_ACCOUNT}.dkr.ecr.{region}.amazonaws.com/vllm"
 
 
 class VllmImageConfig(StrictModel):
-    """The serving image. Default: the pinned vLLM release above; a fork may point at its own mirror (ECR)."""
+    """The serving image. Default: the AWS Deep Learning Containers vLLM image above, in the stack's region; a fork
+    may point at its own mirror (ECR) with `repository`."""
 
-    repository: str = VLLM_REPOSITORY
+    repository: str | None = None
+    """Default: `763104351884.dkr.ecr.<env.region>.amazonaws.com/vllm`."""
     tag: str = Field(default=VLLM_TAG, pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
-    digest: str | None = Field(default=VLLM_DIGEST, pattern=r"^sha256:[0-9a-f]{64}$")
+    digest: str | None = Field(default=None, pattern=r"^sha256:[0-9a-f]{64}$")
 
-    @property
-    def reference(self) -> str:
-        return f"{self.repository}:{self.tag}" + (f"@{self.digest}" if self.digest else "")
+    def reference(self, region: str) -> str:
+        repository = self.repository or dlc_repository(region)
+        return f"{repository}:{self.tag}" + (f"@{self.digest}" if self.digest else "")
 
 
 class EksModelConfig(StrictModel):
@@ -69,7 +89,10 @@ class EksScalingConfig(StrictModel):
     min_replicas: int = Field(default=1, ge=1, le=100)
     """At least 1: the queue depth is read from the running servers, so with none there is nothing to read
     (scale-to-zero would need a request buffer in front, such as the KEDA HTTP add-on)."""
-    max_replicas: int = Field(default=2, ge=1, le=100)
+    max_replicas: int | None = Field(default=None, ge=1, le=100)
+    """At most what the endpoint's nodes hold (`ceil(min_replicas / servers per node)` nodes x servers per node):
+    no node autoscaler runs, so the GPU node group keeps that many nodes and a server beyond them would stay
+    Pending. Default: that number."""
     target_requests_waiting: float = Field(default=4, gt=0, le=10_000)
     """Requests waiting per replica (summed over the servers) at which KEDA adds a replica."""
 
@@ -106,7 +129,8 @@ class EksEndpointConfig(StrictModel):
 
     @model_validator(mode="after")
     def _replicas(self) -> EksEndpointConfig:
-        if self.autoscaling.min_replicas > self.autoscaling.max_replicas:
+        top = self.autoscaling.max_replicas
+        if top is not None and self.autoscaling.min_replicas > top:
             raise ValueError(
                 f"endpoint {self.name!r}: autoscaling min_replicas {self.autoscaling.min_replicas} exceeds "
                 f"max_replicas {self.autoscaling.max_replicas}; lower min or raise max"
@@ -163,6 +187,15 @@ class EksInferenceConfig(StrictModel):
                 raise ValueError(
                     f"endpoint {e.name!r}: tensor_parallel {tp} does not divide the "
                     f"{it.accelerator.count} GPUs of {e.instance_type}; use a divisor or leave it unset"
+                )
+            servers = it.accelerator.count // (tp or layout.tensor_parallel)
+            hold = -(-e.autoscaling.min_replicas // servers) * servers
+            top = e.autoscaling.max_replicas
+            if top is not None and top > hold:
+                raise ValueError(
+                    f"endpoint {e.name!r}: autoscaling max_replicas {top} exceeds the {hold} server(s) its "
+                    f"{hold // servers} {e.instance_type} node(s) hold ({servers} per node; no node autoscaler adds "
+                    f"nodes); set max_replicas <= {hold}, raise min_replicas, or pick an instance with more GPUs"
                 )
             per_gpu = layout.need_bytes_per_device * layout.tensor_parallel / (tp or layout.tensor_parallel)
             if per_gpu > layout.device_bytes * (1 - HEADROOM):

@@ -10,7 +10,8 @@ Sizing rules (each from the memory and serving models `mlstack advise --task inf
   the GPU's memory, plus `ACTIVATION_RESERVE` for activations and the sampler, at most `MAX_UTILIZATION`: vLLM
   preallocates its KV cache from what this fraction leaves after the weights, so the fraction is what bounds the
   cache to the workload's size while leaving the rest of the GPU to CUDA graphs and NCCL buffers;
-- nodes: `ceil(replicas / servers per node)` at the minimum and maximum replica counts.
+- nodes: `ceil(min_replicas / servers per node)`, fixed (no node autoscaler runs): KEDA scales the servers
+  between min_replicas and what those nodes hold (the config rejects a larger max_replicas; its default).
 """
 
 from __future__ import annotations
@@ -108,6 +109,7 @@ def _design(config: EksInferenceConfig, endpoint: EksEndpointConfig) -> ServerDe
     device = it.accelerator.memory_gib * GIB
     servers = it.accelerator.count // tp
     scaling = endpoint.autoscaling
+    nodes = math.ceil(scaling.min_replicas / servers)
     tokens = endpoint.tokens
     utilization = min(MAX_UTILIZATION, math.ceil((need / device + ACTIVATION_RESERVE) * 100) / 100)
     return ServerDesign(
@@ -117,9 +119,9 @@ def _design(config: EksInferenceConfig, endpoint: EksEndpointConfig) -> ServerDe
         tensor_parallel=tp,
         servers_per_node=servers,
         min_replicas=scaling.min_replicas,
-        max_replicas=scaling.max_replicas,
-        min_nodes=math.ceil(scaling.min_replicas / servers),
-        max_nodes=math.ceil(scaling.max_replicas / servers),
+        max_replicas=scaling.max_replicas or nodes * servers,
+        min_nodes=nodes,
+        max_nodes=nodes,
         max_model_len=tokens.context_tokens + tokens.output_tokens,
         max_num_seqs=tokens.concurrency,
         gpu_memory_utilization=utilization,

@@ -2,23 +2,33 @@
 internal load balancer Service and its KEDA ScaledObject.
 
 - Weights: a static Mountpoint for Amazon S3 CSI volume (driver `s3.csi.aws.com`) over the model prefix, mounted
-  read-only. CSI driver v2 runs one Mountpoint per node and volume, shared by every pod there, with a node-local
-  data cache (`cache: emptyDir`): a server that restarts or scales out on that node reads the cache, not S3
-  (Mountpoint CSI driver docs, "Caching configuration"; volume attributes `cache`, `cacheEmptyDirSizeLimit`).
+  read-only. CSI driver v2 runs one Mountpoint Pod per node and volume, shared by the pods there that mount it,
+  with a data cache in that Pod's emptyDir (`cache: emptyDir`; Mountpoint CSI driver docs, "Caching
+  configuration"). The cache lives only as long as that Mountpoint Pod: once no pod on the node mounts the volume,
+  the driver unmounts and ends it (docs/MOUNTPOINT_POD_SHARING.md), so with one server per node a restart or a
+  rollout reads the weights from S3 again; only servers that share a node at the same time share the cache.
+  The PV and PVC names carry a hash of the PV's spec (immutable once created): a changed prefix, bucket or cache
+  size makes a new pair, the Deployment's claim follows (a rollout) and the provider's prune removes the old one.
 - Server: `vllm serve` with the flags of `mlstack.design.serving_eks.ServerDesign.vllm_args`. An init container
   (the AWS CLI image, pinned by digest) reads the API key from Secrets Manager with the pod's EKS Pod Identity role
-  into an in-memory volume; the server passes it as `--api-key`, which vLLM checks on every /v1 route (its
-  /health and /metrics stay open for the kubelet and KEDA). Startup, readiness and liveness probes on /health.
+  into an in-memory volume; the server exports it as `VLLM_API_KEY` (vLLM's environment form of `--api-key`, so
+  the key is not in the process's command line), checked on every /v1 route (its /health and /metrics stay open
+  for the kubelet and KEDA). Startup, readiness and liveness probes on /health.
 - Service: `type: LoadBalancer` with the in-tree AWS cloud provider's internal NLB annotations (EKS runs the AWS
   cloud controller; "Route TCP and UDP traffic with Network Load Balancers", EKS User Guide), reachable from the
   VPC CIDR only (`loadBalancerSourceRanges`).
-- ScaledObject: KEDA's `metrics-api` scaler in `prometheus` format reads `vllm:num_requests_waiting` from every
-  server of the Service (`aggregateFromKubeServiceEndpoints`, summed), so the HPA it drives keeps
-  `sum / replicas` at the target (KEDA docs, Metrics API scaler, 2.17).
+- ScaledObject: KEDA's `metrics-api` scaler in `prometheus` format reads `vllm:num_requests_waiting` of the
+  endpoint's model from every ready server behind the endpoint's own Service (`aggregateFromKubeServiceEndpoints`,
+  summed; KEDA >= 2.19, kedacore/keda PR #6565, and >= 2.20.0 for the EndpointSlices of that Service only,
+  kedacore/keda #7641), so the HPA it drives keeps `sum / replicas` at the target. Scale-in waits for
+  `SCALE_IN_WINDOW_S` of lower readings (HPA `behavior.scaleDown.stabilizationWindowSeconds`; KEDA's
+  `cooldownPeriod` applies only to scaling to zero, KEDA docs "Scaling Deployments").
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any
 
 from mlstack.design.serving_eks import API_KEY_FILE, MODEL_DIR, PORT, SERVICE_ACCOUNT, ServerDesign
@@ -41,6 +51,8 @@ AWS_CLI_IMAGE = (
 a public Helm chart pins them (an `aws-sts-init-container` template found with the search tool)."""
 WEIGHTS_CLAIM = "model-weights"
 MOUNTPOINT_DRIVER = "s3.csi.aws.com"
+SCALE_IN_WINDOW_S = 600
+"""A new server takes minutes to load: remove one only after 10 minutes of readings that allow it."""
 SHM_GIB = 16
 """/dev/shm for the tensor-parallel workers' shared-memory transport (NCCL and vLLM's own broadcast)."""
 
@@ -64,11 +76,22 @@ def namespace_manifests(namespace: str) -> list[dict[str, Any]]:
 
 
 def weights_volume(
-    *, namespace: str, bucket: str, prefix: str, region: str, cache_gib: int, endpoint: str
+    *,
+    namespace: str,
+    bucket: str,
+    prefix: str,
+    region: str,
+    cache_gib: int,
+    endpoint: str,
+    bucket_key: str | None = None,
 ) -> list[dict[str, Any]]:
     """A read-only PersistentVolume over `s3://bucket/prefix` and the claim bound to it (one per endpoint: a PV
-    binds one claim)."""
-    pv = f"{namespace}-{endpoint}-weights"
+    binds one claim), both named `...-<hash>` after what the PV's spec holds (`bucket_key`, default `bucket`:
+    what stands for the bucket in the hash when its name is only known at deploy time)."""
+    spec = {"bucket": bucket_key or bucket, "prefix": prefix, "region": region, "cache_gib": cache_gib}
+    digest = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:8]
+    pv = f"{namespace}-{endpoint}-weights-{digest}"
+    claim = f"{WEIGHTS_CLAIM}-{endpoint}-{digest}"
     return [
         {
             "apiVersion": "v1",
@@ -79,7 +102,7 @@ def weights_volume(
                 "accessModes": ["ReadOnlyMany"],
                 "persistentVolumeReclaimPolicy": "Retain",
                 "storageClassName": "",
-                "claimRef": {"namespace": namespace, "name": f"{WEIGHTS_CLAIM}-{endpoint}"},
+                "claimRef": {"namespace": namespace, "name": claim},
                 "mountOptions": ["read-only", f"region {region}", f"prefix {prefix}"],
                 "csi": {
                     "driver": MOUNTPOINT_DRIVER,
@@ -95,7 +118,7 @@ def weights_volume(
         {
             "apiVersion": "v1",
             "kind": "PersistentVolumeClaim",
-            "metadata": {"name": f"{WEIGHTS_CLAIM}-{endpoint}", "namespace": namespace},
+            "metadata": {"name": claim, "namespace": namespace},
             "spec": {
                 "accessModes": ["ReadOnlyMany"],
                 "storageClassName": "",
@@ -126,14 +149,17 @@ def server_deployment(
     startup_seconds: int,
     cpu_per_server: int,
     memory_gib_per_server: int,
+    weights_claim: str,
 ) -> dict[str, Any]:
-    """The vLLM Deployment of one endpoint on its node group (`mlstack.io/node-group: <endpoint>`)."""
+    """The vLLM Deployment of one endpoint on its node group (`mlstack.io/node-group: <endpoint>`), mounting the
+    claim `weights_claim` (the PVC of `weights_volume`)."""
     labels = _labels(design.endpoint)
     fetch = (
         f'aws secretsmanager get-secret-value --region {region} --secret-id "$SECRET_ARN" --query SecretString '
         f"--output text > {API_KEY_FILE}"
     )
-    serve = f'exec vllm serve "$@" --api-key "$(cat {API_KEY_FILE})"'
+    # vLLM reads --api-key from VLLM_API_KEY: the key stays out of /proc/<pid>/cmdline (`ps` on the node).
+    serve = f'VLLM_API_KEY="$(cat {API_KEY_FILE})"; export VLLM_API_KEY; exec vllm serve "$@"'
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -202,7 +228,7 @@ def server_deployment(
                         {
                             "name": "weights",
                             "persistentVolumeClaim": {
-                                "claimName": f"{WEIGHTS_CLAIM}-{design.endpoint}",
+                                "claimName": weights_claim,
                                 "readOnly": True,
                             },
                         },
@@ -238,8 +264,10 @@ def server_service(design: ServerDesign, *, namespace: str, vpc_cidr: str) -> di
     }
 
 
-def scaled_object(design: ServerDesign, *, namespace: str) -> dict[str, Any]:
-    """KEDA ScaledObject: replicas between the endpoint's bounds, one more per `target_requests_waiting` waiting."""
+def scaled_object(design: ServerDesign, *, namespace: str, model_name: str) -> dict[str, Any]:
+    """KEDA ScaledObject: replicas between the endpoint's bounds, one more per `target_requests_waiting` waiting.
+    The URL names the endpoint's own Service (KEDA reads the servers of its EndpointSlices) and the metric is the
+    served model's (`model_name` label of vLLM's metrics)."""
     name = f"vllm-{design.endpoint}"
     return {
         "apiVersion": "keda.sh/v1alpha1",
@@ -250,8 +278,11 @@ def scaled_object(design: ServerDesign, *, namespace: str) -> dict[str, Any]:
             "minReplicaCount": design.min_replicas,
             "maxReplicaCount": design.max_replicas,
             "pollingInterval": 15,
-            # A new server takes minutes to load: scale in only after 10 quiet minutes.
-            "cooldownPeriod": 600,
+            "advanced": {
+                "horizontalPodAutoscalerConfig": {
+                    "behavior": {"scaleDown": {"stabilizationWindowSeconds": SCALE_IN_WINDOW_S}}
+                }
+            },
             "triggers": [
                 {
                     "type": "metrics-api",
@@ -259,7 +290,7 @@ def scaled_object(design: ServerDesign, *, namespace: str) -> dict[str, Any]:
                     "metadata": {
                         "url": f"http://{name}.{namespace}.svc.cluster.local:{PORT}/metrics",
                         "format": "prometheus",
-                        "valueLocation": "vllm:num_requests_waiting",
+                        "valueLocation": f'vllm:num_requests_waiting{{model_name="{model_name}"}}',
                         "aggregateFromKubeServiceEndpoints": "true",
                         "aggregationType": "sum",
                         "targetValue": f"{design.target_requests_waiting:g}",

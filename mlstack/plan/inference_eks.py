@@ -65,8 +65,8 @@ def plan_inference_eks(config: BlueprintConfig, plan: Plan, serve_checks: Mappin
         f"{'private' if cluster.endpoint_access == 'private' else 'public+private'} API endpoint",
         f"model {model.name}: {model.parameters_billion:g}B at {model.precision}, weights from "
         f"s3://<model-bucket>/{model.weights_prefix} (Mountpoint for S3, read-only, node-local cache)",
-        f"image: {eks.image.reference}",
-        "API key: Secrets Manager (project key), read by each server at start and passed as --api-key; clients send "
+        f"image: {eks.image.reference(config.env.region)}",
+        "API key: Secrets Manager (project key), read by each server at start into VLLM_API_KEY; clients send "
         "Authorization: Bearer <key> (output ApiKeySecretArn)",
     ]
     sections: list[tuple[str, list[str]]] = [("Inference on EKS (vLLM)", rows)]
@@ -93,24 +93,16 @@ def plan_inference_eks(config: BlueprintConfig, plan: Plan, serve_checks: Mappin
             f"{design.need_gib_per_gpu:,.1f} GiB of weights + KV cache per GPU)",
             f"replicas {design.min_replicas}..{design.max_replicas} (KEDA: one more per "
             f"{design.target_requests_waiting:g} requests waiting, vllm:num_requests_waiting summed over the "
-            f"servers); nodes {design.min_nodes}..{design.max_nodes}",
+            f"servers); nodes {design.min_nodes}, fixed (no node autoscaler: max_replicas is at most what they hold)",
             f"internal NLB (created by Kubernetes, not CloudFormation) on port {PORT}, VPC CIDR only",
             figure_row(design.endpoint, figures, hourly, "EC2 on-demand"),
         ]
         if hourly is not None:
-            low, high = hourly * design.min_nodes, hourly * design.max_nodes
+            low = hourly * design.min_nodes
             erows.append(
-                f"GPU nodes: ${low:,.2f}/h (${low * HOURS_PER_MONTH:,.0f}/month) at {design.min_nodes} node(s), "
-                f"${high:,.2f}/h at {design.max_nodes}"
+                f"GPU nodes: ${low:,.2f}/h (${low * HOURS_PER_MONTH:,.0f}/month) at {design.min_nodes} node(s)"
             )
         sections.append((f"Endpoint {design.endpoint} (eks)", erows))
-        if design.max_nodes > design.min_nodes:
-            plan.warnings.append(
-                f"{design.endpoint}: KEDA adds servers up to {design.max_replicas}, but the node group runs "
-                f"{design.min_nodes} node(s) and no node autoscaler is installed: servers beyond "
-                f"{design.min_nodes * design.servers_per_node} stay Pending until the group is scaled (raise "
-                "min_replicas and deploy, or add a node autoscaler)"
-            )
         it = get_instance(design.instance_type)
         vcpus += it.vcpus * design.max_nodes
         figures_json.append(

@@ -67,7 +67,7 @@ class EksInferenceStack(MlStack):
         CfnOutput(self, MODEL_BUCKET_OUTPUT, value=self.model_bucket.bucket_name)
         CfnOutput(self, "WeightsUri", value=self.model_bucket.s3_url_for_object(config.model.weights_prefix))
 
-        # The API key every request carries (vLLM --api-key); the servers read it at start through Pod Identity.
+        # The API key every request carries (vLLM VLLM_API_KEY); the servers read it at start through Pod Identity.
         self.api_key = secretsmanager.Secret(
             self,
             "ApiKey",
@@ -136,7 +136,7 @@ class EksInferenceStack(MlStack):
 
         base = self.cluster.add_manifest("ServingNamespace", *namespace_manifests(config.namespace))
         weights_gib = config.model.parameters_billion * 1e9 * precision_bytes(config.model.precision) / GIB
-        image = config.image.reference
+        image = config.image.reference(region)
         for design in designs:
             self._endpoint(
                 design, config, network, base, keda, mountpoint, weights_gib, image, region, str(blueprint.network.cidr)
@@ -223,17 +223,18 @@ class EksInferenceStack(MlStack):
             max_size=design.max_nodes,
             root_volume_gib=spec.root_volume_gib,
         )
-        volume = self.cluster.add_manifest(
-            f"{cid}Weights",
-            *weights_volume(
-                namespace=config.namespace,
-                bucket=self.model_bucket.bucket_name,
-                prefix=config.model.weights_prefix,
-                region=region,
-                cache_gib=int(weights_gib * 1.2) + 1,
-                endpoint=design.endpoint,
-            ),
+        pair = weights_volume(
+            namespace=config.namespace,
+            bucket=self.model_bucket.bucket_name,
+            # The bucket's name is a deploy-time value; its logical ID stands for it in the names' hash (a new
+            # logical ID is a new bucket, and test_stateful holds this one).
+            bucket_key=self.get_logical_id(self.model_bucket.node.default_child),  # type: ignore[arg-type]
+            prefix=config.model.weights_prefix,
+            region=region,
+            cache_gib=int(weights_gib * 1.2) + 1,
+            endpoint=design.endpoint,
         )
+        volume = self.cluster.add_manifest(f"{cid}Weights", *pair)
         volume.node.add_dependency(base)
         volume.node.add_dependency(mountpoint)
         servers = design.servers_per_node
@@ -249,13 +250,16 @@ class EksInferenceStack(MlStack):
                 startup_seconds=int(300 + 10 * weights_gib),
                 cpu_per_server=max(1, it.vcpus // (2 * servers)),
                 memory_gib_per_server=max(4, int(it.memory_gib * 0.6 / servers)),
+                weights_claim=pair[1]["metadata"]["name"],
             ),
             server_service(design, namespace=config.namespace, vpc_cidr=vpc_cidr),
         )
         deployment.node.add_dependency(volume)
         deployment.node.add_dependency(self.server_identity)  # the init container needs credentials at admission
         deployment.node.add_dependency(self.server_role)
-        scaler = self.cluster.add_manifest(f"{cid}Scaler", scaled_object(design, namespace=config.namespace))
+        scaler = self.cluster.add_manifest(
+            f"{cid}Scaler", scaled_object(design, namespace=config.namespace, model_name=config.model.name)
+        )
         scaler.node.add_dependency(deployment)
         scaler.node.add_dependency(keda)
 

@@ -116,14 +116,32 @@ def test_the_advisor_picks_tensor_parallel_and_servers_per_node(tmp_path: Path) 
     def edit(data: dict[str, Any]) -> None:
         data["inference"]["model"]["parameters_billion"] = 70
         data["inference"]["endpoints"][0].update(
-            instance_type="p5.48xlarge", autoscaling={"min_replicas": 1, "max_replicas": 4}
+            instance_type="p5.48xlarge", autoscaling={"min_replicas": 4, "max_replicas": 4}
         )
 
     (design,) = server_designs(_load(tmp_path, edit).inference_eks)
     assert design.tensor_parallel in (4, 8)
     assert design.servers_per_node == 8 // design.tensor_parallel
     assert design.need_gib_per_gpu < 80 * 0.85
-    assert design.max_nodes == -(-4 // design.servers_per_node)
+    assert design.max_nodes == design.min_nodes == -(-4 // design.servers_per_node)
+
+
+def test_max_replicas_is_at_most_what_the_fixed_nodes_hold(tmp_path: Path) -> None:
+    # No node autoscaler runs: a server beyond the node group's GPUs would stay Pending, so the blueprint says so.
+    line = _problem(tmp_path, _endpoint(autoscaling={"min_replicas": 1, "max_replicas": 2}))
+    assert line.endswith(
+        "inference: endpoint 'chat': autoscaling max_replicas 2 exceeds the 1 server(s) its 1 g6e.xlarge node(s) "
+        "hold (1 per node; no node autoscaler adds nodes); set max_replicas <= 1, raise min_replicas, or pick an "
+        "instance with more GPUs"
+    )
+    # 4 x L40S at tensor-parallel 1: one node holds 4 servers, KEDA scales 1..4 on it; a fifth has no GPU.
+    four = _endpoint(instance_type="g6e.12xlarge", tensor_parallel=1, autoscaling={"min_replicas": 1})
+    (design,) = server_designs(_load(tmp_path, four).inference_eks)
+    assert (design.min_replicas, design.max_replicas, design.min_nodes, design.max_nodes) == (1, 4, 1, 1)
+    five = _endpoint(instance_type="g6e.12xlarge", tensor_parallel=1, autoscaling={"max_replicas": 5})
+    assert "max_replicas 5 exceeds the 4 server(s) its 1 g6e.12xlarge node(s) hold" in _problem(tmp_path, five)
+    (shipped,) = server_designs(_load(tmp_path).inference_eks)
+    assert (shipped.max_replicas, shipped.max_nodes) == (1, 1)
 
 
 def test_engine_sagemaker_is_the_default_and_may_be_written(tmp_path: Path) -> None:

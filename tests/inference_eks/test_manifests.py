@@ -11,8 +11,9 @@ import pytest
 
 from mlstack.access.cli import stacks_of
 from mlstack.config import load
+from mlstack.constructs.training import versions
 from mlstack.design.serving_eks import API_KEY_FILE, server_designs
-from mlstack.k8s.vllm import AWS_CLI_IMAGE
+from mlstack.k8s.vllm import AWS_CLI_IMAGE, weights_volume
 from tests.synth import Session
 
 NAME = "eks-llm-serving"
@@ -72,8 +73,11 @@ def test_the_server_reads_the_key_serves_the_weights_and_probes_health(manifests
     assert "aws secretsmanager get-secret-value" in init["command"][2] and API_KEY_FILE in init["command"][2]
     assert init["env"][0]["value"].startswith("arn:aws:secretsmanager:us-east-1:")
     (server,) = pod["containers"]
-    assert "@sha256:" in server["image"]
-    assert f'--api-key "$(cat {API_KEY_FILE})"' in server["command"][2]
+    # The AWS Deep Learning Containers vLLM image, from ECR in the stack's region (its ECR endpoints), not Docker Hub.
+    assert server["image"] == "763104351884.dkr.ecr.us-east-1.amazonaws.com/vllm:0.14.0-gpu-py312-cu129-ubuntu22.04-ec2"
+    # The key reaches vLLM as VLLM_API_KEY, never as an argument (/proc/<pid>/cmdline is readable on the node).
+    assert server["command"][2].startswith(f'VLLM_API_KEY="$(cat {API_KEY_FILE})"; export VLLM_API_KEY; exec vllm')
+    assert "--api-key" not in server["command"][2] and "--api-key" not in server["args"]
     args = server["args"]
     assert args[0] == "/models" and args[args.index("--served-model-name") + 1] == "llama-3.1-8b-instruct"
     for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
@@ -85,6 +89,9 @@ def test_the_server_reads_the_key_serves_the_weights_and_probes_health(manifests
     assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
     weights = next(v for v in pod["volumes"] if v["name"] == "weights")
     assert weights["persistentVolumeClaim"]["readOnly"] is True
+    assert (
+        weights["persistentVolumeClaim"]["claimName"] == _kind(manifests, "PersistentVolumeClaim")["metadata"]["name"]
+    )
 
 
 def test_the_weights_volume_is_a_read_only_mountpoint_mount_of_the_prefix(manifests: list[dict[str, Any]]) -> None:
@@ -92,7 +99,31 @@ def test_the_weights_volume_is_a_read_only_mountpoint_mount_of_the_prefix(manife
     assert pv["csi"]["driver"] == "s3.csi.aws.com" and pv["accessModes"] == ["ReadOnlyMany"]
     assert "read-only" in pv["mountOptions"] and "prefix llama-3-1-8b-instruct/" in pv["mountOptions"]
     assert pv["csi"]["volumeAttributes"]["bucketName"].startswith("eks-llm-serving-inferencestack-modelbucket")
-    assert pv["csi"]["volumeAttributes"]["cache"] == "emptyDir"  # node-local: a restart reads no S3 again
+    assert pv["csi"]["volumeAttributes"]["cache"] == "emptyDir"  # in the node's Mountpoint Pod, while it runs
+
+
+def test_a_changed_weights_volume_is_a_new_pv_and_claim(manifests: list[dict[str, Any]]) -> None:
+    # A PV's spec is immutable: an apply that changes it in place fails the stack update. Every input of the spec
+    # names a new pair, the same inputs the same pair (no rollout without a change).
+    base = {"namespace": "serving", "bucket": "b", "prefix": "m/", "region": "us-east-1", "cache_gib": 19}
+    pv, claim = weights_volume(endpoint="chat", **base)  # type: ignore[arg-type]
+    assert (
+        pv["spec"]["claimRef"]["name"] == claim["metadata"]["name"]
+        and claim["spec"]["volumeName"] == pv["metadata"]["name"]
+    )
+    assert pv["spec"]["csi"]["volumeHandle"] == pv["metadata"]["name"]
+    names = {(pv["metadata"]["name"], claim["metadata"]["name"])}
+    for key, value in (("bucket", "c"), ("prefix", "n/"), ("region", "us-west-2"), ("cache_gib", 20)):
+        other_pv, other_claim = weights_volume(endpoint="chat", **{**base, key: value})  # type: ignore[arg-type]
+        names.add((other_pv["metadata"]["name"], other_claim["metadata"]["name"]))
+    assert len(names) == 5 and len({n for pair in names for n in pair}) == 10
+    again, _ = weights_volume(endpoint="chat", **base)  # type: ignore[arg-type]
+    assert again["metadata"]["name"] == pv["metadata"]["name"]
+    # A bucket known only at deploy time is hashed by what stands for it (the stack passes its logical ID).
+    token, _ = weights_volume(endpoint="chat", **{**base, "bucket": "${Token[X]}"}, bucket_key="b")  # type: ignore[arg-type]
+    assert token["metadata"]["name"] == pv["metadata"]["name"]
+    applied = _kind(manifests, "PersistentVolume")["metadata"]["name"]
+    assert applied.startswith("serving-chat-weights-") and len(applied) == len("serving-chat-weights-") + 8
 
 
 def test_the_service_is_an_internal_nlb_open_to_the_vpc_only(manifests: list[dict[str, Any]]) -> None:
@@ -104,6 +135,10 @@ def test_the_service_is_an_internal_nlb_open_to_the_vpc_only(manifests: list[dic
 
 
 def test_keda_scales_on_the_summed_queue_depth_of_every_server(manifests: list[dict[str, Any]]) -> None:
+    # aggregateFromKubeServiceEndpoints/aggregationType exist from KEDA 2.19 (PR #6565); before 2.20.0 the
+    # EndpointSlice selector was empty and summed every Service of the namespace (#7641).
+    assert tuple(int(p) for p in versions.KEDA.version.split(".")) >= (2, 20, 2)
+    assert "2.17" not in versions.KEDA.source
     spec = _kind(manifests, "ScaledObject")["spec"]
     design = server_designs(load(NAME).inference_eks)[0]  # type: ignore[arg-type]
     assert (spec["minReplicaCount"], spec["maxReplicaCount"]) == (design.min_replicas, design.max_replicas)
@@ -111,10 +146,21 @@ def test_keda_scales_on_the_summed_queue_depth_of_every_server(manifests: list[d
     assert trigger["type"] == "metrics-api" and trigger["metricType"] == "AverageValue"
     meta = trigger["metadata"]
     assert meta["url"] == "http://vllm-chat.serving.svc.cluster.local:8000/metrics"
-    assert (meta["format"], meta["valueLocation"]) == ("prometheus", "vllm:num_requests_waiting")
+    # The endpoint's own Service (KEDA reads its EndpointSlices) and the served model's series only.
+    assert meta["format"] == "prometheus"
+    assert meta["valueLocation"] == 'vllm:num_requests_waiting{model_name="llama-3.1-8b-instruct"}'
     assert (meta["aggregateFromKubeServiceEndpoints"], meta["aggregationType"]) == ("true", "sum")
     assert meta["targetValue"] == "4"
     assert spec["scaleTargetRef"]["name"] == _kind(manifests, "Deployment")["metadata"]["name"]
+    service = _kind(manifests, "Service")
+    assert service["metadata"]["name"] == "vllm-chat" and service["spec"]["selector"] == {
+        "app.kubernetes.io/name": "vllm",
+        "app.kubernetes.io/instance": "chat",
+    }
+    # Scale-in waits 10 minutes through the HPA's behavior; KEDA's cooldownPeriod only governs scaling to zero.
+    assert "cooldownPeriod" not in spec
+    behavior = spec["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]
+    assert behavior == {"scaleDown": {"stabilizationWindowSeconds": 600}}
 
 
 def test_a_rollout_stops_a_server_before_it_starts_one(manifests: list[dict[str, Any]]) -> None:

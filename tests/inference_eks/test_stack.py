@@ -98,7 +98,8 @@ def test_the_gpu_node_group_is_sized_for_the_minimum_replicas(serving: Template)
         "AWS::EKS::Nodegroup",
         {
             "AmiType": "AL2023_x86_64_NVIDIA",
-            "ScalingConfig": {"DesiredSize": 1, "MinSize": 1, "MaxSize": 2},
+            # No node autoscaler: the group is fixed at what min_replicas needs (max_replicas fits on it).
+            "ScalingConfig": {"DesiredSize": 1, "MinSize": 1, "MaxSize": 1},
             "Labels": Match.object_like({"mlstack.io/node-group": "chat", "mlstack.io/accelerator": "L40S"}),
             "Taints": [{"Effect": "NO_SCHEDULE", "Key": "nvidia.com/gpu", "Value": "true"}],
         },

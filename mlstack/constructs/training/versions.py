@@ -62,10 +62,12 @@ KEDA = Chart(
     release="keda",
     chart="keda",
     repository="https://kedacore.github.io/charts",
-    version="2.17.3",
+    version="2.20.2",
     namespace="keda",
-    source="kedacore/charts (chart and app versions match); KEDA 2.17.3 as KServe's test setup pins it "
-    "(KEDA_VERSION=2.17.3 next to LWS_VERSION=v0.8.0); its metrics-api scaler reads Prometheus text (docs 2.17)",
+    source="kedacore/charts keda/Chart.yaml at tag v2.20.2 (chart and app version 2.20.2). At least 2.20.0: the "
+    "metrics-api keys aggregateFromKubeServiceEndpoints and aggregationType came in 2.19.0 (kedacore/keda PR #6565, "
+    "CHANGELOG v2.19.0; older releases ignore them and read one server through the Service), and 2.19 selected "
+    "every EndpointSlice of the namespace instead of the Service's (kedacore/keda #7641, fixed in 2.20.0)",
 )
 """Event-driven autoscaler: the vLLM servers scale on their queue depth (`vllm:num_requests_waiting`)."""
 
