@@ -44,7 +44,9 @@ Availability; any account may pull after `aws ecr get-login-password`)."""
 VLLM_TAG = "0.14.0-gpu-py312-cu129-ubuntu22.04-ec2"
 """vLLM 0.14.0 (PyTorch 2.9.1, CUDA 12.9.1) for EC2/ECS/EKS, AWS Deep Learning Containers release notes "AWS Deep
 Learning Containers for vLLM 0.14.0 on EC2, ECS, EKS" (github.com/aws/deep-learning-containers, image URIs
-`763104351884.dkr.ecr.<region>.amazonaws.com/vllm:0.14.0-gpu-py312-cu129-ubuntu22.04-ec2`). The nodes pull it
+`763104351884.dkr.ecr.<region>.amazonaws.com/vllm:0.14.0-gpu-py312-cu129-ubuntu22.04-ec2`; its tag list in
+docs/src/data/vllm/0.14.0-gpu-ec2.yml). Built `FROM vllm/vllm-openai:v0.14.0` (docker/vllm/Dockerfile at the
+0.14.0 release, commit 127cb41844), so the server, its flags and `vllm serve` on PATH are upstream's. The nodes pull it
 from ECR in the stack's region through the VPC's ECR interface endpoints (layers through the S3 gateway endpoint)
 with the node role's AmazonEC2ContainerRegistryReadOnly: no Docker Hub rate limit, no NAT traffic. AWS may
 republish a tag with security patches of the same vLLM release; set `image.digest` to hold one build

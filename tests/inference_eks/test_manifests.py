@@ -105,8 +105,14 @@ def test_the_weights_volume_is_a_read_only_mountpoint_mount_of_the_prefix(manife
 def test_a_changed_weights_volume_is_a_new_pv_and_claim(manifests: list[dict[str, Any]]) -> None:
     # A PV's spec is immutable: an apply that changes it in place fails the stack update. Every input of the spec
     # names a new pair, the same inputs the same pair (no rollout without a change).
-    base = {"namespace": "serving", "bucket": "b", "prefix": "m/", "region": "us-east-1", "cache_gib": 19}
-    pv, claim = weights_volume(endpoint="chat", **base)  # type: ignore[arg-type]
+    base: dict[str, Any] = {
+        "namespace": "serving",
+        "bucket": "b",
+        "prefix": "m/",
+        "region": "us-east-1",
+        "cache_gib": 19,
+    }
+    pv, claim = weights_volume(endpoint="chat", **base)
     assert (
         pv["spec"]["claimRef"]["name"] == claim["metadata"]["name"]
         and claim["spec"]["volumeName"] == pv["metadata"]["name"]
@@ -114,13 +120,13 @@ def test_a_changed_weights_volume_is_a_new_pv_and_claim(manifests: list[dict[str
     assert pv["spec"]["csi"]["volumeHandle"] == pv["metadata"]["name"]
     names = {(pv["metadata"]["name"], claim["metadata"]["name"])}
     for key, value in (("bucket", "c"), ("prefix", "n/"), ("region", "us-west-2"), ("cache_gib", 20)):
-        other_pv, other_claim = weights_volume(endpoint="chat", **{**base, key: value})  # type: ignore[arg-type]
+        other_pv, other_claim = weights_volume(endpoint="chat", **{**base, key: value})
         names.add((other_pv["metadata"]["name"], other_claim["metadata"]["name"]))
     assert len(names) == 5 and len({n for pair in names for n in pair}) == 10
-    again, _ = weights_volume(endpoint="chat", **base)  # type: ignore[arg-type]
+    again, _ = weights_volume(endpoint="chat", **base)
     assert again["metadata"]["name"] == pv["metadata"]["name"]
     # A bucket known only at deploy time is hashed by what stands for it (the stack passes its logical ID).
-    token, _ = weights_volume(endpoint="chat", **{**base, "bucket": "${Token[X]}"}, bucket_key="b")  # type: ignore[arg-type]
+    token, _ = weights_volume(endpoint="chat", **{**base, "bucket": "${Token[X]}"}, bucket_key="b")
     assert token["metadata"]["name"] == pv["metadata"]["name"]
     applied = _kind(manifests, "PersistentVolume")["metadata"]["name"]
     assert applied.startswith("serving-chat-weights-") and len(applied) == len("serving-chat-weights-") + 8

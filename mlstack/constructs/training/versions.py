@@ -69,7 +69,9 @@ KEDA = Chart(
     "CHANGELOG v2.19.0; older releases ignore them and read one server through the Service), and 2.19 selected "
     "every EndpointSlice of the namespace instead of the Service's (kedacore/keda #7641, fixed in 2.20.0)",
 )
-"""Event-driven autoscaler: the vLLM servers scale on their queue depth (`vllm:num_requests_waiting`)."""
+"""Event-driven autoscaler: the vLLM servers scale on their queue depth (`vllm:num_requests_waiting`). 2.20.2 is
+built on client-go v0.35.5 (kedacore/keda go.mod at v2.20.2), the API of the serving cluster's default Kubernetes
+1.35; 2.17 was built for 1.30-1.32."""
 
 MOUNTPOINT_S3_CSI = "aws-mountpoint-s3-csi-driver"
 """EKS add-on of the Mountpoint for Amazon S3 CSI driver (EKS User Guide, "Mountpoint for Amazon S3 CSI Driver").
