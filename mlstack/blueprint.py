@@ -31,10 +31,20 @@ class BuiltBlueprint:
     data: DataStack | None = None
     mlops: MlopsStack | None = None
     ai_services: AiServicesStack | None = None
+    eks_inference: MlStack | None = None
+    """`inference: {engine: eks}`: the `InferenceStack` ID, an `EksInferenceStack`."""
 
     @property
     def stacks(self) -> list[MlStack]:
-        layers = (self.network, self.data, self.training, self.inference, self.mlops, self.ai_services)
+        layers = (
+            self.network,
+            self.data,
+            self.training,
+            self.inference,
+            self.eks_inference,
+            self.mlops,
+            self.ai_services,
+        )
         return [s for s in layers if s is not None]
 
 
@@ -42,6 +52,7 @@ def build(scope: Construct, config: BlueprintConfig) -> BuiltBlueprint:
     """Add the blueprint's stacks to `scope` (the ones `config.stack_ids` names; construct IDs are a contract)."""
     network = NetworkStack(scope, "NetworkStack", blueprint=config)
     training = inference = data = mlops = None
+    eks_inference: MlStack | None = None
     if config.training is not None:
         from mlstack.stacks.training_engines import training_stack_class
 
@@ -55,6 +66,10 @@ def build(scope: Construct, config: BlueprintConfig) -> BuiltBlueprint:
         # The model bucket and image repository deploy first: they must be filled before a model can exist.
         data = DataStack(scope, "DataStack", blueprint=config, network=network)
         inference = InferenceStack(scope, "InferenceStack", blueprint=config, network=network, data=data)
+    if config.inference_eks is not None:
+        from mlstack.stacks.inference_eks import EksInferenceStack
+
+        eks_inference = EksInferenceStack(scope, "InferenceStack", blueprint=config, network=network)
     if config.mlops is not None:
         from mlstack.stacks.mlops import MlopsStack
 
@@ -72,4 +87,5 @@ def build(scope: Construct, config: BlueprintConfig) -> BuiltBlueprint:
         data=data,
         mlops=mlops,
         ai_services=ai_services,
+        eks_inference=eks_inference,
     )

@@ -30,6 +30,13 @@ def register(sub: Any) -> None:
     p.add_argument("blueprint", nargs="?", default=blueprint_config.DEFAULT_BLUEPRINT, help="name or path")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--access", action="store_true", help="also synthesize and check run-time access (mlstack access)")
+    p.add_argument(
+        "--serve-check",
+        action="append",
+        default=[],
+        metavar="[ENDPOINT[/VARIANT]=]FILE",
+        help="a `mlstack serve-check` report of one instance: its measured tokens/s replace the estimate",
+    )
     p.set_defaults(handler=cmd_plan)
 
 
@@ -75,8 +82,10 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     from mlstack.plan import build_plan, render
+    from mlstack.plan.serving import parse_serve_checks, serving_targets
 
-    plan = build_plan(blueprint_config.load(args.blueprint))
+    config = blueprint_config.load(args.blueprint)
+    plan = build_plan(config, serve_checks=parse_serve_checks(args.serve_check, serving_targets(config)))
     data, text = plan.to_json(), render(plan)
     if args.access:  # synthesizes the blueprint: only on request, so a plain `mlstack plan` never starts the CDK
         from mlstack.access import cli as access_cli

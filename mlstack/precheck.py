@@ -78,6 +78,11 @@ def run_precheck(config: BlueprintConfig, session: Any) -> Precheck:
     result = Precheck()
     check_cost_allocation_tag(config, session, result.problems, result.notes)
     inference = config.inference
+    if inference is None and config.inference_eks is not None:
+        raise InputError(
+            f"blueprint {config.name!r} serves on EKS: nothing must exist before its deploy (upload the weights to "
+            "the stack output WeightsUri afterwards, as the README's first use says)"
+        )
     if inference is None:
         if config.budget is None:
             raise InputError(f"blueprint {config.name!r} has no inference section nor budget: nothing to check")

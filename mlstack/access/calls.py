@@ -329,6 +329,27 @@ KINDS: dict[str, tuple[str, list[CallSpec]]] = {
             _c("logs:DescribeLogStreams", "arn:aws:logs:{region}:{account}:log-group:{group}:*", "cw-agent", "logs"),
         ],
     ),
+    "mountpoint-s3": (
+        "Mountpoint for Amazon S3 CSI driver (s3-csi-driver-sa): reads the volumes' prefixes",
+        [
+            _ctx("s3:ListBucket", "{bucket_arn}", "mountpoint-s3", "s3_prefix_inputs", {"s3:prefix": "{prefix}"}),
+            _c("s3:GetObject", "{object_arn}", "mountpoint-s3", "inputs"),
+            _ctx("kms:Decrypt", "{key}", "mountpoint-s3", "input_keys", _S3_VIA),
+        ],
+    ),
+    "secret-reader": (
+        "Reads a Secrets Manager secret at start (the vLLM API key)",
+        [
+            _c("secretsmanager:GetSecretValue", "{secret}", "secrets-get", "secrets"),
+            _ctx(
+                "kms:Decrypt",
+                "{key}",
+                "secrets-get",
+                "secret_keys",
+                {"kms:ViaService": "secretsmanager.{region}.amazonaws.com"},
+            ),
+        ],
+    ),
     "eks-admin-host": (
         "EKS admin host instance role (SSM session, update-kubeconfig)",
         [

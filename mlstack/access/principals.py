@@ -26,6 +26,7 @@ class Finder:
         self.subnet_vpc: dict[str, str] = {}
         self.topic_keys: dict[str, str] = {}
         self.queue_keys: dict[str, str] = {}
+        self.secret_keys_by_arn: dict[str, str] = {}
         for s, lid, r in stacks.all_resources():
             props = r.get("Properties", {})
             if r["Type"] == "AWS::S3::Bucket":
@@ -38,6 +39,8 @@ class Finder:
                 self.subnet_vpc[stacks.text(s, {"Ref": lid})] = stacks.text(s, props["VpcId"])
             elif r["Type"] == "AWS::SNS::Topic" and "KmsMasterKeyId" in props:
                 self.topic_keys[stacks.text(s, {"Ref": lid})] = self._key_arn(stacks.text(s, props["KmsMasterKeyId"]))
+            elif r["Type"] == "AWS::SecretsManager::Secret" and "KmsKeyId" in props:
+                self.secret_keys_by_arn[stacks.text(s, {"Ref": lid})] = self._key_arn(stacks.text(s, props["KmsKeyId"]))
             elif r["Type"] == "AWS::SQS::Queue" and "KmsMasterKeyId" in props:
                 self.queue_keys[stacks.arn(s, lid)] = self._key_arn(stacks.text(s, props["KmsMasterKeyId"]))
 
@@ -64,6 +67,11 @@ class Finder:
         if bucket in self.bucket_keys:
             facts["input_keys" if kind == "in" else "output_keys"] = [{"key": self.bucket_keys[bucket]}]
         return facts
+
+    def secret_keys(self, secret_arn: str) -> list[dict[str, str]]:
+        """The customer managed key of a secret of the blueprint (none: the AWS managed key, no grant needed)."""
+        key = self.secret_keys_by_arn.get(secret_arn)
+        return [{"key": key}] if key else []
 
     def image(self, uri: str) -> Facts:
         host, _, path = uri.partition("/")

@@ -49,6 +49,8 @@ _TYPES: dict[str, tuple[str | None, str, bool]] = {
     ),
     "AWS::SageMaker::Cluster": ("ClusterName", "arn:aws:sagemaker:{region}:{account}:cluster/{lname}", False),
     "AWS::EKS::Cluster": ("Name", "arn:aws:eks:{region}:{account}:cluster/{name}", False),
+    # Ref returns the ARN; Secrets Manager appends six random characters to the name.
+    "AWS::SecretsManager::Secret": ("Name", "arn:aws:secretsmanager:{region}:{account}:secret:{name}-AbCdEf", True),
     "AWS::ECR::Repository": ("RepositoryName", "arn:aws:ecr:{region}:{account}:repository/{name}", False),
     "AWS::Events::Rule": ("Name", "arn:aws:events:{region}:{account}:rule/{name}", False),
     "AWS::FSx::FileSystem": (None, "arn:aws:fsx:{region}:{account}:file-system/{name}", False),

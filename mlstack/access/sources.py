@@ -105,6 +105,16 @@ SOURCES: dict[str, tuple[str, str]] = {
         "EKS Pod Identity: set up the agent and the role",
         "https://docs.aws.amazon.com/eks/latest/userguide/pod-id-role.html",
     ),
+    "mountpoint-s3": (
+        "Amazon EKS: deploy the Mountpoint for Amazon S3 driver, step 1 IAM policy (s3:ListBucket on the bucket, "
+        "s3:GetObject on its objects; kms:Decrypt for SSE-KMS objects)",
+        "https://docs.aws.amazon.com/eks/latest/userguide/s3-csi-create.html",
+    ),
+    "secrets-get": (
+        "AWS Secrets Manager: GetSecretValue (kms:Decrypt on the secret's customer managed key through Secrets "
+        "Manager)",
+        "https://docs.aws.amazon.com/secretsmanager/latest/apireference/API_GetSecretValue.html",
+    ),
     "eks-cni": (
         "Amazon VPC CNI plugin: IAM role",
         "https://docs.aws.amazon.com/eks/latest/userguide/cni-iam-role.html",

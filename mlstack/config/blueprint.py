@@ -11,6 +11,7 @@ from mlstack.config.ai_services import AiServicesConfig
 from mlstack.config.base import StrictModel, every_problem
 from mlstack.config.budget import BudgetConfig
 from mlstack.config.inference import InferenceConfig
+from mlstack.config.inference_eks import EksInferenceConfig
 from mlstack.config.mlops import MlopsConfig
 from mlstack.config.network import NetworkConfig, default_interface_endpoints
 from mlstack.config.training import TrainingConfig
@@ -32,6 +33,22 @@ def az_id_prefix(region: str) -> str:
             word = word.replace(long, letter)
         short += word
     return f"{country}{short}{number}"
+
+
+def _route_inference(data: dict[str, Any]) -> dict[str, Any]:
+    """`inference: {engine: eks, ...}` -> `inference_eks`; `engine: sagemaker` (the default) is dropped."""
+    section = data.get("inference")
+    if data.get("inference_eks") is not None and section is not None:
+        # A dump of a validated blueprint holds `inference_eks` alone (and validates again); never both.
+        raise ValueError("inference_eks: write the section as inference: with engine: eks, once")
+    if not isinstance(section, dict) or "engine" not in section:
+        return data
+    engine = section["engine"]
+    if engine == "eks":
+        return {**{k: v for k, v in data.items() if k != "inference"}, "inference_eks": section}
+    if engine == "sagemaker":
+        return {**data, "inference": {k: v for k, v in section.items() if k != "engine"}}
+    raise ValueError(f"inference.engine {engine!r} is not known; use sagemaker (the default) or eks")
 
 
 class EnvConfig(StrictModel):
@@ -62,7 +79,10 @@ class BlueprintConfig(StrictModel):
     training: TrainingConfig | None = None
     """A training cluster (TrainingClusterStack); omit for none."""
     inference: InferenceConfig | None = None
-    """Model endpoints (InferenceStack); omit for none."""
+    """Model endpoints (InferenceStack); omit for none. With `engine: eks` the section is read as
+    `EksInferenceConfig` (vLLM on EKS) and held in `inference_eks` instead."""
+    inference_eks: EksInferenceConfig | None = None
+    """The `inference:` section when it says `engine: eks` (write it there, not under this key)."""
     ai_services: AiServicesConfig | None = None
     """Managed AI service API and document pipeline (AiServicesStack); omit for none."""
     mlops: MlopsConfig | None = None
@@ -77,6 +97,7 @@ class BlueprintConfig(StrictModel):
         # Unset `network.interface_endpoints` means "what my layers use"; it depends on the other sections.
         if not isinstance(data, dict):
             return data
+        data = _route_inference(data)
         network = data.get("network") or {}
         if not isinstance(network, dict) or "interface_endpoints" in network:
             return data
@@ -86,6 +107,14 @@ class BlueprintConfig(StrictModel):
         inference = data.get("inference")
         engine = training.get("engine", "eks") if isinstance(training, dict) else "eks"
         endpoints = inference.get("endpoints") if isinstance(inference, dict) else None
+        if data.get("inference_eks") is not None:
+            eks = data["inference_eks"]
+            cluster = eks.get("cluster") if isinstance(eks, dict) else None
+            admin_host = cluster.get("admin_host", True) if isinstance(cluster, dict) else True
+            # The serving nodes call what training nodes do, and Secrets Manager for the API key.
+            keys = default_interface_endpoints(training=True, admin_host=admin_host is not False, inference=False)
+            keys.append("secretsmanager")
+            return {**data, "network": {**network, "interface_endpoints": keys}}
         keys = default_interface_endpoints(
             training=training is not None,
             admin_host=admin_host is not False,
@@ -160,6 +189,8 @@ class BlueprintConfig(StrictModel):
             ids.append("TrainingClusterStack")
         if self.inference is not None:
             ids += ["DataStack", "InferenceStack"]
+        if self.inference_eks is not None:
+            ids.append("InferenceStack")
         if self.mlops is not None:
             ids.append("MlopsStack")
         if self.ai_services is not None:

@@ -209,6 +209,15 @@ class InferenceModelConfig(StrictModel):
         return self
 
 
+class TokenWorkloadConfig(StrictModel):
+    """An LLM request: prompt and output tokens, and how many sequences one instance decodes at once."""
+
+    context_tokens: int = Field(default=4096, ge=1, le=1_000_000)
+    output_tokens: int = Field(default=256, ge=1, le=100_000)
+    concurrency: int = Field(default=8, ge=1, le=4096)
+    """Sequences each model replica runs at once (continuous batching)."""
+
+
 class TrafficConfig(StrictModel):
     """Assumptions for `mlstack plan`: what the endpoint serves and what one instance can do."""
 
@@ -218,3 +227,7 @@ class TrafficConfig(StrictModel):
     """Requests per second one instance sustains at the target latency (measure it: load-test your model)."""
     average_duration_ms: float | None = Field(default=None, gt=0)
     """Average time per request (serverless compute and async backlog estimates)."""
+    tokens: TokenWorkloadConfig | None = None
+    """LLM endpoints: tokens per request and sequences per instance. The plan then prints output tokens/s and $ per
+    million output tokens per instance: measured (`mlstack plan --serve-check`), else `throughput_per_instance` x
+    `output_tokens`, else the serving model's estimate (`mlstack advise --task infer`)."""

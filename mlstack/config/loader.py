@@ -60,12 +60,16 @@ def load(ref: str | Path, blueprints_dir: Path = BLUEPRINTS_DIR) -> BlueprintCon
 def json_schema() -> dict[str, Any]:
     """JSON Schema (2020-12) of a blueprint file as a user writes it, for editors (`mlstack schema`).
 
-    The model's own schema, except that `name` is optional: `load` defaults it to the file's stem, and every
-    shipped blueprint leaves it out.
+    The model's own schema, except that `name` is optional (`load` defaults it to the file's stem, and every
+    shipped blueprint leaves it out) and that `inference:` takes either engine's section.
     """
     schema = BlueprintConfig.model_json_schema()
     schema["required"] = [field for field in schema.get("required", []) if field != "name"]
     schema["properties"]["name"]["description"] = "Defaults to the file name without `.yaml`."
+    # `inference:` is either engine's section as written (`inference_eks` is where the loader puts `engine: eks`).
+    eks = schema["properties"].pop("inference_eks")["anyOf"][0]
+    schema["properties"]["inference"]["anyOf"].insert(1, eks)
+    schema["$defs"]["InferenceConfig"]["properties"]["engine"] = {"const": "sagemaker", "default": "sagemaker"}
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "mlstack blueprint"
     return schema
@@ -73,7 +77,10 @@ def json_schema() -> dict[str, Any]:
 
 def format_problem(path: Path, problem: Any) -> str:
     """One pydantic error -> `file: field.path: problem (got value); fix`."""
-    loc = ".".join(str(part) for part in problem["loc"])
+    parts = list(problem["loc"])
+    if parts[:1] == ["inference_eks"]:  # `inference: {engine: eks}` is validated under its own field
+        parts[0] = "inference"
+    loc = ".".join(str(part) for part in parts)
     kind = problem["type"]
     value = problem.get("input")
     msg = str(problem["msg"]).removeprefix("Value error, ")

@@ -16,7 +16,8 @@ class KeyNeeds:
     """Which services the project key's policy lets use it, by the layers the blueprint has."""
 
     ebs_through_ec2: bool
-    """Training: managed node groups launch through EC2 Auto Scaling with volumes encrypted with the key."""
+    """Training or EKS serving: managed node groups launch through EC2 Auto Scaling with volumes encrypted with the
+    key."""
     alarms_to_sns: bool
     """Training, inference, a document pipeline or MLOps: alarm topics are encrypted with the key."""
     budgets_to_sns: bool
@@ -65,7 +66,7 @@ def network_design(config: BlueprintConfig) -> NetworkDesign:
         flow_log_retention_days=net.flow_logs.retention_days,
         flow_log_traffic=net.flow_logs.traffic,
         key=KeyNeeds(
-            ebs_through_ec2=config.training is not None,
+            ebs_through_ec2=config.training is not None or config.inference_eks is not None,
             alarms_to_sns=config.training is not None
             or config.inference is not None
             or (ai is not None and ai.document_pipeline is not None)

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+from collections.abc import Mapping
+from pathlib import Path
 
 from mlstack.catalog.price_check import age_warnings
 from mlstack.config import BlueprintConfig
 from mlstack.design.footprint import footprint
 from mlstack.plan.ai_services import plan_ai_services
 from mlstack.plan.inference import plan_inference
+from mlstack.plan.inference_eks import plan_inference_eks
 from mlstack.plan.mlops import plan_mlops
 from mlstack.plan.model import Plan
 from mlstack.plan.network import plan_network
@@ -19,8 +22,11 @@ from mlstack.plan.training import plan_training
 from mlstack.plan.training_engines import plan_training_engine
 
 
-def build_plan(config: BlueprintConfig, today: dt.date | None = None) -> Plan:
-    """The plan of `config`; prices older than 90 days before `today` (default: the clock's day) are named."""
+def build_plan(
+    config: BlueprintConfig, today: dt.date | None = None, serve_checks: Mapping[str, Path] | None = None
+) -> Plan:
+    """The plan of `config`; prices older than 90 days before `today` (default: the clock's day) are named;
+    `serve_checks`: `mlstack serve-check` reports by endpoint (`mlstack.plan.serving`)."""
     plan = Plan(
         blueprint=config.name,
         description=config.description,
@@ -34,7 +40,9 @@ def build_plan(config: BlueprintConfig, today: dt.date | None = None) -> Plan:
     elif config.training is not None:
         plan_training(config, plan)
     if config.inference is not None:
-        plan_inference(config, plan)
+        plan_inference(config, plan, serve_checks)
+    if config.inference_eks is not None:
+        plan_inference_eks(config, plan, serve_checks)
     if config.mlops is not None:
         plan_mlops(config, plan)
     if config.ai_services is not None:

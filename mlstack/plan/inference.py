@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from mlstack.catalog import get_instance
@@ -30,6 +32,7 @@ from mlstack.design.footprint.inference import model_endpoint
 from mlstack.design.footprint.parts import ALARM
 from mlstack.design.inference import inference_storage
 from mlstack.plan.model import HOURS_PER_MONTH, Cost, Plan, Quota, Resource
+from mlstack.plan.serving import figure_row, variant_figures
 
 STACK = "InferenceStack"
 DATA_STACK = "DataStack"
@@ -48,11 +51,14 @@ QUOTA_CODE_UNKNOWN = "unknown"
 its name in the Service Quotas console (service: Amazon SageMaker)."""
 
 
-def plan_inference(config: BlueprintConfig, plan: Plan) -> None:
-    """Endpoints, instances at the blueprint's traffic, $/h, $/month and $ per million requests, quotas."""
+def plan_inference(config: BlueprintConfig, plan: Plan, serve_checks: Mapping[str, Path] | None = None) -> None:
+    """Endpoints, instances at the blueprint's traffic, $/h, $/month and $ per million requests, quotas; for LLM
+    endpoints output tokens/s and $ per million output tokens (`mlstack.plan.serving`; `serve_checks` maps an
+    endpoint or `endpoint/variant` to a `mlstack serve-check` report, preferred over the estimate)."""
     inference = config.inference
     if inference is None:
         return
+    checks = serve_checks or {}
     model = inference.model
     weights_gib = model.parameters_billion * 1e9 * precision_bytes(model.precision) / GIB
     artifact = model.artifact
@@ -89,7 +95,7 @@ def plan_inference(config: BlueprintConfig, plan: Plan) -> None:
     first_quota = len(plan.quotas)
     region = config.env.region
     for spec in inference.endpoints:
-        sections.append(_plan_endpoint(spec, plan, weights_gib, region, inference))
+        sections.append(_plan_endpoint(spec, plan, weights_gib, region, inference, checks))
     # A SageMaker quota is per account and region: variants and endpoints on one instance type add up.
     plan.quotas[first_quota:] = _summed(plan.quotas[first_quota:])
     if inference.invoke_api is not None:
@@ -115,7 +121,7 @@ def plan_inference(config: BlueprintConfig, plan: Plan) -> None:
         "the Service Quotas console (Amazon SageMaker) and request the 'needed' value before deploying"
     )
     plan.details.setdefault("sections", []).extend(sections)
-    plan.details["inference"] = [_endpoint_figures(spec, region) for spec in inference.endpoints]
+    plan.details["inference"] = [_endpoint_figures(spec, region, inference, checks) for spec in inference.endpoints]
 
 
 def _summed(quotas: list[Quota]) -> list[Quota]:
@@ -144,6 +150,7 @@ def _plan_endpoint(
     weights_gib: float,
     region: str,
     inference: InferenceConfig,
+    checks: Mapping[str, Path],
 ) -> tuple[str, list[str]]:
     title = f"Endpoint {spec.name} ({spec.mode})"
     mode = endpoint_mode(spec.mode)  # what the mode offers: the table ModelEndpoint reads too
@@ -207,6 +214,9 @@ def _plan_endpoint(
             # Price-performance independent of traffic: what a fully used instance costs per request.
             at_capacity = price.usd_per_hour / (throughput * 3600) * 1e6
             rows.append(f"  {variant.name}: ${at_capacity:,.2f} per 1M requests at full load ({throughput:g}/s)")
+        figures = variant_figures(spec, variant, inference.model, checks)
+        if figures is not None or (spec.traffic and spec.traffic.tokens):
+            rows.append(figure_row(variant.name, figures, price.usd_per_hour if price else None, "SageMaker hosting"))
         available = instance.total_accelerator_memory_gib or instance.memory_gib
         if weights_gib > available:
             plan.warnings.append(
@@ -379,7 +389,10 @@ def _traffic_rows(
 
 
 def _endpoint_figures(
-    spec: RealtimeEndpointConfig | ServerlessEndpointConfig | AsyncEndpointConfig, region: str
+    spec: RealtimeEndpointConfig | ServerlessEndpointConfig | AsyncEndpointConfig,
+    region: str,
+    inference: InferenceConfig,
+    checks: Mapping[str, Path],
 ) -> dict[str, Any]:
     """Machine-readable figures for `mlstack plan --json` and the tests."""
     hourly = None if isinstance(spec, ServerlessEndpointConfig) else _hourly(spec, region)
@@ -390,4 +403,11 @@ def _endpoint_figures(
         "per_hour": None if hourly is None else round(hourly, 4),
         "per_month": None if hourly is None else round(hourly * HOURS_PER_MONTH, 2),
         "per_million_requests": None if hourly is None or not rps else round(hourly / (rps * 3600) * 1e6, 4),
+        "serving": {}
+        if isinstance(spec, ServerlessEndpointConfig)
+        else {
+            v.name: f.to_json(price.usd_per_hour if (price := hosting_price(v.instance_type, region)) else None)
+            for v in (spec.variants if isinstance(spec, RealtimeEndpointConfig) else [spec.variant])
+            if (f := variant_figures(spec, v, inference.model, checks)) is not None
+        },
     }

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import Duration
+from aws_cdk import Duration, Tags
 from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
@@ -68,3 +68,8 @@ class NetworkStack(MlStack):
             removal_policy=self.removal_policy,
         )
         self.vpc = self.network.vpc
+        if blueprint.inference_eks is not None:
+            # Where the AWS cloud provider puts internal load balancers of `type: LoadBalancer` Services (EKS User
+            # Guide, "Tag subnets for load balancers": kubernetes.io/role/internal-elb on private subnets).
+            for subnet in self.network.private_subnets:
+                Tags.of(subnet).add("kubernetes.io/role/internal-elb", "1")

@@ -29,6 +29,8 @@ NOT_RUN_TIME = (
     "NetworkVpcFlowLog",
     "TrainingClusterKubectlProvider",
     "TrainingClusterRole",
+    "ServingClusterKubectlProvider",  # the serving cluster (inference engine eks): same parts as the training one
+    "ServingClusterRole",
     "StudioUser",
     "HyperPodChartProviderframework",
 )

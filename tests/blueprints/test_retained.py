@@ -42,6 +42,7 @@ DESTROY_SAMPLE = (
     "batch-training",
     "document-ai",
     "eks-gpu-training",
+    "eks-llm-serving",
     "hyperpod-slurm-training",
     "inference-intel-amx",
     "mlops-pipeline",

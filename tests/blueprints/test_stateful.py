@@ -95,8 +95,23 @@ TRAINING_PINS_BY_ENGINE: dict[str, dict[str, str]] = {
 not. A blueprint's pins are `training_pins(config)`."""
 
 
+EKS_SERVING = {
+    # inference engine eks: the serving cluster's control-plane and kubectl-provider log groups, the model bucket
+    # and its access logs, and the API key.
+    "ServingControlPlaneLogGroup5741E880": "AWS::Logs::LogGroup",
+    "ServingClusterKubectlProviderHandlerLogGroup2FAF4137": "AWS::Logs::LogGroup",
+    "ServingClusterKubectlProviderframeworkonEventLogGroup8D80BF17": "AWS::Logs::LogGroup",
+    "AccessLogs8B620ECA": "AWS::S3::Bucket",
+    "ModelBucketB33D855B": "AWS::S3::Bucket",
+    "ApiKeyF9DDEE66": "AWS::SecretsManager::Secret",
+}
+"""`InferenceStack` pins of `inference: {engine: eks}` (the stack ID is the SageMaker one's, its resources not)."""
+
+
 def pins(stack_id: str, config: BlueprintConfig) -> dict[str, str]:
     """Logical ID -> type of the stateful resources `stack_id` may hold for this blueprint."""
+    if stack_id == "InferenceStack" and config.inference_eks is not None:
+        return EKS_SERVING
     if stack_id != "TrainingClusterStack":
         return PINNED_LOGICAL_IDS.get(stack_id, {})
     assert config.training is not None
@@ -136,7 +151,12 @@ def test_every_pinned_logical_id_is_still_synthesized(session: Session) -> None:
     seen = {(stack_id, logical_id) for _, stack_id, logical_id, _, _ in _stateful(session)}
     # The full session (make test, CI) checks every pin; MLSTACK_TEST_BLUEPRINTS may leave out whole stacks.
     partial = sorted(session.blueprints) != sorted(p.stem for p in BLUEPRINTS_DIR.glob("*.yaml"))
-    stacks = {stack_id for bp in session.blueprints.values() for stack_id in bp.templates}
+    stacks = {
+        stack_id
+        for bp in session.blueprints.values()
+        for stack_id in bp.templates
+        if pins(stack_id, bp.built.config) is PINNED_LOGICAL_IDS.get(stack_id)  # not engine eks's InferenceStack
+    }
     missing = [
         f"{stack_id}/{logical_id}"
         for stack_id, ids in PINNED_LOGICAL_IDS.items()
@@ -156,6 +176,17 @@ def test_every_training_pin_is_synthesized_by_its_blueprint(session: Session) ->
         if "TrainingClusterStack" in bp.templates
         for logical_id in training_pins(bp.built.config)
         if logical_id not in bp.templates["TrainingClusterStack"]["Resources"]
+    ]
+    assert missing == []
+
+
+def test_every_eks_serving_pin_is_synthesized_by_its_blueprint(session: Session) -> None:
+    missing = [
+        f"{name}: {logical_id}"
+        for name, bp in session.blueprints.items()
+        if bp.built.config.inference_eks is not None
+        for logical_id in EKS_SERVING
+        if logical_id not in bp.templates["InferenceStack"]["Resources"]
     ]
     assert missing == []
 

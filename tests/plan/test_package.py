@@ -17,9 +17,12 @@ LAYERS = (
     "training_elastic",
     "operations",
     "inference",
+    "inference_eks",
+    "serving",
     "mlops",
     "ai_services",
 )
+"""`serving`: the LLM tokens/s and $ per million tokens both inference layers print."""
 
 
 def _imports(path: Path) -> list[tuple[str, bool]]:

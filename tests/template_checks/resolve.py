@@ -58,6 +58,7 @@ ARN_FORMAT = {
     "AWS::SageMaker::Cluster": "arn:{p}:sagemaker:{r}:{a}:cluster/{name}",
     "AWS::StepFunctions::StateMachine": "arn:{p}:states:{r}:{a}:stateMachine:{name}",
     "AWS::DynamoDB::Table": "arn:{p}:dynamodb:{r}:{a}:table/{name}",
+    "AWS::SecretsManager::Secret": "arn:{p}:secretsmanager:{r}:{a}:secret:{name}-AbCdEf",
     "AWS::ECR::Repository": "arn:{p}:ecr:{r}:{a}:repository/{name}",
     "AWS::KMS::Key": "arn:{p}:kms:{r}:{a}:key/{name}",
     "AWS::Batch::JobQueue": "arn:{p}:batch:{r}:{a}:job-queue/{name}",
@@ -76,6 +77,7 @@ REF_IS_ARN = frozenset(
         "AWS::Batch::JobQueue",
         "AWS::Batch::JobDefinition",
         "AWS::Batch::ComputeEnvironment",
+        "AWS::SecretsManager::Secret",
     }
 )
 """Types whose `Ref` returns the ARN (each type's "Return values" in the CloudFormation Template Reference)."""

@@ -90,7 +90,7 @@ def test_efa_interface_count_is_the_catalog_layout(instance_type: str, count: in
 
 
 def test_engine_defaults_to_eks_for_every_shipped_eks_blueprint() -> None:
-    for path in sorted(BLUEPRINTS_DIR.glob("eks-*.yaml")):
+    for path in sorted(BLUEPRINTS_DIR.glob("eks-*-training.yaml")):  # eks-llm-serving is inference on EKS
         training = load(path).training
         assert training is not None and training.engine == "eks", path.name
         assert "engine" not in yaml.safe_load(path.read_text())["training"], path.name

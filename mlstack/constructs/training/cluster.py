@@ -108,7 +108,8 @@ class TrainingCluster(Construct):
     `admin_principal_arns` (none: IAM roles or users given cluster-admin through access entries),
     `support_type` (STANDARD: EKS upgrades the control plane at the end of standard support instead of billing
     extended support), `control_plane_log_retention` (one year), `system_nodes` (`SystemNodes()`),
-    `removal_policy` (`RETAINED`, for the control-plane log group).
+    `removal_policy` (`RETAINED`, for the control-plane log group), `trainer_operator` (True: the Kubeflow Trainer
+    chart; a serving cluster leaves it out).
     """
 
     def __init__(
@@ -127,6 +128,7 @@ class TrainingCluster(Construct):
         control_plane_log_retention: logs.RetentionDays = logs.RetentionDays.ONE_YEAR,
         system_nodes: SystemNodes | None = None,
         removal_policy: RemovalPolicy = RETAINED,
+        trainer_operator: bool = True,
     ) -> None:
         super().__init__(scope, construct_id)
         if kubernetes_version not in KUBECTL_LAYERS:
@@ -245,7 +247,8 @@ class TrainingCluster(Construct):
             system_nodes=self.system_nodes,
         )
         self.charts: dict[str, eks.HelmChart] = {}
-        self._chart(versions.KUBEFLOW_TRAINER, {})
+        if trainer_operator:
+            self._chart(versions.KUBEFLOW_TRAINER, {})
 
     @property
     def node_prerequisites(self) -> list[eks.Addon]:

@@ -81,6 +81,32 @@ KUEUE = Chart(
 KUEUE_IMAGE = "registry.k8s.io/kueue/kueue"
 """The release image of KUEUE (the chart's own default names a staging registry and pull policy Always)."""
 
+KEDA = Chart(
+    release="keda",
+    chart="keda",
+    repository="https://kedacore.github.io/charts",
+    version="2.20.2",
+    namespace="keda",
+    source="kedacore/charts keda/Chart.yaml at tag v2.20.2 (chart and app version 2.20.2). At least 2.20.0: the "
+    "metrics-api keys aggregateFromKubeServiceEndpoints and aggregationType came in 2.19.0 (kedacore/keda PR #6565, "
+    "CHANGELOG v2.19.0; older releases ignore them and read one server through the Service), and 2.19 selected "
+    "every EndpointSlice of the namespace instead of the Service's (kedacore/keda #7641, fixed in 2.20.0)",
+)
+"""Event-driven autoscaler: the vLLM servers scale on their queue depth (`vllm:num_requests_waiting`). 2.20.2 is
+built on client-go v0.35.5 (kedacore/keda go.mod at v2.20.2), the API of the serving cluster's default Kubernetes
+1.35; 2.17 was built for 1.30-1.32."""
+
+MOUNTPOINT_S3_CSI = "aws-mountpoint-s3-csi-driver"
+"""EKS add-on of the Mountpoint for Amazon S3 CSI driver (EKS User Guide, "Mountpoint for Amazon S3 CSI Driver").
+Version: the EKS default for the cluster's Kubernetes version (v2 for the versions allowed here [INFERRED from the
+v2 release of 2025; check with `aws eks describe-addon-versions --addon-name aws-mountpoint-s3-csi-driver`]): v2
+takes driver-level credentials from EKS Pod Identity (awslabs/mountpoint-s3-csi-driver PR #451) and the `cache:
+emptyDir` volume attribute. Its configuration key `node.tolerateAllTaints` lets the node plugin run on tainted GPU
+nodes (check with `aws eks describe-addon-configuration --addon-name aws-mountpoint-s3-csi-driver --addon-version
+<v>`)."""
+MOUNTPOINT_SERVICE_ACCOUNT = "s3-csi-driver-sa"
+"""Service account of the driver in kube-system (its Pod Identity association's subject)."""
+
 HYPERPOD_CLI_COMMIT = "011ca927123e02b35a399935bbb3ab1905fe33c7"
 """Engine hyperpod-eks: the HyperPod dependencies chart (`helm_chart/HyperPodHelmChart`: health-monitoring agent,
 deep health check, job auto-restart, Kubeflow training operator, MPI operator, NVIDIA/Neuron/EFA device plugins)

@@ -1,0 +1,209 @@
+"""The `inference:` section with `engine: eks`: open-weight LLMs served by vLLM on an EKS cluster of its own.
+
+Same shape as the SageMaker section (`model`, `endpoints` with `name`, `mode`, `traffic`), with what EKS
+serving adds: the cluster (the training layer's `cluster` and `system_node_group` settings), the serving image,
+and per endpoint the EC2 GPU type, its replica range and the queue depth it scales on. Rules checked here, each
+with the fix in the message:
+- the instance type is in the catalog and has NVIDIA GPUs (the vLLM CUDA image; Neuron needs its own image);
+- the model, with the KV cache of `traffic.tokens.concurrency` sequences of context + output tokens, fits in
+  one instance at some tensor-parallel degree (`mlstack.design.serving.replica_layout`), and an explicit
+  `tensor_parallel` divides the instance's GPUs;
+- min <= max replicas; endpoint names unique.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from mlstack.catalog import get_instance
+from mlstack.catalog.memory import GIB
+from mlstack.config.base import StrictModel, pascal_id
+from mlstack.config.inference_model import TokenWorkloadConfig, TrafficConfig
+from mlstack.config.training_cluster import ClusterConfig, SystemNodeGroupConfig
+from mlstack.design.serving import HEADROOM, Workload, replica_layout
+from mlstack.errors import CatalogError
+
+__all__ = [
+    "DLC_ACCOUNT",
+    "EksEndpointConfig",
+    "EksInferenceConfig",
+    "EksModelConfig",
+    "EksScalingConfig",
+    "VllmImageConfig",
+    "dlc_repository",
+]
+
+_NAME = r"^[a-z][a-z0-9-]{0,30}[a-z0-9]$"
+_PREFIX = r"^[A-Za-z0-9!_.*'()-]+(/[A-Za-z0-9!_.*'()-]+)*/$"
+
+DLC_ACCOUNT = "763104351884"
+"""The AWS account of the AWS Deep Learning Containers registries (DLC docs, "Available Images": Region
+Availability; any account may pull after `aws ecr get-login-password`)."""
+VLLM_TAG = "0.14.0-gpu-py312-cu129-ubuntu22.04-ec2"
+"""vLLM 0.14.0 (PyTorch 2.9.1, CUDA 12.9.1) for EC2/ECS/EKS, AWS Deep Learning Containers release notes "AWS Deep
+Learning Containers for vLLM 0.14.0 on EC2, ECS, EKS" (github.com/aws/deep-learning-containers, image URIs
+`763104351884.dkr.ecr.<region>.amazonaws.com/vllm:0.14.0-gpu-py312-cu129-ubuntu22.04-ec2`; its tag list in
+docs/src/data/vllm/0.14.0-gpu-ec2.yml). Built `FROM vllm/vllm-openai:v0.14.0` (docker/vllm/Dockerfile at the
+0.14.0 release, commit 127cb41844), so the server, its flags and `vllm serve` on PATH are upstream's. The nodes pull it
+from ECR in the stack's region through the VPC's ECR interface endpoints (layers through the S3 gateway endpoint)
+with the node role's AmazonEC2ContainerRegistryReadOnly: no Docker Hub rate limit, no NAT traffic. AWS may
+republish a tag with security patches of the same vLLM release; set `image.digest` to hold one build
+(`aws ecr describe-images --registry-id 763104351884 --repository-name vllm --image-ids imageTag=<tag>`)."""
+
+
+def dlc_repository(region: str) -> str:
+    """The vLLM DLC repository in `region` (DLC images are in the regions of "Available Images")."""
+    return f"{DLC_ACCOUNT}.dkr.ecr.{region}.amazonaws.com/vllm"
+
+
+class VllmImageConfig(StrictModel):
+    """The serving image. Default: the AWS Deep Learning Containers vLLM image above, in the stack's region; a fork
+    may point at its own mirror (ECR) with `repository`."""
+
+    repository: str | None = None
+    """Default: `763104351884.dkr.ecr.<env.region>.amazonaws.com/vllm`."""
+    tag: str = Field(default=VLLM_TAG, pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+    digest: str | None = Field(default=None, pattern=r"^sha256:[0-9a-f]{64}$")
+
+    def reference(self, region: str) -> str:
+        repository = self.repository or dlc_repository(region)
+        return f"{repository}:{self.tag}" + (f"@{self.digest}" if self.digest else "")
+
+
+class EksModelConfig(StrictModel):
+    """The served model: Hugging Face files under an S3 prefix of the stack's model bucket."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}$")
+    """The model id clients send (`--served-model-name`), e.g. `llama-3.1-8b-instruct`."""
+    weights_prefix: str = Field(pattern=_PREFIX)
+    """Prefix in the model bucket holding config.json, the tokenizer and *.safetensors (upload with `aws s3 sync`),
+    e.g. `llama-3-1-8b-instruct/`. The pods mount it read-only."""
+    parameters_billion: float = Field(gt=0, le=10_000)
+    precision: Literal["bf16", "fp16", "fp8"] = "bf16"
+    """Precision of the weights (bf16/fp16 as stored; fp8: an FP8 checkpoint, e.g. an FP8-dynamic export)."""
+
+
+class EksScalingConfig(StrictModel):
+    """KEDA scales the server Deployment on vLLM's own queue depth (`vllm:num_requests_waiting`)."""
+
+    min_replicas: int = Field(default=1, ge=1, le=100)
+    """At least 1: the queue depth is read from the running servers, so with none there is nothing to read
+    (scale-to-zero would need a request buffer in front, such as the KEDA HTTP add-on)."""
+    max_replicas: int | None = Field(default=None, ge=1, le=100)
+    """At most what the endpoint's nodes hold (`ceil(min_replicas / servers per node)` nodes x servers per node):
+    no node autoscaler runs, so the GPU node group keeps that many nodes and a server beyond them would stay
+    Pending. Default: that number."""
+    target_requests_waiting: float = Field(default=4, gt=0, le=10_000)
+    """Requests waiting per replica (summed over the servers) at which KEDA adds a replica."""
+
+
+class EksEndpointConfig(StrictModel):
+    """One model server fleet: a vLLM Deployment on its own GPU node group, behind an internal load balancer."""
+
+    name: str = Field(pattern=_NAME)
+    mode: Literal["realtime"] = "realtime"
+    instance_type: str
+    """EC2 GPU instance type (no `ml.` prefix), e.g. g6e.xlarge."""
+    tensor_parallel: int | None = Field(default=None, ge=1, le=64)
+    """GPUs per server. Default: the degree `mlstack advise --task infer` picks for the model and workload."""
+    autoscaling: EksScalingConfig = Field(default_factory=EksScalingConfig)
+    traffic: TrafficConfig | None = None
+    """Plan assumptions; `traffic.tokens` sizes --max-model-len, --max-num-seqs and the memory check (default
+    4096 prompt + 256 output tokens, 8 sequences)."""
+    root_volume_gib: int = Field(default=200, ge=50, le=16384)
+
+    @field_validator("instance_type")
+    @classmethod
+    def _gpu(cls, value: str) -> str:
+        if value.startswith("ml."):
+            raise ValueError(f"{value!r} is a SageMaker type; engine eks runs EC2 instances, e.g. {value[3:]}")
+        try:
+            it = get_instance(value)
+        except CatalogError as err:
+            raise ValueError(str(err).replace("\n", "; ")) from None
+        if it.accelerator is None or it.accelerator.kind != "gpu":
+            raise ValueError(
+                f"{value} has no NVIDIA GPU; the vLLM image here is the CUDA build (pick a g5/g6/g6e/p4/p5 type)"
+            )
+        return it.name
+
+    @model_validator(mode="after")
+    def _replicas(self) -> EksEndpointConfig:
+        top = self.autoscaling.max_replicas
+        if top is not None and self.autoscaling.min_replicas > top:
+            raise ValueError(
+                f"endpoint {self.name!r}: autoscaling min_replicas {self.autoscaling.min_replicas} exceeds "
+                f"max_replicas {self.autoscaling.max_replicas}; lower min or raise max"
+            )
+        return self
+
+    @property
+    def tokens(self) -> TokenWorkloadConfig:
+        return (self.traffic.tokens if self.traffic else None) or TokenWorkloadConfig()
+
+    @property
+    def workload(self) -> Workload:
+        t = self.tokens
+        return Workload(t.context_tokens, t.output_tokens, t.concurrency)
+
+    @property
+    def construct_id(self) -> str:
+        return pascal_id(self.name)
+
+
+class EksInferenceConfig(StrictModel):
+    """vLLM servers on an EKS cluster of their own (InferenceStack), weights from the stack's model bucket."""
+
+    engine: Literal["eks"]
+    model: EksModelConfig
+    image: VllmImageConfig = Field(default_factory=VllmImageConfig)
+    endpoints: list[EksEndpointConfig] = Field(min_length=1, max_length=5)
+    cluster: ClusterConfig = Field(default_factory=ClusterConfig)
+    system_node_group: SystemNodeGroupConfig = Field(default_factory=SystemNodeGroupConfig)
+    namespace: str = Field(default="serving", pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+    @model_validator(mode="after")
+    def _fit(self) -> EksInferenceConfig:
+        names = [e.name for e in self.endpoints]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"endpoint names {', '.join(dupes)} appear more than once; name each endpoint once")
+        model = self.model
+        for e in self.endpoints:
+            it = get_instance(e.instance_type)
+            assert it.accelerator is not None
+            layout = replica_layout(model.parameters_billion * 1e9, model.precision, it, e.workload)
+            if layout is None:
+                t = e.tokens
+                raise ValueError(
+                    f"endpoint {e.name!r}: {model.parameters_billion:g}B parameters at {model.precision} with the KV "
+                    f"cache of {t.concurrency} sequences of {t.context_tokens + t.output_tokens} tokens fit on no "
+                    f"tensor-parallel degree of {e.instance_type} ({it.accelerator.count}x "
+                    f"{it.accelerator.memory_gib:g} GiB); pick a larger instance (`mlstack advise --task infer`) "
+                    "or lower traffic.tokens.concurrency"
+                )
+            tp = e.tensor_parallel
+            if tp is not None and it.accelerator.count % tp:
+                raise ValueError(
+                    f"endpoint {e.name!r}: tensor_parallel {tp} does not divide the "
+                    f"{it.accelerator.count} GPUs of {e.instance_type}; use a divisor or leave it unset"
+                )
+            servers = it.accelerator.count // (tp or layout.tensor_parallel)
+            hold = -(-e.autoscaling.min_replicas // servers) * servers
+            top = e.autoscaling.max_replicas
+            if top is not None and top > hold:
+                raise ValueError(
+                    f"endpoint {e.name!r}: autoscaling max_replicas {top} exceeds the {hold} server(s) its "
+                    f"{hold // servers} {e.instance_type} node(s) hold ({servers} per node; no node autoscaler adds "
+                    f"nodes); set max_replicas <= {hold}, raise min_replicas, or pick an instance with more GPUs"
+                )
+            per_gpu = layout.need_bytes_per_device * layout.tensor_parallel / (tp or layout.tensor_parallel)
+            if per_gpu > layout.device_bytes * (1 - HEADROOM):
+                raise ValueError(
+                    f"endpoint {e.name!r}: tensor_parallel {tp} leaves {per_gpu / GIB:,.1f} GiB of weights and KV "
+                    f"cache per GPU, more than {1 - HEADROOM:.0%} of {it.accelerator.memory_gib:g} GiB; raise "
+                    f"tensor_parallel (the advisor picks {layout.tensor_parallel}) or leave it unset"
+                )
+        return self
