@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
@@ -46,6 +47,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--batch-size", type=int, default=8, help="sequences per rank per step")
     p.add_argument("--lr", type=float, default=3e-3)
+    p.add_argument("--lr-schedule", choices=("constant", "cosine"), default="constant", help="cosine: to 0 at --steps")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--d-model", type=int, default=64)
     p.add_argument("--layers", type=int, default=2)
@@ -102,7 +104,16 @@ def _wrap(args: argparse.Namespace, model: nn.Module, device: torch.device) -> t
 
 
 def _deepspeed(args: argparse.Namespace, model: nn.Module, optimizer: torch.optim.Optimizer) -> Any:
+    import importlib
+
     import deepspeed
+
+    if not torch.cuda.is_available():
+        # On CPU DeepSpeed JIT-compiles its shared-memory all-reduce (used only by inference_all_reduce) at init,
+        # under a lock file in ~/.cache/torch_extensions: a rank killed mid-build leaves the lock, and every later
+        # DeepSpeed process on the machine waits on it forever (seen here). Training never calls that op.
+        # (`deepspeed.comm.torch` as an attribute is the torch package, re-exported: the module is looked up by name.)
+        importlib.import_module("deepspeed.comm.torch").build_shm_op = lambda: None
 
     text = args.deepspeed_config
     config = json.loads(Path(text).read_text() if not text.lstrip().startswith("{") else text)
@@ -111,6 +122,13 @@ def _deepspeed(args: argparse.Namespace, model: nn.Module, optimizer: torch.opti
     config["zero_allow_untested_optimizer"] = True  # the client optimizer is torch's AdamW
     engine, _, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, config=config)
     return engine
+
+
+def lr_at(args: argparse.Namespace, step: int) -> float:
+    """The learning rate of 0-based `step`: a pure function of the step, so a resumed run needs no scheduler state."""
+    if args.lr_schedule == "cosine":
+        return float(0.5 * args.lr * (1 + math.cos(math.pi * step / args.steps)))
+    return float(args.lr)
 
 
 def _newest(ckpt: Path) -> Path | None:
@@ -192,6 +210,9 @@ def main(argv: list[str] | None = None) -> int:
     counter = comm.ByteCounter()
     for step in range(start, args.steps):
         tokens = lm.batch(cfg, table, seed=args.seed, step=step, rank=rank, size=args.batch_size).to(device)
+        if args.lr_schedule != "constant":
+            for group in (optimizer or model.optimizer).param_groups:
+                group["lr"] = lr_at(args, step)
         t0 = time.perf_counter()
         with comm.counting(counter):
             if args.strategy == "deepspeed":
@@ -208,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
         if device.type == "cuda":
             torch.cuda.synchronize()
         elapsed = time.perf_counter() - t0
-        calls, sent = counter.calls, counter.take()
+        calls, ring, sent = counter.calls, counter.ring_bytes, counter.take()
         mean = loss.detach().float().clone()
         dist.all_reduce(mean)
         record = {
@@ -216,8 +237,9 @@ def main(argv: list[str] | None = None) -> int:
             "loss": mean.item() / world,
             "step_time_s": round(elapsed, 6),
             "tokens_per_s": round(world * args.batch_size * cfg.seq_len / elapsed, 1),
-            # None: the strategy's collectives bypass the Python ones counted (FSDP2 uses functional collectives).
+            # None: no counted collective ran in the step (comm.py lists the ones counted).
             "comm_bytes": sent if calls else None,
+            "comm_ring_bytes": round(ring) if calls else None,  # what a ring algorithm sends for them (comm.py)
         }
         if rank == 0:
             line = json.dumps(record)
