@@ -97,7 +97,7 @@ def int8_bars(rows: dict[str, dict[str, float]], path: Path, *, title: str) -> P
         xs = [i + (k - 1.5) * width for i in range(len(models))]
         lat.bar(xs, [rows[m][key] for m in models], width, label=label)
     lat.set_yscale("log")
-    lat.set_ylabel("batch-1 latency, ms (log)")
+    lat.set_ylabel("batch-1 latency, CPU ms (log)")
     lat.set_xticks(range(len(models)), models, fontsize=8)
     lat.legend(fontsize=8)
     lat.grid(True, axis="y", linewidth=0.3)
@@ -110,7 +110,7 @@ def int8_bars(rows: dict[str, dict[str, float]], path: Path, *, title: str) -> P
                 thr.annotate(f"{speedup:.2f}x", (bar.get_x() + bar.get_width() / 2, bar.get_height()),
                              ha="center", va="bottom", fontsize=8)  # fmt: skip
     thr.set_yscale("log")
-    thr.set_ylabel("batch-64 throughput, samples/s (log)")
+    thr.set_ylabel("batch-64 throughput, samples per CPU s (log)")
     thr.set_xticks(range(len(models)), models, fontsize=8)
     thr.legend(fontsize=8)
     thr.grid(True, axis="y", linewidth=0.3)
