@@ -46,7 +46,9 @@ def deepspeed_config(
         "zero_optimization": zero,
         "bf16": {"enabled": precision == "bf16"},
         "fp16": {"enabled": precision == "fp16"},
-        "steps_per_print": 0,
+        # null, not 0: DeepSpeed skips its progress line only for None; 0 is a modulo by zero at the first step
+        # (runtime/engine.py `_take_model_step` in DeepSpeed 0.19). train.py logs its own line per step.
+        "steps_per_print": None,
         "wall_clock_breakdown": False,
     }
     if precision == "fp16":

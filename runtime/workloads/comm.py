@@ -1,15 +1,18 @@
 """DDP communication hooks chosen by name, and a counter of the bytes every collective sends.
 
-The counter wraps the `torch.distributed` collectives that DDP hooks and FSDP call from Python
-(`all_reduce`, `all_gather_into_tensor`, `reduce_scatter_tensor`), so "bytes" is what each rank hands to the
-collective library per step, summed over calls: the payload size, not the wire bytes of a particular algorithm
-(a ring all-reduce moves 2(n-1)/n times the payload). DDP's built-in C++ all-reduce bypasses Python, so the
-uncompressed baseline uses the equivalent Python `allreduce_hook` to be counted the same way.
+The counter wraps the `torch.distributed` collectives that DDP hooks, FSDP and DeepSpeed call from Python, so
+"bytes" is what each rank hands to the collective library per step, summed over calls: the payload size (an
+all-reduce's tensor, an all-gather's own shard, a reduce-scatter's whole input, a broadcast on its source), not
+the wire bytes of a particular algorithm (a ring all-reduce moves 2(n-1)/n times the payload). DDP's built-in C++
+all-reduce bypasses Python, so the uncompressed baseline uses the equivalent Python `allreduce_hook` to be counted
+the same way.
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -20,49 +23,90 @@ from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_
 from torch.nn.parallel import DistributedDataParallel
 
 HOOKS = ("none", "fp16", "bf16", "powersgd")
-_COUNTED = ("all_reduce", "all_gather_into_tensor", "reduce_scatter_tensor")
+_COUNTED: dict[str, tuple[str, Callable[[int], float]]] = {
+    "all_reduce": ("tensor", lambda n: 2 * (n - 1) / n),
+    "all_reduce_coalesced": ("tensors", lambda n: 2 * (n - 1) / n),
+    "reduce": ("tensor", lambda n: (n - 1) / n),
+    "broadcast": ("tensor", lambda n: 1.0),
+    "all_gather": ("tensor", lambda n: n - 1),
+    "all_gather_into_tensor": ("input_tensor", lambda n: n - 1),
+    "all_gather_single": ("input_tensor", lambda n: n - 1),
+    "_all_gather_base": ("input_tensor", lambda n: n - 1),
+    "reduce_scatter": ("input_list", lambda n: (n - 1) / n),
+    "reduce_scatter_tensor": ("input", lambda n: (n - 1) / n),
+    "reduce_scatter_single": ("input", lambda n: (n - 1) / n),
+    "_reduce_scatter_base": ("input", lambda n: (n - 1) / n),
+}
+"""Collective -> (the parameter holding this rank's contribution, what a ring algorithm sends per rank as a
+multiple of it in a group of n: the factors behind nccl-tests' bus bandwidth, "PERFORMANCE.md" in NVIDIA/nccl-tests).
+Both `torch.distributed` and its `distributed_c10d` module are wrapped: FSDP2 calls `dist.all_gather_single` and
+`dist.reduce_scatter_single` (torch >= 2.10 names), DeepSpeed passes keywords (`all_reduce(tensor=...)`) and keeps
+its own reference to `all_gather_into_tensor`, which calls `distributed_c10d.all_gather_single` inside. Only the
+outermost wrapped call of a thread is counted, so a collective that delegates to another is counted once."""
 
 
 class ByteCounter:
-    """Bytes handed to collectives since the last `take()`."""
+    """Bytes handed to collectives since the last `take()`, and what a ring algorithm would send for them."""
 
     def __init__(self) -> None:
         self.bytes = 0
+        self.ring_bytes = 0.0
         self.calls = 0
 
-    def add(self, tensor: torch.Tensor) -> None:
-        self.bytes += tensor.numel() * tensor.element_size()
+    def add(self, tensors: torch.Tensor | list[torch.Tensor], ring_factor: float = 1.0) -> None:
+        for tensor in tensors if isinstance(tensors, list | tuple) else [tensors]:
+            size = tensor.numel() * tensor.element_size()
+            self.bytes += size
+            self.ring_bytes += size * ring_factor
         self.calls += 1
 
     def take(self) -> int:
-        value, self.bytes, self.calls = self.bytes, 0, 0
+        value, self.bytes, self.ring_bytes, self.calls = self.bytes, 0, 0.0, 0
         return value
+
+
+def _contribution(
+    name: str, sig: inspect.Signature, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[Any, float]:
+    """This rank's tensor(s) in a call of collective `name` (by parameter name, positional or keyword) and the
+    ring factor for its group."""
+    bound = sig.bind(*args, **kwargs)
+    param, factor = _COUNTED[name]
+    if name == "broadcast" and bound.arguments.get("src", bound.arguments.get("group_src")) != dist.get_rank():
+        return [], 0.0  # a broadcast receiver hands over nothing
+    return bound.arguments[param], factor(dist.get_world_size(bound.arguments.get("group")))
 
 
 @contextmanager
 def counting(counter: ByteCounter) -> Iterator[ByteCounter]:
     """Wrap the collectives for the duration (restores the originals on exit, also after an error)."""
-    originals: dict[str, Callable[..., Any]] = {name: getattr(dist, name) for name in _COUNTED}
+    modules = (dist, dist.distributed_c10d)
+    originals = [(m, name, getattr(m, name)) for m in modules for name in _COUNTED if hasattr(m, name)]
+    local = threading.local()
 
     def wrap(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        sig = inspect.signature(fn)
+
         @functools.wraps(fn)
         def counted(*args: Any, **kwargs: Any) -> Any:
-            # all_reduce(tensor), reduce_scatter_tensor(output, input): count what this rank contributes.
-            tensor = args[1] if name == "reduce_scatter_tensor" else args[0]
-            if name == "all_gather_into_tensor":
-                tensor = args[1]  # (output, input): this rank's shard
-            counter.add(tensor)
-            return fn(*args, **kwargs)
+            if getattr(local, "inside", False):
+                return fn(*args, **kwargs)
+            counter.add(*_contribution(name, sig, args, kwargs))
+            local.inside = True
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                local.inside = False
 
         return counted
 
     try:
-        for name, fn in originals.items():
-            setattr(dist, name, wrap(name, fn))
+        for module, name, fn in originals:
+            setattr(module, name, wrap(name, fn))
         yield counter
     finally:
-        for name, fn in originals.items():
-            setattr(dist, name, fn)
+        for module, name, fn in originals:
+            setattr(module, name, fn)
 
 
 def bf16_hook(state: object, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shutil
 import sys
@@ -56,6 +57,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--batch-size", type=int, default=8, help="sequences per rank per step")
     p.add_argument("--lr", type=float, default=3e-3)
+    p.add_argument("--lr-schedule", choices=("constant", "cosine"), default="constant", help="cosine: to 0 at --steps")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--d-model", type=int, default=64)
     p.add_argument("--layers", type=int, default=2)
@@ -127,7 +129,16 @@ def _wrap(args: argparse.Namespace, model: nn.Module, device: torch.device) -> t
 
 
 def _deepspeed(args: argparse.Namespace, model: nn.Module, optimizer: torch.optim.Optimizer) -> Any:
+    import importlib
+
     import deepspeed
+
+    if not torch.cuda.is_available():
+        # On CPU DeepSpeed JIT-compiles its shared-memory all-reduce (used only by inference_all_reduce) at init,
+        # under a lock file in ~/.cache/torch_extensions: a rank killed mid-build leaves the lock, and every later
+        # DeepSpeed process on the machine waits on it forever (seen here). Training never calls that op.
+        # (`deepspeed.comm.torch` as an attribute is the torch package, re-exported: the module is looked up by name.)
+        importlib.import_module("deepspeed.comm.torch").build_shm_op = lambda: None
 
     text = args.deepspeed_config
     config = json.loads(Path(text).read_text() if not text.lstrip().startswith("{") else text)
@@ -150,6 +161,13 @@ def complete_checkpoints(ckpt: Path) -> list[Path]:
     """The complete checkpoints in `ckpt`, oldest first (a directory only gets its final name once complete)."""
     steps = [(step, p) for p in ckpt.glob("step-*") if (step := _step_of(p)) is not None]
     return [p for _, p in sorted(steps)]
+
+
+def lr_at(args: argparse.Namespace, step: int) -> float:
+    """The learning rate of 0-based `step`: a pure function of the step, so a resumed run needs no scheduler state."""
+    if args.lr_schedule == "cosine":
+        return float(0.5 * args.lr * (1 + math.cos(math.pi * step / args.steps)))
+    return float(args.lr)
 
 
 def _newest(ckpt: Path) -> Path | None:
@@ -305,6 +323,9 @@ def train(argv: list[str] | None = None) -> int:
     counter = comm.ByteCounter()
     for step in range(start, args.steps):
         tokens = lm.batch(cfg, table, seed=args.seed, step=step, rank=rank, size=args.batch_size).to(device)
+        if args.lr_schedule != "constant":
+            for group in (optimizer or model.optimizer).param_groups:
+                group["lr"] = lr_at(args, step)
         t0 = time.perf_counter()
         with comm.counting(counter):
             if args.strategy == "deepspeed":
@@ -321,7 +342,7 @@ def train(argv: list[str] | None = None) -> int:
         if device.type == "cuda":
             torch.cuda.synchronize()
         elapsed = time.perf_counter() - t0
-        calls, sent = counter.calls, counter.take()
+        calls, ring, sent = counter.calls, counter.ring_bytes, counter.take()
         mean = loss.detach().float().clone()
         dist.all_reduce(mean)
         record = {
@@ -329,8 +350,9 @@ def train(argv: list[str] | None = None) -> int:
             "loss": mean.item() / world,
             "step_time_s": round(elapsed, 6),
             "tokens_per_s": round(world * args.batch_size * cfg.seq_len / elapsed, 1),
-            # None: the strategy's collectives bypass the Python ones counted (FSDP2 uses functional collectives).
+            # None: no counted collective ran in the step (comm.py lists the ones counted).
             "comm_bytes": sent if calls else None,
+            "comm_ring_bytes": round(ring) if calls else None,  # what a ring algorithm sends for them (comm.py)
         }
         if rank == 0:
             line = json.dumps(record)
