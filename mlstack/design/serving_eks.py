@@ -147,7 +147,8 @@ class Part:
 
 
 def stack_parts(config: EksInferenceConfig) -> list[Part]:
-    """Every resource of the stack by CloudFormation type (a test holds it equal to the synthesized template)."""
+    """Every resource of the stack by CloudFormation type: the plan's rows and the stack's footprint
+    (`mlstack.design.footprint`, which tests/plan/test_footprint.py holds equal to the synthesized template)."""
     n = len(config.endpoints)
     admin = 1 if config.cluster.admin_host else 0
     admins = len(config.cluster.admin_principal_arns)

@@ -1,8 +1,8 @@
 """The `inference: {engine: eks}` part of `mlstack plan`: the serving cluster's resources by CloudFormation type,
 $/h at the minimum and maximum fleet, output tokens/s and $ per million output tokens per endpoint, quotas.
 
-Imports no CDK. The sizing is `mlstack.design.serving_eks`; the resource list is its `stack_parts`, which a test
-holds equal to the synthesized template.
+Imports no CDK. The sizing is `mlstack.design.serving_eks`; the resource list is its `stack_parts`, also the
+stack's footprint (tests/plan/test_footprint.py holds it equal to the synthesized template).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def plan_inference_eks(config: BlueprintConfig, plan: Plan, serve_checks: Mappin
     checks = serve_checks or {}
     for part in stack_parts(eks):
         if part.count:
-            plan.resources.append(Resource(STACK, part.cfn_type, part.what, part.count))
+            plan.resources.append(Resource(STACK, part.cfn_type, part.what, part.count, part.cfn_type))
     designs = server_designs(eks)
     cluster = eks.cluster
     region = config.env.region

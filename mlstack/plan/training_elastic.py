@@ -5,22 +5,13 @@ from __future__ import annotations
 
 from mlstack.config import BlueprintConfig
 from mlstack.constructs.training import versions
+from mlstack.design.footprint.elastic import KARPENTER_PARTS
+from mlstack.design.footprint.parts import HELM_CHART, KUBERNETES_RESOURCE
 from mlstack.design.karpenter import pools
 from mlstack.design.kueue import queues
 from mlstack.plan.model import Plan, Resource
 
 STACK = "TrainingClusterStack"
-KARPENTER_RESOURCES: tuple[tuple[str, str, int], ...] = (
-    ("AWS::IAM::Role", "Karpenter node role (AmazonEKSWorkerNodePolicy, ECR read-only)", 1),
-    ("AWS::EKS::AccessEntry", "Karpenter node role, type EC2_LINUX (nodes join)", 1),
-    ("AWS::SQS::Queue", "Karpenter interruption queue (5 min retention, SQS-managed encryption, TLS only)", 1),
-    ("AWS::SQS::QueuePolicy", "EventBridge may send to the interruption queue (TLS only)", 1),
-    ("AWS::Events::Rule", "Spot interruption, rebalance, state change, AWS Health, capacity-reservation events", 5),
-    ("AWS::IAM::Role", "Karpenter controller role (EKS Pod Identity, kube-system/karpenter)", 1),
-    ("AWS::IAM::Policy", "Karpenter controller policy (documented, scoped to this cluster, node role, queue, key)", 1),
-    ("AWS::EKS::PodIdentityAssociation", "kube-system/karpenter -> controller role", 1),
-    ("Custom::AWSCDK-EKS-HelmChart", f"Karpenter chart {versions.KARPENTER.version}", 1),
-)
 
 
 def _price(value: float | None) -> str:
@@ -35,26 +26,23 @@ def plan_elastic(config: BlueprintConfig, plan: Plan) -> list[tuple[str, list[st
     sections: list[tuple[str, list[str]]] = []
     found = pools(training, config.zones)
     if found:
-        plan.resources += [Resource(STACK, f"Karpenter ({cfn})", detail, n) for cfn, detail, n in KARPENTER_RESOURCES]
+        plan.resources += [Resource(STACK, "Karpenter", p.what, p.count, p.cfn_type) for p in KARPENTER_PARTS]
         rows = []
         for pool in found:
             overlay = " + NodeOverlay (huge pages)" if pool.efa else ""
             plan.resources.append(
                 Resource(
                     STACK,
-                    "Karpenter pool (Custom::AWSCDK-EKS-KubernetesResource)",
+                    "Karpenter pool",
                     f"{pool.name}: EC2NodeClass + NodePool{overlay}, {', '.join(pool.instance_types)} in "
                     f"{', '.join(pool.zones)}, limit {pool.limit} {pool.accelerator_resource or 'accelerators'}",
+                    type=KUBERNETES_RESOURCE,
                 )
             )
             if pool.efa:
-                plan.resources.append(
-                    Resource(STACK, "EFA security group (AWS::EC2::SecurityGroup)", f"{pool.name}: all to/from itself")
-                )
+                plan.resources.append(Resource(STACK, "EFA security group", f"{pool.name}: all to/from itself"))
                 if pool.placement_group:
-                    plan.resources.append(
-                        Resource(STACK, "Placement group (AWS::EC2::PlacementGroup)", f"{pool.name}: cluster strategy")
-                    )
+                    plan.resources.append(Resource(STACK, "Placement group", f"{pool.name}: cluster strategy"))
             # No cost row: a pool starts empty ($0/h); its maximum, the limit's price, is the section's row.
             efa = "no EFA"
             if pool.interfaces is not None and pool.efa:
@@ -76,12 +64,13 @@ def plan_elastic(config: BlueprintConfig, plan: Plan) -> list[tuple[str, list[st
     if design is not None:
         n = len(design.teams)
         plan.resources += [
-            Resource(STACK, "Kueue (Custom::AWSCDK-EKS-HelmChart)", f"Kueue chart {versions.KUEUE.version}"),
+            Resource(STACK, "Kueue", f"Kueue chart {versions.KUEUE.version}", type=HELM_CHART),
             Resource(
                 STACK,
-                "Kueue queues (Custom::AWSCDK-EKS-KubernetesResource)",
+                "Kueue queues",
                 f"{len(design.flavors)} ResourceFlavor(s), {n} ClusterQueue(s) in cohort, {n} LocalQueue(s), "
                 "3 WorkloadPriorityClasses + 3 PriorityClasses",
+                type=KUBERNETES_RESOURCE,
             ),
         ]
         rows = []

@@ -154,6 +154,9 @@ def cluster_props(blueprint: BlueprintConfig, network: NetworkStack) -> dict[str
             max_size=system.max_size,
             disk_size_gib=system.disk_size_gib,
         ),
+        # The eks engine's example job is a Kubeflow Trainer TrainJob; HyperPod on EKS keeps the chart it has always
+        # had (its example job is a PyTorchJob of the HyperPod chart's operator).
+        "trainer_operator": True,
     }
 
 

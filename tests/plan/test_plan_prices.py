@@ -28,8 +28,9 @@ def plans() -> dict[str, Plan]:
     return {name: build_plan(blueprint_config.load(name), today=DAY) for name in SHIPPED}
 
 
-def test_sixteen_blueprints_are_shipped() -> None:
-    assert len(SHIPPED) == 16
+def test_eighteen_blueprints_are_shipped() -> None:
+    # 16, then eks-karpenter-training (issue 26) and eks-llm-serving (issue 27)
+    assert len(SHIPPED) == 18
 
 
 def test_no_plan_prices_with_an_undated_rate(plans: dict[str, Plan]) -> None:
@@ -110,3 +111,14 @@ def test_a_rate_without_a_date_never_prices_the_plan(monkeypatch: pytest.MonkeyP
     eks = next(c for c in plan.costs if c.item == "EKS control plane")
     assert eks.unit_per_hour is None and eks.source == "rate has no date, not used (a remembered rate)"
     assert "EKS control plane" in plan.unpriced
+
+
+def test_the_elastic_and_eks_serving_blueprints_price_their_accelerated_nodes(plans: dict[str, Plan]) -> None:
+    serving = plans["eks-llm-serving"]
+    nodes = next(c for c in serving.costs if c.item == "g6e.xlarge chat nodes (min)")
+    assert nodes.unit_per_hour == 1.861 and nodes.price_date == "2026-01-21" and nodes.quantity == 1
+    assert "no dated Network Load Balancer rate" in serving.unpriced_reasons["chat internal NLB (hours; LCUs extra)"]
+    elastic = plans["eks-karpenter-training"]
+    p5 = next(c for c in elastic.costs if c.item.startswith("p5.48xlarge p5"))
+    assert p5.unit_per_hour == 55.04 and p5.price_date == "2026-01-21" and p5.quantity == 0  # the pool starts empty
+    assert any("would cost $220.16/hour" in w for w in elastic.warnings)  # its limit: 4 nodes

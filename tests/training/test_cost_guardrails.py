@@ -133,7 +133,7 @@ def test_plan_warns_when_the_most_expensive_month_exceeds_the_budget() -> None:
     (warning,) = [w for w in build_plan(small).warnings if w.startswith("budget:")]
     assert f"${top:,.2f}/hour x 200 hours" in warning
     assert "above budget.monthly_usd $1,000" in warning
-    assert any(r.kind == "Budget" and "AWS::Budgets::Budget" in r.detail for r in shipped.resources)
+    assert any(r.kind == "Budget" and r.type == "AWS::Budgets::Budget" for r in shipped.resources)
 
 
 def test_plan_says_what_it_cannot_price() -> None:

@@ -271,7 +271,7 @@ def test_vpc_cni_runs_on_its_own_pod_identity_role_and_node_roles_are_minimal(
 
 # 8. kubectl skew: every allowed Kubernetes version has the kubectl layer of its own minor version.
 def test_every_allowed_kubernetes_version_has_its_own_kubectl_layer() -> None:
-    from mlstack.constructs.training.cluster import KUBECTL_LAYERS
+    from mlstack.constructs.training.cluster_parts import KUBECTL_LAYERS
 
     assert set(KUBECTL_LAYERS) == set(get_args(KubernetesVersion))
     for version, layer in KUBECTL_LAYERS.items():

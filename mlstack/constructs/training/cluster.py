@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, cast
@@ -11,7 +10,6 @@ from aws_cdk import Acknowledgment, Lazy, RemovalPolicy, Validations
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_kms as kms
-from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct, IConstruct
 
@@ -20,47 +18,28 @@ from mlstack.constructs.common import pascal_id
 from mlstack.constructs.removal import RETAINED
 from mlstack.constructs.training import versions
 from mlstack.constructs.training.admin_host import ADMIN_POLICY
+from mlstack.constructs.training.cluster_charts import device_plugins
 from mlstack.constructs.training.cluster_parts import (
+    KUBECTL_LAYERS,
     AcceleratorPool,
     Produce,
     acknowledge_generated,
     addon_id,
     cloudwatch_observability,
-    on_label,
     secure_kubectl_provider,
     tolerate,
     vpc_cni_pod_identity,
 )
 from mlstack.constructs.training.efa import EfaNetworking
 from mlstack.constructs.training.node_group import AcceleratedNodeGroup, Capacity, acknowledge_node_role, taint_keys
-from mlstack.k8s.kube import EFA_TAINT, GPU_TAINT, LABEL_PREFIX, NEURON_TAINT
+from mlstack.k8s.kube import LABEL_PREFIX
 
 BEFORE_NODES = ("vpc-cni", "kube-proxy", "eks-pod-identity-agent")
 """Add-ons every node group (system and accelerated) waits for: a node that starts first gets no pod IPs."""
 AFTER_NODES = ("coredns", "aws-fsx-csi-driver", "eks-node-monitoring-agent")
-ACCELERATOR_TAINTS = (GPU_TAINT, NEURON_TAINT, EFA_TAINT)
-"""Every taint an accelerated node group may carry: the device plugins tolerate all of them."""
 
 DEFAULT_KUBERNETES_VERSION = "1.35"
 
-
-class _KubectlLayer:
-    """`KubectlV<minor>Layer`, imported on first use: each package's import loads a 37 MB jsii tarball into the
-    kernel (read and hashed on every synth), so a synth loads only the versions its clusters run."""
-
-    def __init__(self, minor: int) -> None:
-        self.__name__ = f"KubectlV{minor}Layer"
-        self.module = f"aws_cdk.lambda_layer_kubectl_v{minor}"
-
-    def __call__(self, scope: Construct, construct_id: str) -> lambda_.LayerVersion:
-        layer: lambda_.LayerVersion = getattr(importlib.import_module(self.module), self.__name__)(scope, construct_id)
-        return layer
-
-
-KUBECTL_LAYERS: dict[str, _KubectlLayer] = {f"1.{minor}": _KubectlLayer(minor) for minor in (34, 35, 36)}
-"""The kubectl Lambda layer of each Kubernetes version the cluster can run: kubectl and the cluster keep the same
-minor version (kubectl supports one minor version of skew, Kubernetes version skew policy), one PyPI package per
-minor (`aws-cdk.lambda-layer-kubectl-v34` ...)."""
 
 _ALL_LOGS = [
     eks.ClusterLoggingTypes.API,
@@ -379,38 +358,9 @@ class TrainingCluster(Construct):
         return pool
 
     def _device_plugins(self, instance: InstanceType, *, efa: bool) -> None:
-        kind = instance.accelerator.kind if instance.accelerator is not None else None
-        if kind == "gpu" and versions.NVIDIA_DEVICE_PLUGIN.release not in self.charts:
-            self._chart(
-                versions.NVIDIA_DEVICE_PLUGIN,
-                {
-                    "tolerations": tolerate(*ACCELERATOR_TAINTS),
-                    # The chart's default affinity needs node-feature-discovery labels; select on ours instead.
-                    "affinity": on_label(f"{LABEL_PREFIX}/accelerator-kind", ["gpu"]),
-                },
-            )
-        if kind in ("trainium", "inferentia") and versions.NEURON_HELM_CHART.release not in self.charts:
-            # The device plugin only: the chart's scheduler extension stays off (its default; a job would also have to
-            # name that scheduler), and so does its node problem detector (EKS node monitoring covers it). Values keys
-            # per the chart README: check them when bumping the version.
-            self._chart(
-                versions.NEURON_HELM_CHART,
-                {"npd": {"enabled": False}, "devicePlugin": {"tolerations": tolerate(*ACCELERATOR_TAINTS)}},
-            )
-        if efa and versions.EFA_DEVICE_PLUGIN.release not in self.charts:
-            self._chart(
-                versions.EFA_DEVICE_PLUGIN,
-                {
-                    "tolerations": tolerate(*ACCELERATOR_TAINTS),
-                    # The chart's node affinity is an allow-list of instance types; a type missing from the pinned
-                    # chart's list never gets the plugin. List exactly the EFA groups' types (at synth, so every
-                    # group added counts).
-                    "supportedInstanceLabels": {
-                        "keys": ["node.kubernetes.io/instance-type"],
-                        "values": Lazy.any(Produce(self.efa_instance_types)),
-                    },
-                },
-            )
+        found = device_plugins(instance, efa=efa, installed=self.charts, efa_instance_types=self.efa_instance_types)
+        for chart, values in found:
+            self._chart(chart, values)
 
     @property
     def node_connections(self) -> ec2.Connections:

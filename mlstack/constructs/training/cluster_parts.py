@@ -1,8 +1,10 @@
-"""What `TrainingCluster` adds around the EKS cluster: add-on Pod Identity roles, and the hardening and scanner
-acknowledgements of the resources aws_eks_v2 generates (its kubectl provider, the cluster role)."""
+"""What `TrainingCluster` adds around the EKS cluster: the kubectl layer of each Kubernetes version, add-on Pod
+Identity roles, and the hardening and scanner acknowledgements of the resources aws_eks_v2 generates (its kubectl
+provider, the cluster role)."""
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
@@ -21,6 +23,25 @@ from mlstack.constructs.common import pascal_id
 from mlstack.constructs.scanners import skip_checkov, skip_guard
 from mlstack.constructs.training import versions
 from mlstack.constructs.training.efa import EfaNetworking
+
+
+class _KubectlLayer:
+    """`KubectlV<minor>Layer`, imported on first use: each package's import loads a 37 MB jsii tarball into the
+    kernel (read and hashed on every synth), so a synth loads only the versions its clusters run."""
+
+    def __init__(self, minor: int) -> None:
+        self.__name__ = f"KubectlV{minor}Layer"
+        self.module = f"aws_cdk.lambda_layer_kubectl_v{minor}"
+
+    def __call__(self, scope: Construct, construct_id: str) -> lambda_.LayerVersion:
+        layer: lambda_.LayerVersion = getattr(importlib.import_module(self.module), self.__name__)(scope, construct_id)
+        return layer
+
+
+KUBECTL_LAYERS: dict[str, _KubectlLayer] = {f"1.{minor}": _KubectlLayer(minor) for minor in (34, 35, 36)}
+"""The kubectl Lambda layer of each Kubernetes version the cluster can run: kubectl and the cluster keep the same
+minor version (kubectl supports one minor version of skew, Kubernetes version skew policy), one PyPI package per
+minor (`aws-cdk.lambda-layer-kubectl-v34` ...)."""
 
 
 def tolerate(*keys: str) -> list[dict[str, str]]:

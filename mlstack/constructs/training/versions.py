@@ -2,8 +2,8 @@
 
 Charts are recorded at synth and fetched by the kubectl-provider Lambda at deploy time (nothing here is
 downloaded or validated offline). Bump a version here, run `make check-charts` (it needs the network: each
-version must exist where the chart is pulled from), review the values in `cluster.py`, and redeploy. Sources for
-each pin are given next to it.
+version must exist where the chart is pulled from), review the values in `cluster.py` and `cluster_charts.py`
+(device plugins), and redeploy. Sources for each pin are given next to it.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from collections import Counter
 
 from mlstack.config import BlueprintConfig
 from mlstack.design.footprint.ai_services import ai_services_stack
-from mlstack.design.footprint.inference import data_stack, inference_stack
+from mlstack.design.footprint.inference import data_stack, eks_inference_stack, inference_stack
 from mlstack.design.footprint.mlops import mlops_stack
 from mlstack.design.footprint.network import network_stack
 from mlstack.design.footprint.training import training_stack
@@ -28,6 +28,8 @@ def footprint(config: BlueprintConfig) -> dict[str, Counter[str]]:
     if config.inference is not None:
         stacks["DataStack"] = data_stack(config.inference)
         stacks["InferenceStack"] = inference_stack(config.inference)
+    if config.inference_eks is not None:
+        stacks["InferenceStack"] = eks_inference_stack(config.inference_eks)
     if config.mlops is not None:
         stacks["MlopsStack"] = mlops_stack(config.mlops)
     if config.ai_services is not None:

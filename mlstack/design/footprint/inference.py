@@ -1,5 +1,6 @@
 """`DataStack`'s and `InferenceStack`'s resources: the model bucket and image repository, then `ModelEndpoint`s,
-the stack's buckets and alarm topic, and `InvokeApi`."""
+the stack's buckets and alarm topic, and `InvokeApi`; for `inference: {engine: eks}`, the serving cluster's
+`InferenceStack` (`mlstack.design.serving_eks.stack_parts`)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ from mlstack.config.inference import (
     RealtimeEndpointConfig,
     ServerlessEndpointConfig,
 )
+from mlstack.config.inference_eks import EksInferenceConfig
 from mlstack.design.footprint.parts import ALARM, SECURITY_GROUP, Footprint, bucket, function, role, topic
 from mlstack.design.inference import inference_storage
+from mlstack.design.serving_eks import stack_parts
 
 SCALABLE_TARGET = "AWS::ApplicationAutoScaling::ScalableTarget"
 SCALING_POLICY = "AWS::ApplicationAutoScaling::ScalingPolicy"
@@ -77,3 +80,11 @@ def inference_stack(inference: InferenceConfig) -> Footprint:
     if inference.invoke_api is not None:
         found += invoke_api()
     return found
+
+
+def eks_inference_stack(config: EksInferenceConfig) -> Footprint:
+    """`InferenceStack` of `engine: eks`: `stack_parts`, the one list of its resources (the plan's rows), by type."""
+    found: Footprint = Counter()
+    for part in stack_parts(config):
+        found[part.cfn_type] += part.count
+    return +found  # a part of count 0 (no admin host) is no resource

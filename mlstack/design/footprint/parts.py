@@ -32,6 +32,9 @@ PERMISSION = "AWS::Lambda::Permission"
 LAUNCH_TEMPLATE = "AWS::EC2::LaunchTemplate"
 PLACEMENT_GROUP = "AWS::EC2::PlacementGroup"
 ACCESS_ENTRY = "AWS::EKS::AccessEntry"
+POD_IDENTITY = "AWS::EKS::PodIdentityAssociation"
+KUBERNETES_RESOURCE = "Custom::AWSCDK-EKS-KubernetesResource"
+HELM_CHART = "Custom::AWSCDK-EKS-HelmChart"
 
 FSX_PORTS = 2
 """Lustre's ports, each its own rule: 988 and 1018-1023 (`FsxLustre`, FSx for Lustre User Guide, "File system
@@ -78,6 +81,14 @@ def closed_group(*, self_referencing: bool) -> Footprint:
     found = Counter({SECURITY_GROUP: 1})
     if self_referencing:
         found += Counter({INGRESS: 1, EGRESS: 1})
+    return found
+
+
+def efa_networking(*, placement_group: bool) -> Footprint:
+    """`EfaNetworking`: its closed, self-referencing security group and, when asked, a cluster placement group."""
+    found = closed_group(self_referencing=True)
+    if placement_group:
+        found[PLACEMENT_GROUP] += 1
     return found
 
 

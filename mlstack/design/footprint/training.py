@@ -8,28 +8,30 @@ from collections import Counter
 from mlstack.config import BlueprintConfig
 from mlstack.config.training import TrainingConfig
 from mlstack.constructs.training.versions import ADDONS
+from mlstack.design.footprint.elastic import karpenter, kueue
 from mlstack.design.footprint.parts import (
     ACCESS_ENTRY,
     EGRESS,
+    HELM_CHART,
     INGRESS,
+    KUBERNETES_RESOURCE,
     LAUNCH_TEMPLATE,
     LAYER,
     LOG_GROUP,
-    PLACEMENT_GROUP,
     SECURITY_GROUP,
     Footprint,
     bucket,
     bucket_deployment,
-    closed_group,
+    efa_networking,
     fsx_lustre,
     function,
     provider_framework,
     role,
 )
+from mlstack.design.karpenter import pools
+from mlstack.design.kueue import queues
 from mlstack.design.training import node_group_designs
 
-KUBERNETES_RESOURCE = "Custom::AWSCDK-EKS-KubernetesResource"
-HELM_CHART = "Custom::AWSCDK-EKS-HelmChart"
 NODEGROUP = "AWS::EKS::Nodegroup"
 
 
@@ -69,14 +71,6 @@ def accelerated_node_group(*, efa: bool, placement_group: bool) -> Footprint:
     found = Counter({NODEGROUP: 1, LAUNCH_TEMPLATE: 1}) + role(policy=False)
     if efa:
         found += efa_networking(placement_group=placement_group)
-    return found
-
-
-def efa_networking(*, placement_group: bool) -> Footprint:
-    """`EfaNetworking`: its closed, self-referencing security group and, when asked, a cluster placement group."""
-    found = closed_group(self_referencing=True)
-    if placement_group:
-        found[PLACEMENT_GROUP] += 1
     return found
 
 
@@ -178,8 +172,10 @@ def _eks(config: BlueprintConfig, training: TrainingConfig) -> Footprint:
         admin_principals=len(training.cluster.admin_principal_arns),
         device_plugin_charts=len(device_plugin_charts(training)),
     )
-    for design in node_group_designs(config):
+    elastic = pools(training, config.zones)
+    for design in [] if elastic else node_group_designs(config):
         found += accelerated_node_group(efa=design.efa, placement_group=design.placement_group)
+    found += karpenter(elastic) + kueue(queues(training))
     # FSx clients: each EFA group's security group (closed), and the EKS cluster group (open; not in the template)
     # when some node group has no EFA.
     efa_groups = sum(1 for g in groups if g.efa)

@@ -1,0 +1,83 @@
+"""The elastic part of `TrainingClusterStack` (engine eks): the `Karpenter` construct and its pools, and `Kueue`.
+
+`KARPENTER_PARTS` is the one list of what `Karpenter` creates besides its pools, with the plan's words for each
+(`mlstack.plan.training_elastic` lists these rows); the pools and queues come from `mlstack.design.karpenter` and
+`mlstack.design.kueue`, the same designs the stack builds from.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from mlstack.constructs.training import versions
+from mlstack.design.footprint.parts import (
+    ACCESS_ENTRY,
+    HELM_CHART,
+    KUBERNETES_RESOURCE,
+    POD_IDENTITY,
+    POLICY,
+    QUEUE,
+    QUEUE_POLICY,
+    ROLE,
+    RULE,
+    Footprint,
+    efa_networking,
+)
+from mlstack.design.karpenter import Pool
+from mlstack.design.kueue import Queues
+
+INTERRUPTION_RULES = 5
+"""Spot interruption, rebalance, instance state change, AWS Health scheduled change, capacity-reservation
+interruption: the rules of Karpenter's getting-started template (`Karpenter.INTERRUPTION_EVENTS`)."""
+
+
+@dataclass(frozen=True)
+class Part:
+    """`count` resources of CloudFormation `cfn_type` that a construct creates, and what they are."""
+
+    cfn_type: str
+    count: int
+    what: str
+
+
+KARPENTER_PARTS: tuple[Part, ...] = (
+    Part(ROLE, 1, "Karpenter node role (AmazonEKSWorkerNodePolicy, ECR read-only)"),
+    Part(ACCESS_ENTRY, 1, "Karpenter node role, type EC2_LINUX (nodes join)"),
+    Part(QUEUE, 1, "Karpenter interruption queue (5 min retention, SQS-managed encryption, TLS only)"),
+    Part(QUEUE_POLICY, 1, "EventBridge may send to the interruption queue (TLS only)"),
+    Part(
+        RULE, INTERRUPTION_RULES, "Spot interruption, rebalance, state change, AWS Health, capacity-reservation events"
+    ),
+    Part(ROLE, 1, "Karpenter controller role (EKS Pod Identity, kube-system/karpenter)"),
+    Part(POLICY, 1, "Karpenter controller policy (documented, scoped to this cluster, node role, queue, key)"),
+    Part(POD_IDENTITY, 1, "kube-system/karpenter -> controller role"),
+    Part(HELM_CHART, 1, f"Karpenter chart {versions.KARPENTER.version}"),
+)
+"""`Karpenter` without its pools."""
+
+
+def pool(design: Pool) -> Footprint:
+    """`Karpenter.add_pool`: the EC2NodeClass + NodePool manifest, and the pool's `EfaNetworking` with EFA."""
+    found = Counter({KUBERNETES_RESOURCE: 1})
+    if design.efa:
+        found += efa_networking(placement_group=design.placement_group)
+    return found
+
+
+def karpenter(pools: Sequence[Pool]) -> Footprint:
+    """`Karpenter` and its pools; nothing without pools (capacity_manager node_groups)."""
+    if not pools:
+        return Counter()
+    found: Footprint = Counter()
+    for part in KARPENTER_PARTS:
+        found[part.cfn_type] += part.count
+    for design in pools:
+        found += pool(design)
+    return found
+
+
+def kueue(design: Queues | None) -> Footprint:
+    """`Kueue`: its chart and one manifest of flavors, queues and priority classes; nothing without teams."""
+    return Counter() if design is None else Counter({HELM_CHART: 1, KUBERNETES_RESOURCE: 1})
