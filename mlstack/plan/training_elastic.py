@@ -6,7 +6,7 @@ from __future__ import annotations
 from mlstack.config import BlueprintConfig
 from mlstack.constructs.training import versions
 from mlstack.design.karpenter import pools
-from mlstack.design.kueue import queues
+from mlstack.design.kueue import PODS_READY_TIMEOUT_MINUTES, REQUEUE_LIMIT, longest_unready_hold_minutes, queues
 from mlstack.plan.model import Plan, Resource
 
 STACK = "TrainingClusterStack"
@@ -19,7 +19,8 @@ KARPENTER_RESOURCES: tuple[tuple[str, str, int], ...] = (
     ("AWS::IAM::Role", "Karpenter controller role (EKS Pod Identity, kube-system/karpenter)", 1),
     ("AWS::IAM::Policy", "Karpenter controller policy (documented, scoped to this cluster, node role, queue, key)", 1),
     ("AWS::EKS::PodIdentityAssociation", "kube-system/karpenter -> controller role", 1),
-    ("Custom::AWSCDK-EKS-HelmChart", f"Karpenter chart {versions.KARPENTER.version}", 1),
+    ("Custom::AWSCDK-EKS-HelmChart", f"Karpenter CRD chart {versions.KARPENTER_CRD.version} (upgraded with it)", 1),
+    ("Custom::AWSCDK-EKS-HelmChart", f"Karpenter chart {versions.KARPENTER.version} (without its CRDs)", 1),
 )
 
 
@@ -35,7 +36,9 @@ def plan_elastic(config: BlueprintConfig, plan: Plan) -> list[tuple[str, list[st
     sections: list[tuple[str, list[str]]] = []
     found = pools(training, config.zones)
     if found:
-        plan.resources += [Resource(STACK, f"Karpenter ({cfn})", detail, n) for cfn, detail, n in KARPENTER_RESOURCES]
+        plan.resources += [
+            Resource(STACK, f"Karpenter ({cfn})", detail, n, cfn) for cfn, detail, n in KARPENTER_RESOURCES
+        ]
         rows = []
         for pool in found:
             overlay = " + NodeOverlay (huge pages)" if pool.efa else ""
@@ -45,15 +48,26 @@ def plan_elastic(config: BlueprintConfig, plan: Plan) -> list[tuple[str, list[st
                     "Karpenter pool (Custom::AWSCDK-EKS-KubernetesResource)",
                     f"{pool.name}: EC2NodeClass + NodePool{overlay}, {', '.join(pool.instance_types)} in "
                     f"{', '.join(pool.zones)}, limit {pool.limit} {pool.accelerator_resource or 'accelerators'}",
+                    type="Custom::AWSCDK-EKS-KubernetesResource",
                 )
             )
             if pool.efa:
                 plan.resources.append(
-                    Resource(STACK, "EFA security group (AWS::EC2::SecurityGroup)", f"{pool.name}: all to/from itself")
+                    Resource(
+                        STACK,
+                        "EFA security group (AWS::EC2::SecurityGroup)",
+                        f"{pool.name}: all to/from itself",
+                        type="AWS::EC2::SecurityGroup",
+                    )
                 )
                 if pool.placement_group:
                     plan.resources.append(
-                        Resource(STACK, "Placement group (AWS::EC2::PlacementGroup)", f"{pool.name}: cluster strategy")
+                        Resource(
+                            STACK,
+                            "Placement group (AWS::EC2::PlacementGroup)",
+                            f"{pool.name}: cluster strategy",
+                            type="AWS::EC2::PlacementGroup",
+                        )
                     )
             # No cost row: a pool starts empty ($0/h); its maximum, the limit's price, is the section's row.
             efa = "no EFA"
@@ -76,12 +90,18 @@ def plan_elastic(config: BlueprintConfig, plan: Plan) -> list[tuple[str, list[st
     if design is not None:
         n = len(design.teams)
         plan.resources += [
-            Resource(STACK, "Kueue (Custom::AWSCDK-EKS-HelmChart)", f"Kueue chart {versions.KUEUE.version}"),
+            Resource(
+                STACK,
+                "Kueue (Custom::AWSCDK-EKS-HelmChart)",
+                f"Kueue chart {versions.KUEUE.version}, 2 replicas",
+                type="Custom::AWSCDK-EKS-HelmChart",
+            ),
             Resource(
                 STACK,
                 "Kueue queues (Custom::AWSCDK-EKS-KubernetesResource)",
                 f"{len(design.flavors)} ResourceFlavor(s), {n} ClusterQueue(s) in cohort, {n} LocalQueue(s), "
                 "3 WorkloadPriorityClasses + 3 PriorityClasses",
+                type="Custom::AWSCDK-EKS-KubernetesResource",
             ),
         ]
         rows = []
@@ -97,6 +117,10 @@ def plan_elastic(config: BlueprintConfig, plan: Plan) -> list[tuple[str, list[st
         rows.append(
             "topology-aware scheduling (EKS network-node layers): "
             + (", ".join(topology) if topology else "off (Karpenter pools have no nodes before admission)")
+        )
+        rows.append(
+            f"pods not all ready {PODS_READY_TIMEOUT_MINUTES} min after admission: evicted, requeued after a backoff, "
+            f"deactivated after {REQUEUE_LIMIT} evictions (quota held at most {longest_unready_hold_minutes():.0f} min)"
         )
         sections.append(("Kueue team queues", rows))
     return sections

@@ -423,12 +423,17 @@ class TrainingCluster(Construct):
             groups.append(self.cluster.cluster_security_group)
         return ec2.Connections(security_groups=groups)
 
-    def add_chart(self, chart: versions.Chart, values: dict[str, Any], *, wait: bool = False) -> eks.HelmChart:
+    def add_chart(
+        self, chart: versions.Chart, values: dict[str, Any], *, wait: bool = False, skip_crds: bool = False
+    ) -> eks.HelmChart:
         """Install `chart` (a `versions` pin) on the system nodes' cluster; `wait` until its workloads are ready
-        (for a chart whose webhooks must answer before the next manifest)."""
-        return self._chart(chart, values, wait=wait)
+        (for a chart whose webhooks must answer before the next manifest); `skip_crds` leaves its `crds/` out
+        (another chart manages them)."""
+        return self._chart(chart, values, wait=wait, skip_crds=skip_crds)
 
-    def _chart(self, chart: versions.Chart, values: dict[str, Any], *, wait: bool = False) -> eks.HelmChart:
+    def _chart(
+        self, chart: versions.Chart, values: dict[str, Any], *, wait: bool = False, skip_crds: bool = False
+    ) -> eks.HelmChart:
         helm = self.cluster.add_helm_chart(
             pascal_id(chart.release) + "Chart",
             chart=chart.chart,
@@ -439,6 +444,7 @@ class TrainingCluster(Construct):
             create_namespace=chart.namespace != "kube-system",
             values=values,
             wait=wait,
+            skip_crds=skip_crds,
         )
         helm.node.add_dependency(self.system_nodes)
         self.charts[chart.release] = helm
