@@ -248,7 +248,7 @@ class TrainingCluster(Construct):
         )
         self.charts: dict[str, eks.HelmChart] = {}
         if trainer_operator:
-            self._chart(versions.KUBEFLOW_TRAINER, {})
+            self.add_chart(versions.KUBEFLOW_TRAINER, {})
 
     @property
     def node_prerequisites(self) -> list[eks.Addon]:
@@ -381,7 +381,7 @@ class TrainingCluster(Construct):
     def _device_plugins(self, instance: InstanceType, *, efa: bool) -> None:
         kind = instance.accelerator.kind if instance.accelerator is not None else None
         if kind == "gpu" and versions.NVIDIA_DEVICE_PLUGIN.release not in self.charts:
-            self._chart(
+            self.add_chart(
                 versions.NVIDIA_DEVICE_PLUGIN,
                 {
                     "tolerations": tolerate(*ACCELERATOR_TAINTS),
@@ -393,12 +393,12 @@ class TrainingCluster(Construct):
             # The device plugin only: the chart's scheduler extension stays off (its default; a job would also have to
             # name that scheduler), and so does its node problem detector (EKS node monitoring covers it). Values keys
             # per the chart README: check them when bumping the version.
-            self._chart(
+            self.add_chart(
                 versions.NEURON_HELM_CHART,
                 {"npd": {"enabled": False}, "devicePlugin": {"tolerations": tolerate(*ACCELERATOR_TAINTS)}},
             )
         if efa and versions.EFA_DEVICE_PLUGIN.release not in self.charts:
-            self._chart(
+            self.add_chart(
                 versions.EFA_DEVICE_PLUGIN,
                 {
                     "tolerations": tolerate(*ACCELERATOR_TAINTS),
@@ -427,13 +427,7 @@ class TrainingCluster(Construct):
         self, chart: versions.Chart, values: dict[str, Any], *, wait: bool = False, skip_crds: bool = False
     ) -> eks.HelmChart:
         """Install `chart` (a `versions` pin) on the system nodes' cluster; `wait` until its workloads are ready
-        (for a chart whose webhooks must answer before the next manifest); `skip_crds` leaves its `crds/` out
-        (another chart manages them)."""
-        return self._chart(chart, values, wait=wait, skip_crds=skip_crds)
-
-    def _chart(
-        self, chart: versions.Chart, values: dict[str, Any], *, wait: bool = False, skip_crds: bool = False
-    ) -> eks.HelmChart:
+        (a chart whose webhooks must answer before the next manifest); `skip_crds`: without its `crds/`."""
         helm = self.cluster.add_helm_chart(
             pascal_id(chart.release) + "Chart",
             chart=chart.chart,
