@@ -38,6 +38,26 @@ UNMANAGED_RESOURCES = ("cpu", "memory", "ephemeral-storage", "hugepages-", "vpc.
 """Resources Kueue leaves out of quota (Configuration `resources.excludeResourcePrefixes`): quotas count
 accelerators only, and a job's CPU, memory, huge pages and EFA devices come with its nodes."""
 
+PODS_READY_TIMEOUT_MINUTES = 30
+"""An admitted workload whose pods are not all ready within this time is evicted (Configuration
+`waitForPodsReady.timeout`): a p5 launch plus the training image's pull take well under it, and a gang one of whose
+nodes EC2 cannot launch (insufficient capacity) gives back its quota and the nodes it got."""
+REQUEUE_LIMIT = 3
+"""Evictions for pods not ready before Kueue deactivates the workload (`requeuingStrategy.backoffLimitCount`; Kueue's
+default, null, requeues forever: a partly launched gang could then hold a p5 without end)."""
+BACKOFF_BASE_SECONDS = 60
+BACKOFF_MAX_SECONDS = 3600
+"""The requeue delay after the n-th eviction is about base * 2^(n-1) (plus jitter), at most max (Kueue v0.19 config
+v1beta2 `RequeuingStrategy`: the defaults, written out)."""
+
+
+def longest_unready_hold_minutes() -> float:
+    """The longest time a workload whose pods never all get ready holds its quota and nodes, backoffs included
+    (during a backoff the nodes it got sit empty until `consolidate_after_minutes`): the first admission and each
+    requeue wait the timeout, then the workload is deactivated."""
+    backoffs = sum(min(BACKOFF_BASE_SECONDS << n, BACKOFF_MAX_SECONDS) for n in range(REQUEUE_LIMIT))
+    return (REQUEUE_LIMIT + 1) * PODS_READY_TIMEOUT_MINUTES + backoffs / 60
+
 
 @dataclass(frozen=True)
 class Quota:

@@ -8,9 +8,13 @@ from typing import Any
 import yaml
 
 from mlstack.design.kueue import (
+    BACKOFF_BASE_SECONDS,
+    BACKOFF_MAX_SECONDS,
     COHORT,
+    PODS_READY_TIMEOUT_MINUTES,
     PRIORITY_LABEL,
     QUEUE_LABEL,
+    REQUEUE_LIMIT,
     TOPOLOGY,
     TOPOLOGY_LEVELS,
     UNMANAGED_RESOURCES,
@@ -40,11 +44,20 @@ def controller_config() -> str:
         "manageJobsWithoutQueueName": False,
         "integrations": {"frameworks": ["batch/job", "jobset.x-k8s.io/jobset", "trainer.kubeflow.org/trainjob"]},
         "fairSharing": {"preemptionStrategies": ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]},
-        # All or nothing in time as well as in quota: an admitted job whose pods are not all ready within the hour
-        # (EC2 has no capacity for one of its nodes, say) is evicted and requeued, so it does not hold the quota and
-        # the nodes it got; an hour covers a p5 launch and a pull of the training image (Kueue docs, "Sequential
-        # admission with ready pods").
-        "waitForPodsReady": {"timeout": "1h", "blockAdmission": False, "requeuingStrategy": {"timestamp": "Eviction"}},
+        # All or nothing in time as well as in quota: an admitted job whose pods are not all ready in time (EC2 has
+        # no capacity for one of its nodes, say) is evicted and requeued, so it does not hold the quota and the nodes
+        # it got; after REQUEUE_LIMIT evictions it is deactivated instead of requeued forever (Kueue docs,
+        # "Sequential admission with ready pods"; config v1beta2 RequeuingStrategy.backoffLimitCount).
+        "waitForPodsReady": {
+            "timeout": f"{PODS_READY_TIMEOUT_MINUTES}m",
+            "blockAdmission": False,
+            "requeuingStrategy": {
+                "timestamp": "Eviction",
+                "backoffLimitCount": REQUEUE_LIMIT,
+                "backoffBaseSeconds": BACKOFF_BASE_SECONDS,
+                "backoffMaxSeconds": BACKOFF_MAX_SECONDS,
+            },
+        },
         "resources": {"excludeResourcePrefixes": list(UNMANAGED_RESOURCES)},
     }
     return yaml.safe_dump(config, sort_keys=False)

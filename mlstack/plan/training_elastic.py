@@ -8,7 +8,7 @@ from mlstack.constructs.training import versions
 from mlstack.design.footprint.elastic import KARPENTER_PARTS
 from mlstack.design.footprint.parts import HELM_CHART, KUBERNETES_RESOURCE
 from mlstack.design.karpenter import pools
-from mlstack.design.kueue import queues
+from mlstack.design.kueue import PODS_READY_TIMEOUT_MINUTES, REQUEUE_LIMIT, longest_unready_hold_minutes, queues
 from mlstack.plan.model import Plan, Resource
 
 STACK = "TrainingClusterStack"
@@ -64,7 +64,7 @@ def plan_elastic(config: BlueprintConfig, plan: Plan) -> list[tuple[str, list[st
     if design is not None:
         n = len(design.teams)
         plan.resources += [
-            Resource(STACK, "Kueue", f"Kueue chart {versions.KUEUE.version}", type=HELM_CHART),
+            Resource(STACK, "Kueue", f"Kueue chart {versions.KUEUE.version}, 2 replicas", type=HELM_CHART),
             Resource(
                 STACK,
                 "Kueue queues",
@@ -86,6 +86,10 @@ def plan_elastic(config: BlueprintConfig, plan: Plan) -> list[tuple[str, list[st
         rows.append(
             "topology-aware scheduling (EKS network-node layers): "
             + (", ".join(topology) if topology else "off (Karpenter pools have no nodes before admission)")
+        )
+        rows.append(
+            f"pods not all ready {PODS_READY_TIMEOUT_MINUTES} min after admission: evicted, requeued after a backoff, "
+            f"deactivated after {REQUEUE_LIMIT} evictions (quota held at most {longest_unready_hold_minutes():.0f} min)"
         )
         sections.append(("Kueue team queues", rows))
     return sections

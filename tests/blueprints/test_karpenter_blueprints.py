@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+from pathlib import Path
 from typing import Any
 
 import jsonschema
@@ -171,6 +172,44 @@ def test_kueue_waits_for_its_webhooks_and_the_trainer_crds(bp: tuple[str, Any, d
     _, kueue = charts["kueue"]
     assert kueue["Properties"]["Wait"] is True
     assert charts[versions.KUBEFLOW_TRAINER.release][0] in kueue["DependsOn"]
+
+
+def test_karpenter_crds_come_from_their_own_chart_so_a_bump_upgrades_them(bp: tuple[str, Any, dict[str, Any]]) -> None:
+    # Helm installs a chart's crds/ once and never upgrades them (Karpenter Upgrade Guide, "CRD Upgrades").
+    _, _, template = bp
+    charts = {r["Properties"]["Release"]: (k, r) for k, r in _of(template, "Custom::AWSCDK-EKS-HelmChart").items()}
+    crd_id, crd = charts[versions.KARPENTER_CRD.release]
+    assert crd["Properties"]["Repository"] == "oci://public.ecr.aws/karpenter/karpenter-crd"
+    assert crd["Properties"]["Version"] == versions.KARPENTER.version
+    assert crd["Properties"]["Namespace"] == "kube-system" and not crd["Properties"].get("SkipCrds")
+    _, controller = charts["karpenter"]
+    assert controller["Properties"]["SkipCrds"] is True
+    assert crd_id in controller["DependsOn"]
+    for resource in _of(template, "Custom::AWSCDK-EKS-KubernetesResource").values():
+        if "NodePool" in json.dumps(resource["Properties"]["Manifest"]):
+            assert crd_id in resource["DependsOn"]
+
+
+def test_kueue_webhooks_survive_one_controller_pod_going(bp: tuple[str, Any, dict[str, Any]]) -> None:
+    _, config, template = bp
+    if not config.training.teams:
+        pytest.skip("no teams")
+    kueue = next(
+        r for r in _of(template, "Custom::AWSCDK-EKS-HelmChart").values() if r["Properties"]["Release"] == "kueue"
+    )
+    values = kueue["Properties"]["Values"]
+    manager = json.loads(values if isinstance(values, str) else _placeholders(values))["controllerManager"]
+    assert manager["replicas"] == 2
+    assert manager["podDisruptionBudget"] == {"enabled": True, "minAvailable": 1}
+
+
+def test_readme_walkthrough_checks_huge_pages_and_tears_down_jobs_first() -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme.split("### Elastic capacity and team queues", 1)[1].split("\n## ", 1)[0]
+    assert "kubectl get node -l karpenter.sh/nodepool=p5 -o jsonpath='{..allocatable.hugepages-2Mi}'" in section
+    assert "kubectl -n training delete trainjobs --all" in section and "cdk destroy" in section
+    assert "third eviction, deactivates it" in section and '{"spec":{"active":true}}' in section
+    assert "meta.helm.sh/release-name=karpenter-crd" in section
 
 
 def test_efa_pool_nodes_reach_fsx_and_get_the_efa_plugin(bp: tuple[str, Any, dict[str, Any]]) -> None:

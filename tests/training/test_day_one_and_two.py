@@ -18,7 +18,7 @@ from mlstack.config.network import TRAINING_INTERFACE_ENDPOINTS
 from mlstack.config.training import KubernetesVersion
 from mlstack.constructs.training import cluster as cluster_module
 from mlstack.constructs.training import versions
-from mlstack.constructs.training.chart_check import index_has, oci_parts, token_url
+from mlstack.constructs.training.chart_check import CHARTS, index_has, oci_parts, token_url
 from mlstack.constructs.training.node_group import NODE_ROLE_POLICIES, taint_keys
 from mlstack.errors import BlueprintError
 from mlstack.k8s.disruption import job_disruption_budget
@@ -375,6 +375,14 @@ def test_chart_check_reads_helm_indexes_and_oci_references() -> None:
     )
     with pytest.raises(ValueError, match="is not an oci:// reference"):
         oci_parts(versions.EFA_DEVICE_PLUGIN.repository)
+
+
+def test_chart_check_covers_every_pinned_chart() -> None:
+    # The Karpenter CRD chart (and KEDA's) were pinned but not checked.
+    pinned = {v.release for v in vars(versions).values() if isinstance(v, versions.Chart)}
+    assert {c.release for c in CHARTS} == pinned
+    assert versions.KARPENTER_CRD.version == versions.KARPENTER.version
+    assert oci_parts(versions.KARPENTER_CRD.repository) == ("public.ecr.aws", "karpenter/karpenter-crd")
 
 
 def test_trainium_job_gets_the_neuron_efa_environment() -> None:

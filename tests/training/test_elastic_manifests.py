@@ -15,7 +15,7 @@ from mlstack.catalog import efa_interface_count, efa_layout
 from mlstack.config import load
 from mlstack.config.blueprint import BlueprintConfig
 from mlstack.design.karpenter import Pool, karpenter_interfaces, pools
-from mlstack.design.kueue import queues
+from mlstack.design.kueue import longest_unready_hold_minutes, queues
 from mlstack.k8s.job import render_job
 from mlstack.k8s.karpenter import DO_NOT_DISRUPT, NodeClassRefs, pool_manifests
 from mlstack.k8s.kueue import controller_config, queue_manifests
@@ -214,7 +214,21 @@ def test_kueue_queues_share_one_cohort_with_fair_sharing(tmp_path: Path) -> None
     settings = yaml.safe_load(controller_config())
     assert "fairSharing" in settings and "trainer.kubeflow.org/trainjob" in settings["integrations"]["frameworks"]
     assert settings["manageJobsWithoutQueueName"] is False
-    assert settings["waitForPodsReady"]["timeout"] == "1h"  # a half-started job gives its quota and nodes back
+    ready = settings["waitForPodsReady"]
+    assert ready["timeout"] == "30m"  # a half-started job gives its quota and nodes back
+
+
+def test_a_half_started_gang_is_deactivated_not_requeued_forever() -> None:
+    # Kueue's default backoffLimitCount (null) requeues forever: a gang with one of two p5 nodes launched could hold
+    # that node without end. Config v1beta2 RequeuingStrategy: backoffLimitCount, backoffBaseSeconds/MaxSeconds.
+    strategy = yaml.safe_load(controller_config())["waitForPodsReady"]["requeuingStrategy"]
+    assert strategy == {
+        "timestamp": "Eviction",
+        "backoffLimitCount": 3,
+        "backoffBaseSeconds": 60,
+        "backoffMaxSeconds": 3600,
+    }
+    assert longest_unready_hold_minutes() == 4 * 30 + (60 + 120 + 240) / 60  # about 2 h, then deactivated
 
 
 def test_rendered_job_waits_suspended_in_its_teams_queue(tmp_path: Path) -> None:

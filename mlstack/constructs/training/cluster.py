@@ -227,7 +227,7 @@ class TrainingCluster(Construct):
         )
         self.charts: dict[str, eks.HelmChart] = {}
         if trainer_operator:
-            self._chart(versions.KUBEFLOW_TRAINER, {})
+            self.add_chart(versions.KUBEFLOW_TRAINER, {})
 
     @property
     def node_prerequisites(self) -> list[eks.Addon]:
@@ -360,7 +360,7 @@ class TrainingCluster(Construct):
     def _device_plugins(self, instance: InstanceType, *, efa: bool) -> None:
         found = device_plugins(instance, efa=efa, installed=self.charts, efa_instance_types=self.efa_instance_types)
         for chart, values in found:
-            self._chart(chart, values)
+            self.add_chart(chart, values)
 
     @property
     def node_connections(self) -> ec2.Connections:
@@ -373,12 +373,11 @@ class TrainingCluster(Construct):
             groups.append(self.cluster.cluster_security_group)
         return ec2.Connections(security_groups=groups)
 
-    def add_chart(self, chart: versions.Chart, values: dict[str, Any], *, wait: bool = False) -> eks.HelmChart:
+    def add_chart(
+        self, chart: versions.Chart, values: dict[str, Any], *, wait: bool = False, skip_crds: bool = False
+    ) -> eks.HelmChart:
         """Install `chart` (a `versions` pin) on the system nodes' cluster; `wait` until its workloads are ready
-        (for a chart whose webhooks must answer before the next manifest)."""
-        return self._chart(chart, values, wait=wait)
-
-    def _chart(self, chart: versions.Chart, values: dict[str, Any], *, wait: bool = False) -> eks.HelmChart:
+        (a chart whose webhooks must answer before the next manifest); `skip_crds`: without its `crds/`."""
         helm = self.cluster.add_helm_chart(
             pascal_id(chart.release) + "Chart",
             chart=chart.chart,
@@ -389,6 +388,7 @@ class TrainingCluster(Construct):
             create_namespace=chart.namespace != "kube-system",
             values=values,
             wait=wait,
+            skip_crds=skip_crds,
         )
         helm.node.add_dependency(self.system_nodes)
         self.charts[chart.release] = helm

@@ -1,8 +1,9 @@
 """`Karpenter`: the Karpenter controller of a `TrainingCluster` and the pools it launches nodes for.
 
-- The controller (Helm chart `versions.KARPENTER`) on the system nodes (the chart's default affinity keeps it off the
-  nodes it manages), with its own EKS Pod Identity role holding the documented controller policy, scoped to this
-  cluster (`karpenter_policy`).
+- The CRDs (chart `versions.KARPENTER_CRD`, so a version bump upgrades them), then the controller (Helm chart
+  `versions.KARPENTER`, without its own copy of the CRDs) on the system nodes (the chart's default affinity keeps it
+  off the nodes it manages), with its own EKS Pod Identity role holding the documented controller policy, scoped to
+  this cluster (`karpenter_policy`).
 - The interruption queue (SQS, five minutes' retention, TLS only) and the EventBridge rules that feed it (Spot
   interruption, rebalance, instance state change, AWS Health scheduled changes, capacity-reservation interruption),
   so a node is drained before EC2 takes it away (Karpenter docs, "Interruption").
@@ -177,6 +178,10 @@ class Karpenter(Construct):
             role_arn=self.controller_role.role_arn,
         )
         association.node.add_dependency(cluster.addons["eks-pod-identity-agent"])
+        # The CRDs from their own chart, whose templates Helm upgrades with each version bump; the controller chart
+        # skips its `crds/`, which Helm installs once and never upgrades (Karpenter docs v1.14, Upgrade Guide, "CRD
+        # Upgrades"). On delete the controller goes first, then the CRDs.
+        self.crd_chart = cluster.add_chart(versions.KARPENTER_CRD, {})
         self.chart = cluster.add_chart(
             versions.KARPENTER,
             {
@@ -191,7 +196,9 @@ class Karpenter(Construct):
                     "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "1", "memory": "1Gi"}}
                 },
             },
+            skip_crds=True,
         )
+        self.chart.node.add_dependency(self.crd_chart)
         # Credentials at the controller's first start, and its policy before its first call.
         self.chart.node.add_dependency(association)
         self.chart.node.add_dependency(policy)
@@ -230,7 +237,7 @@ class Karpenter(Construct):
             placement_group=placement,
         )
         manifest = self.cluster.add_manifest(f"{pascal_id(name)}Pool", *manifests)
-        # The CRDs come with the chart; on delete the pool goes first, so Karpenter still terminates its nodes.
-        manifest.node.add_dependency(self.chart)
+        # The CRDs come with the CRD chart; on delete the pool goes first, so Karpenter still terminates its nodes.
+        manifest.node.add_dependency(self.chart, self.crd_chart)
         self.pools[name] = manifest
         return manifest

@@ -19,6 +19,9 @@ from constructs import Construct
 from mlstack.constructs.training import versions
 from mlstack.constructs.training.cluster import TrainingCluster
 
+KUEUE_REPLICAS = 2
+"""Controller replicas: the webhooks keep answering while one is rescheduled."""
+
 
 class Kueue(Construct):
     def __init__(
@@ -36,13 +39,20 @@ class Kueue(Construct):
             versions.KUEUE,
             {
                 "controllerManager": {
+                    # Its job, JobSet and TrainJob webhooks fail closed in every namespace but kube-system and
+                    # kueue-system: with one replica no batch Job or JobSet can be created while it is rescheduled
+                    # (a system-node rollout, say). Two replicas (leader election on; both serve the webhooks) on
+                    # the two-AZ system nodes, and a disruption budget so a drain takes one at a time (chart
+                    # values controllerManager.replicas / podDisruptionBudget, Kueue v0.19.2).
+                    "replicas": KUEUE_REPLICAS,
+                    "podDisruptionBudget": {"enabled": True, "minAvailable": 1},
                     "manager": {
                         "image": {
                             "repository": versions.KUEUE_IMAGE,
                             "tag": f"v{versions.KUEUE.version}",
                             "pullPolicy": "IfNotPresent",
                         }
-                    }
+                    },
                 },
                 "managerConfig": {"controllerManagerConfigYaml": controller_config},
             },

@@ -67,7 +67,19 @@ KARPENTER = Chart(
     source="github.com/aws/karpenter-provider-aws release v1.14.1 (chart and CRDs karpenter.sh/v1, "
     "karpenter.k8s.aws/v1 with EC2NodeClass networkInterfaces); kube-system as in Karpenter's getting-started guide",
 )
-"""capacity_manager karpenter: the controller (on the system nodes) and its CRDs; NodePools are ours."""
+"""capacity_manager karpenter: the controller (on the system nodes), installed without its CRDs; NodePools are ours."""
+
+KARPENTER_CRD = Chart(
+    release="karpenter-crd",
+    chart="karpenter-crd",
+    repository="oci://public.ecr.aws/karpenter/karpenter-crd",
+    version=KARPENTER.version,
+    namespace=KARPENTER.namespace,
+    source="github.com/aws/karpenter-provider-aws release v1.14.1 charts/karpenter-crd (the CRDs as templates, so a "
+    "version bump upgrades them; the controller chart's crds/ are installed once and never upgraded: Karpenter docs "
+    'v1.14, Upgrade Guide, "CRD Upgrades")',
+)
+"""Karpenter's CRDs (NodePool, NodeClaim, EC2NodeClass, NodeOverlay, CapacityBuffer), always at KARPENTER's version."""
 
 KUEUE = Chart(
     release="kueue",

@@ -53,7 +53,8 @@ KARPENTER_PARTS: tuple[Part, ...] = (
     Part(ROLE, 1, "Karpenter controller role (EKS Pod Identity, kube-system/karpenter)"),
     Part(POLICY, 1, "Karpenter controller policy (documented, scoped to this cluster, node role, queue, key)"),
     Part(POD_IDENTITY, 1, "kube-system/karpenter -> controller role"),
-    Part(HELM_CHART, 1, f"Karpenter chart {versions.KARPENTER.version}"),
+    Part(HELM_CHART, 1, f"Karpenter CRD chart {versions.KARPENTER_CRD.version} (upgraded with it)"),
+    Part(HELM_CHART, 1, f"Karpenter chart {versions.KARPENTER.version} (without its CRDs)"),
 )
 """`Karpenter` without its pools."""
 
