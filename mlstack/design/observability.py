@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from mlstack.config import BlueprintConfig
 from mlstack.config.training import TrainingConfig
-from mlstack.design.metrics import (
+from mlstack.constructs.training.metric_names import (
     CONTAINER_INSIGHTS,
     FSX,
     FSX_ID,

@@ -15,8 +15,8 @@ from aws_cdk import aws_sns as sns
 from aws_cdk.assertions import Template
 
 from mlstack.config import BlueprintConfig, load
+from mlstack.constructs.training.metric_names import CONTAINER_INSIGHTS, FSX, FSX_ID, StepLog
 from mlstack.constructs.training.observability import TrainingObservability
-from mlstack.design.metrics import CONTAINER_INSIGHTS, FSX, FSX_ID, StepLog
 from mlstack.design.observability import STEP_METRICS, observability_design
 from tests.synth import ROOT
 

@@ -14,7 +14,7 @@ from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from mlstack.constructs.removal import RETAINED
-from mlstack.design.metrics import FSX_ID, Alarm, Metric, StepLog, StepMetric, Widget
+from mlstack.constructs.training.metric_names import FSX_ID, Alarm, Metric, StepLog, StepMetric, Widget
 
 
 class TrainingObservability(Construct):
