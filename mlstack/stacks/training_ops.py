@@ -123,9 +123,18 @@ def add_operations(
             ],
             job_queues=[batch.job_queue.ref] if batch is not None else [],
             compute_environments=[batch.compute_environment.ref] if batch is not None else [],
+            # No message of its own: the Capacity Block rule already tells the alarm topic.
+            notify_topic=None,
+            notify_key=None,
+            description="scale the training capacity on an expiring Capacity Block to zero",
             removal_policy=stack.removal_policy,
         )
         capacity_block = CapacityBlockExpiry(
-            stack, "CapacityBlockExpiry", reservation_ids=blocks, topic=topic, scale_function=scale.function
+            stack,
+            "CapacityBlockExpiry",
+            reservation_ids=blocks,
+            topic=topic,
+            scale_function=scale.function,
+            what="the training nodes",
         )
     return Operations(topic, observability, budget, capacity_block, scale, budget_scale)
