@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from aws_cdk import App, Stack
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sns as sns
 from aws_cdk.assertions import Template
@@ -197,6 +198,7 @@ def _construct(name: str, **kwargs: Any) -> tuple[dict[str, Any], TrainingObserv
         step_metrics=design.step_metrics,
         step_log_group=group,
         file_system_id=kwargs.get("file_system_id", "fs-0123456789abcdef0"),
+        key=kms.Key(stack, "Key"),
     )
     return Template.from_stack(stack).to_json()["Resources"], built
 
@@ -222,9 +224,23 @@ def test_every_alarm_notifies_the_topic_and_the_stalled_one_on_missing_data() ->
 
 def test_metric_filters_publish_the_step_metrics_from_the_created_log_group() -> None:
     resources, built = _construct("eks-gpu-training")
-    assert built.created_log_group is not None
-    group = next(r for r in resources.values() if r["Type"] == "AWS::Logs::LogGroup")
-    assert group["Properties"]["LogGroupName"] == "/aws/containerinsights/eks-gpu-training-cluster/application"
+    assert built.shared_log_group is not None
+    name = "/aws/containerinsights/eks-gpu-training-cluster/application"
+    # Fluent Bit creates this group itself: an AWS::Logs::LogGroup of that name fails an update of a running
+    # cluster with "already exists". A custom resource makes it ready, and every filter waits for it.
+    assert not [
+        r
+        for r in resources.values()
+        if r["Type"] == "AWS::Logs::LogGroup" and r.get("Properties", {}).get("LogGroupName") == name
+    ]
+    (shared_id,) = [k for k, r in resources.items() if r["Type"] == "Custom::SharedLogGroup"]
+    # A new logical ID: the old AWS::Logs::LogGroup's (ObsStepLogGroup...) cannot change its type in an update.
+    assert not shared_id.startswith("ObsStepLogGroup") or "Setup" in shared_id
+    assert resources[shared_id]["Properties"]["LogGroupName"] == name
+    assert resources[shared_id]["Properties"]["RetentionInDays"] == "365"
+    for f in (r for r in resources.values() if r["Type"] == "AWS::Logs::MetricFilter"):
+        assert f["Properties"]["LogGroupName"] == name
+        assert shared_id in f["DependsOn"]
     filters = [r["Properties"] for r in resources.values() if r["Type"] == "AWS::Logs::MetricFilter"]
     got = {f["MetricTransformations"][0]["MetricName"]: f["MetricTransformations"][0] for f in filters}
     assert {k: (v["MetricValue"], v["Unit"], v["MetricNamespace"]) for k, v in got.items()} == {
@@ -237,7 +253,7 @@ def test_metric_filters_publish_the_step_metrics_from_the_created_log_group() ->
 
 def test_batch_filters_read_the_given_job_log_group() -> None:
     resources, built = _construct("batch-training")
-    assert built.created_log_group is None
+    assert built.shared_log_group is None
     job_logs = next(k for k, r in resources.items() if r["Type"] == "AWS::Logs::LogGroup")
     filters = [r["Properties"] for r in resources.values() if r["Type"] == "AWS::Logs::MetricFilter"]
     assert {json.dumps(f["LogGroupName"]) for f in filters} == {json.dumps({"Ref": job_logs})}
@@ -255,7 +271,7 @@ def test_eks_add_on_waits_for_the_application_log_group(session: Any) -> None:
     group = next(
         k
         for k, r in resources.items()
-        if r["Type"] == "AWS::Logs::LogGroup"
+        if r["Type"] == "Custom::SharedLogGroup"
         and r["Properties"].get("LogGroupName") == "/aws/containerinsights/eks-gpu-training-cluster/application"
     )
     addon = next(
@@ -312,3 +328,35 @@ def test_plan_rows_count_the_operations_resources_of_each_template(session: Any)
             if row.cfn_type in mine:
                 planned[row.cfn_type] += row.count
         assert planned == held, name
+
+
+def test_the_shared_log_group_handler_may_touch_only_its_group_and_the_key_through_logs(session: Any) -> None:
+    """The custom resource that replaces the AWS::Logs::LogGroup (Fluent Bit creates that group itself, so an
+    update of a running cluster failed with "already exists"): its role names the one group, and the project key
+    only through CloudWatch Logs."""
+    from tests.synth import template
+
+    resources = template(session, "eks-gpu-training", "TrainingClusterStack").to_json()["Resources"]
+    name = "/aws/containerinsights/eks-gpu-training-cluster/application"
+    assert not [
+        k
+        for k, r in resources.items()
+        if r["Type"] == "AWS::Logs::LogGroup" and r.get("Properties", {}).get("LogGroupName") == name
+    ]
+    (setup,) = [r for r in resources.values() if r["Type"] == "Custom::SharedLogGroup"]
+    function = setup["Properties"]["ServiceToken"]["Fn::GetAtt"][0]
+    role = resources[function]["Properties"]["Role"]["Fn::GetAtt"][0]
+    (policy,) = [
+        r["Properties"]["PolicyDocument"]["Statement"]
+        for r in resources.values()
+        if r["Type"] == "AWS::IAM::Policy" and r["Properties"]["Roles"] == [{"Ref": role}]
+    ]
+    logs_statement = next(s for s in policy if "logs:CreateLogGroup" in s["Action"])
+    assert logs_statement["Action"] == ["logs:AssociateKmsKey", "logs:CreateLogGroup", "logs:PutRetentionPolicy"]
+    assert [
+        json.dumps(r).endswith(f':log-group:{name}"]]}}') or json.dumps(r).endswith(f':log-group:{name}:*"]]}}')
+        for r in logs_statement["Resource"]
+    ] == [True, True]
+    kms_statement = next(s for s in policy if "kms:Decrypt" in s["Action"])
+    assert kms_statement["Condition"] == {"StringEquals": {"kms:ViaService": "logs.us-east-1.amazonaws.com"}}
+    assert all(not str(a).endswith("*") for s in policy for a in s["Action"])
