@@ -6,6 +6,7 @@ AssociateKmsKey: the test records that call on the real client object (name and 
 from __future__ import annotations
 
 import json
+import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
@@ -45,7 +46,7 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[dict[str, Any]]]:
         answers.append(json.loads(request.data))
         return Answer()
 
-    monkeypatch.setattr(handler.urllib.request, "urlopen", urlopen)
+    monkeypatch.setattr(urllib.request, "urlopen", urlopen)
     with mock_aws():
         yield answers
 
@@ -78,7 +79,7 @@ def associated(aws: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch) -> li
         made.associate_kms_key = lambda **call: calls.append(call)
         return made
 
-    monkeypatch.setattr(handler.boto3, "client", client)
+    monkeypatch.setattr(boto3, "client", client)
     return calls
 
 
@@ -131,7 +132,7 @@ def test_a_failed_call_answers_failed_with_its_reason(
         made.create_log_group = lambda **_: (_ for _ in ()).throw(ClientError(error, "CreateLogGroup"))
         return made
 
-    monkeypatch.setattr(handler.boto3, "client", denied)
+    monkeypatch.setattr(boto3, "client", denied)
     handler.handler(_event("Create", _key()), None)
     assert aws[-1]["Status"] == "FAILED"
     assert aws[-1]["Reason"].startswith("ClientError: An error occurred (AccessDeniedException)"), aws[-1]

@@ -45,7 +45,8 @@ def test_eks_gpu_watches_container_insights_metrics_by_cluster_name() -> None:
         ("gpus", CONTAINER_INSIGHTS, "node_gpu_limit", cluster, "Sum", 300),
         ("held", CONTAINER_INSIGHTS, "node_gpu_usage_total", cluster, "Sum", 300),
     ]
-    assert idle.expression == "IF(gpus > 0, 100 * held / gpus, 100)"
+    # FILL: no node_gpu_usage_total point while no pod holds a GPU must read as 0% held, not as no data.
+    assert idle.expression == "IF(gpus > 0, 100 * FILL(held, 0) / gpus, 100)"
     assert (idle.threshold, idle.comparison, idle.evaluation_periods) == (10, "LessThanThreshold", 12)
     efa = alarms["EfaErrors"].metric
     assert (efa.name, efa.dimensions, efa.statistic) == ("node_efa_rx_dropped", cluster, "Sum")
@@ -108,19 +109,37 @@ def test_batch_reads_step_lines_from_the_job_log_group() -> None:
     )
 
 
-def test_stalled_alarm_notifies_when_no_step_line_arrives() -> None:
+def test_stalled_alarm_breaches_while_a_job_pod_runs_without_step_lines() -> None:
+    # It used to be Sum(Steps) < 1 with missing data "missing": never ALARM (a Sum is >= 1 whenever it exists),
+    # INSUFFICIENT_DATA 30 minutes after every normal job end, nothing for a job that hangs before its first step.
     _, design = _design("hyperpod-eks-training")
     stalled = _alarms(design)["JobStalled"]
-    assert (stalled.metric.namespace, stalled.metric.name, stalled.metric.statistic) == (
+    metrics = dict(stalled.metrics)
+    assert (metrics["steps"].namespace, metrics["steps"].name, metrics["steps"].statistic) == (
         "mlstack/hyperpod-eks-training",
         "Steps",
         "Sum",
     )
+    assert (metrics["pods"].namespace, metrics["pods"].name, metrics["pods"].dimension_map) == (
+        "ContainerInsights",
+        "namespace_number_of_running_pods",
+        {"Namespace": "hyperpod-training", "ClusterName": "hyperpod-eks-training-cluster"},
+    )
+    assert stalled.expression == "IF(FILL(pods, 0) > 0, FILL(steps, 0), 1)"
+    assert (stalled.threshold, stalled.comparison) == (1, "LessThanThreshold")
     assert (stalled.treat_missing_data, stalled.notify_on_insufficient_data, stalled.evaluation_periods) == (
-        "missing",
-        True,
+        "notBreaching",
+        False,
         30,
     )
+
+
+def test_batch_stalled_alarm_notifies_on_insufficient_data_and_says_why() -> None:
+    _, design = _design("batch-training")
+    stalled = _alarms(design)["JobStalled"]
+    assert (stalled.treat_missing_data, stalled.notify_on_insufficient_data) == ("missing", True)
+    assert "no running-job metric" in stalled.description
+    _, design = _design("hyperpod-eks-training")
     assert design.step_log is not None
     assert design.step_log.log_group_name == "/aws/containerinsights/hyperpod-eks-training-cluster/application"
 
@@ -203,7 +222,7 @@ def _construct(name: str, **kwargs: Any) -> tuple[dict[str, Any], TrainingObserv
     return Template.from_stack(stack).to_json()["Resources"], built
 
 
-def test_every_alarm_notifies_the_topic_and_the_stalled_one_on_missing_data() -> None:
+def test_every_alarm_notifies_the_topic_and_the_stalled_one_reads_running_pods() -> None:
     resources, _ = _construct("eks-gpu-training")
     alarms = {k: r["Properties"] for k, r in resources.items() if r["Type"] == "AWS::CloudWatch::Alarm"}
     topic = next(k for k, r in resources.items() if r["Type"] == "AWS::SNS::Topic")
@@ -211,12 +230,13 @@ def test_every_alarm_notifies_the_topic_and_the_stalled_one_on_missing_data() ->
     for props in alarms.values():
         assert props["AlarmActions"] == [{"Ref": topic}]
     stalled = next(p for k, p in alarms.items() if k.startswith("ObsJobStalled"))
-    assert stalled["InsufficientDataActions"] == [{"Ref": topic}]
-    assert (stalled["MetricName"], stalled["Namespace"], stalled["TreatMissingData"]) == (
-        "Steps",
-        "mlstack/eks-gpu-training",
-        "missing",
-    )
+    assert "InsufficientDataActions" not in stalled
+    assert stalled["TreatMissingData"] == "notBreaching"
+    expression = next(m for m in stalled["Metrics"] if "Expression" in m)
+    assert expression["Expression"] == "IF(FILL(pods, 0) > 0, FILL(steps, 0), 1)"
+    named = {m["Id"]: m["MetricStat"]["Metric"] for m in stalled["Metrics"] if "MetricStat" in m}
+    assert (named["steps"]["MetricName"], named["steps"]["Namespace"]) == ("Steps", "mlstack/eks-gpu-training")
+    assert named["pods"]["MetricName"] == "namespace_number_of_running_pods"
     fsx = next(p for k, p in alarms.items() if k.startswith("ObsFsxFreeCapacityLow"))
     stat = next(m for m in fsx["Metrics"] if "MetricStat" in m)["MetricStat"]["Metric"]
     assert stat["Dimensions"] == [{"Name": "FileSystemId", "Value": "fs-0123456789abcdef0"}]
