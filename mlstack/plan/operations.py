@@ -16,7 +16,7 @@ def plan_operations(config: BlueprintConfig, plan: Plan) -> None:
     if config.training is None:
         return
     for row in operations_resources(config):
-        plan.resources.append(Resource(row.stack, row.label, row.detail, row.count, row.cfn_type))
+        plan.resources.append(Resource(row.stack, row.label, f"{row.cfn_type}: {row.detail}", row.count, row.cfn_type))
     design = observability_design(config)
     rows = [f"alarm {a.construct_id}: {a.description}" for a in design.alarms]
     rows += [f"not watched: {line}" for line in design.omitted]
