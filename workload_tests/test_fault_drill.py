@@ -84,7 +84,10 @@ def test_a_rank_killed_after_a_checkpoint_resumes_from_it_and_ends_with_the_unin
 
     records = _records(metrics)
     steps = [r["step"] for r in records]
-    assert "exitcode: -9" in stderr  # torchrun saw rank 1 SIGKILLed and restarted the workers
+    # torchrun saw the worker group fail and restarted it. The failure it names first is rank 1 (SIGKILL, -9) or
+    # rank 0 (1: its collective lost the peer; its SIGTERM handler only sets a flag, so it no longer dies of the
+    # SIGTERM torchrun sends the survivors, and its exit may carry the same second's timestamp).
+    assert re.search(r"failed \(exitcode: (-9|1)\) local_rank: [01] ", stderr), stderr[-3000:]
     resumed = re.findall(r"resumed from checkpoint step (\d+)", stderr)
     assert len(resumed) == 1, stderr[-3000:]
     resumed_from = int(resumed[0])
