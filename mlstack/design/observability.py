@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from mlstack.config import BlueprintConfig
 from mlstack.config.training import TrainingConfig
-from mlstack.design.metrics import (
+from mlstack.constructs.training.metric_names import (
     CONTAINER_INSIGHTS,
     FSX,
     FSX_ID,
@@ -97,20 +97,7 @@ def observability_design(config: BlueprintConfig) -> ObservabilityDesign:
                 "metric filters of this stack on the step lines",
             )
         )
-        alarms.append(
-            Alarm(
-                "JobStalled",
-                f"No step line for {STALL_MINUTES} minutes: the job finished, failed or hangs (INSUFFICIENT_DATA "
-                "notifies; OK again once steps resume)",
-                (("steps", Metric(namespace, "Steps", (), "Sum", 60)),),
-                threshold=1,
-                comparison="LessThanThreshold",
-                evaluation_periods=STALL_MINUTES,
-                treat_missing_data="missing",
-                notify_on_insufficient_data=True,
-                source=MISSING_PAGE,
-            )
-        )
+        alarms.append(_job_stalled(config, training, namespace))
     else:
         omitted.append(
             "step time, tokens/s and the stalled-job alarm: Slurm writes job output to files on FSx, not to "
@@ -126,6 +113,50 @@ def observability_design(config: BlueprintConfig) -> ObservabilityDesign:
         step_log=step_log,
         step_metrics=STEP_METRICS if step_log is not None else (),
         omitted=tuple(omitted),
+    )
+
+
+def _job_stalled(config: BlueprintConfig, training: TrainingConfig, namespace: str) -> Alarm:
+    """No step line for `STALL_MINUTES`.
+
+    Kubernetes engines: only while a pod of the job's namespace runs (Container Insights
+    namespace_number_of_running_pods), and a minute without a line counts as 0 steps (FILL), so a job that hangs,
+    before its first step too, goes to ALARM and a finished one (no pod left) stays OK. Batch publishes no
+    running-job metric: there the alarm notifies on INSUFFICIENT_DATA (no line for the whole window), which a
+    job's normal end also gives, 30 minutes later.
+    """
+    steps = Metric(namespace, "Steps", (), "Sum", 60)
+    if training.engine in ("eks", "hyperpod-eks"):
+        pods = Metric(
+            CONTAINER_INSIGHTS,
+            "namespace_number_of_running_pods",
+            (("Namespace", training.job.namespace), ("ClusterName", cluster_name_of(config))),
+            "Maximum",
+            60,
+        )
+        return Alarm(
+            "JobStalled",
+            f"No step line for {STALL_MINUTES} minutes while a pod of namespace {training.job.namespace} runs: "
+            "the job hangs or crash-loops (OK once steps resume or no pod is left)",
+            (("steps", steps), ("pods", pods)),
+            threshold=1,
+            comparison="LessThanThreshold",
+            evaluation_periods=STALL_MINUTES,
+            treat_missing_data="notBreaching",
+            expression="IF(FILL(pods, 0) > 0, FILL(steps, 0), 1)",
+            source=CI_PAGE,
+        )
+    return Alarm(
+        "JobStalled",
+        f"No step line for {STALL_MINUTES} minutes: the job finished, failed or hangs (INSUFFICIENT_DATA "
+        "notifies; OK again once steps resume; AWS Batch has no running-job metric to tell the cases apart)",
+        (("steps", steps),),
+        threshold=1,
+        comparison="LessThanThreshold",
+        evaluation_periods=STALL_MINUTES,
+        treat_missing_data="missing",
+        notify_on_insufficient_data=True,
+        source=MISSING_PAGE,
     )
 
 
@@ -201,7 +232,9 @@ def _container_insights(
                     ("gpus", ci("node_gpu_limit", "Sum", period)),
                     ("held", ci("node_gpu_usage_total", "Sum", period)),
                 ),
-                expression="IF(gpus > 0, 100 * held / gpus, 100)",
+                # FILL: the agent may send no node_gpu_usage_total point while no pod holds a GPU, which is the
+                # idle case itself (CloudWatch User Guide, "Using metric math": FILL).
+                expression="IF(gpus > 0, 100 * FILL(held, 0) / gpus, 100)",
                 threshold=IDLE_PERCENT,
                 comparison="LessThanThreshold",
                 evaluation_periods=IDLE_MINUTES * 60 // period,

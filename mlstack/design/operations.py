@@ -69,15 +69,22 @@ def operations_resources(config: BlueprintConfig) -> list[OperationsResource]:
             )
         )
         if design.step_log.create and design.step_log.log_group_name is not None:
-            rows.append(
+            # Fluent Bit may create the group first: a custom resource creates it or takes it over (key,
+            # retention), and keeps it on delete (`SharedLogGroup`).
+            name = design.step_log.log_group_name
+            rows += [
                 OperationsResource(
                     STACK,
-                    "AWS::Logs::LogGroup",
+                    "Custom::SharedLogGroup",
                     "Log group",
-                    f"{design.step_log.log_group_name} (Fluent Bit's container logs), "
-                    f"{training.cluster.log_retention_days} days, KMS",
-                )
-            )
+                    f"{name} (Fluent Bit's container logs), created or taken over: "
+                    f"{training.cluster.log_retention_days} days, KMS; kept on delete",
+                ),
+                OperationsResource(STACK, "AWS::Lambda::Function", "Lambda function", f"makes {name} ready"),
+                OperationsResource(STACK, "AWS::IAM::Role", "IAM role", "its handler (this one log group)"),
+                OperationsResource(STACK, "AWS::IAM::Policy", "IAM policy", "its handler's calls"),
+                OperationsResource(STACK, "AWS::Logs::LogGroup", "Log group", "its handler, 365 days, KMS"),
+            ]
     budget = budget_design(config)
     if budget is not None:
         notes = [f"{p}%" for p in budget.thresholds_percent]

@@ -154,6 +154,7 @@ def pod_spec(training: TrainingConfig, image: str | None) -> dict[str, Any]:
     if training.fsx is not None:
         pod["volumes"].append({"name": "fsx", "persistentVolumeClaim": {"claimName": FSX_CLAIM}})
         container["volumeMounts"].append({"name": "fsx", "mountPath": FSX_MOUNT})
+    resilience.graceful_stop(pod)
     return pod
 
 

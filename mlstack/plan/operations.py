@@ -16,10 +16,11 @@ def plan_operations(config: BlueprintConfig, plan: Plan) -> None:
     if config.training is None:
         return
     for row in operations_resources(config):
-        plan.resources.append(Resource(row.stack, row.label, row.detail, row.count, row.cfn_type))
+        plan.resources.append(Resource(row.stack, row.label, f"{row.cfn_type}: {row.detail}", row.count, row.cfn_type))
     design = observability_design(config)
     rows = [f"alarm {a.construct_id}: {a.description}" for a in design.alarms]
     rows += [f"not watched: {line}" for line in design.omitted]
+    rows += restart_notes(config)
     plan.details.setdefault("sections", []).append(("Operations", rows))
     plan.warnings.extend(budget_warnings(config, plan))
 
@@ -61,3 +62,23 @@ def budget_warnings(config: BlueprintConfig, plan: Plan) -> list[str]:
     if unpriced:
         out.append(f"budget: node groups {', '.join(unpriced)} have no price here; the comparison leaves them out")
     return out
+
+
+def restart_notes(config: BlueprintConfig) -> list[str]:
+    """What the job's failure policy does not bound, one line each (`mlstack.workloads.resilience`)."""
+    training = config.training
+    assert training is not None
+    if training.engine == "eks":
+        return [
+            "restarts: a disruption (drain, eviction, preemption, a node taken away) restarts the whole job without "
+            f"counting toward job.max_retries ({training.job.max_retries}), so a job whose nodes keep being evicted "
+            "(node auto-repair, repeated drains) restarts without bound: watch JobStalled and `kubectl get jobset`",
+            "restarts: the first pod to fail decides; an application error (exit 42) on one node can show as a lost "
+            "peer (exit 1) on another first and cost one counted restart before it fails",
+        ]
+    if training.engine == "batch":
+        return [
+            "restarts: a multi-node job's retry strategy reads the main node's exit code; an application error "
+            "(exit 42) on another node shows there as a lost peer (exit 1) and is retried, within the job's attempts"
+        ]
+    return []

@@ -11,7 +11,6 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subscriptions
 
 from mlstack.config.budget import BUDGET_TAG
-from mlstack.constructs.network.ml_vpc import retention
 from mlstack.constructs.security.budget import ProjectBudget
 from mlstack.constructs.storage.fsx_lustre import FsxLustre
 from mlstack.constructs.training import versions
@@ -69,11 +68,11 @@ def add_operations(
         step_log_group=job_log_group,
         file_system_id=fsx.file_system.ref if fsx is not None else None,
         key=network.key,
-        log_retention=retention(training.cluster.log_retention_days),
+        log_retention_days=training.cluster.log_retention_days,
         removal_policy=stack.removal_policy,
     )
-    if cluster is not None and observability.created_log_group is not None:
-        cluster.addons[versions.CLOUDWATCH_OBSERVABILITY].node.add_dependency(observability.created_log_group)
+    if cluster is not None and observability.shared_log_group is not None:
+        cluster.addons[versions.CLOUDWATCH_OBSERVABILITY].node.add_dependency(observability.shared_log_group.resource)
     budget = None
     budget_scale: ScaleToZero | None = None
     spec = budget_design(blueprint)
@@ -123,9 +122,18 @@ def add_operations(
             ],
             job_queues=[batch.job_queue.ref] if batch is not None else [],
             compute_environments=[batch.compute_environment.ref] if batch is not None else [],
+            # No message of its own: the Capacity Block rule already tells the alarm topic.
+            notify_topic=None,
+            notify_key=None,
+            description="scale the training capacity on an expiring Capacity Block to zero",
             removal_policy=stack.removal_policy,
         )
         capacity_block = CapacityBlockExpiry(
-            stack, "CapacityBlockExpiry", reservation_ids=blocks, topic=topic, scale_function=scale.function
+            stack,
+            "CapacityBlockExpiry",
+            reservation_ids=blocks,
+            topic=topic,
+            scale_function=scale.function,
+            what="the training nodes",
         )
     return Operations(topic, observability, budget, capacity_block, scale, budget_scale)

@@ -24,6 +24,14 @@ CHECKPOINT_EVERY = 100
 KEEP_CHECKPOINTS = 3
 """Complete checkpoints kept on FSx (and, through an exporting data repository, in S3); older ones are deleted."""
 FSX_MOUNT = "/fsx"
+TERMINATION_GRACE_S = 300
+"""The job pods' terminationGracePeriodSeconds: how long a drained pod has between SIGTERM and SIGKILL (Kubernetes
+default 30 s). On SIGTERM train.py saves the step in progress on every rank and exits with 1 (restart and
+resume). 300 s fits inside the warnings that precede the capacity going away: a Capacity Block's expiration
+warning 40 minutes before its end, a Spot interruption notice's 2 minutes aside (those nodes do not wait)."""
+SHUTDOWN_TIMEOUT_S = TERMINATION_GRACE_S - 30
+"""torchrun's wait for its workers after the SIGTERM it passes on, before it SIGKILLs them
+(TORCH_ELASTIC_SHUTDOWN_TIMEOUT, default 30 s): inside the pod's grace period, with time left for the launcher."""
 
 DISRUPTION_RULE = "infrastructure"
 APP_ERROR_RULE = "applicationError"
@@ -102,3 +110,14 @@ def jobset_failure_policy(max_restarts: int) -> dict[str, Any]:
             },
         ],
     }
+
+
+def graceful_stop(pod: dict[str, Any]) -> None:
+    """Give the job's pod the time to checkpoint on SIGTERM: `TERMINATION_GRACE_S` for the pod, and
+    `SHUTDOWN_TIMEOUT_S` for torchrun's wait on its workers (an environment variable: a torchrun without the
+    setting ignores it and keeps its 30 s)."""
+    pod["terminationGracePeriodSeconds"] = TERMINATION_GRACE_S
+    for container in pod["containers"]:
+        container.setdefault("env", []).append(
+            {"name": "TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "value": str(SHUTDOWN_TIMEOUT_S)}
+        )

@@ -3,16 +3,27 @@ Warning": EC2 starts terminating the block's instances about 10 minutes later), 
 passes its scale-to-zero threshold (AWS Budgets notification through SNS).
 
 - EKS managed node groups (`NODEGROUPS`, JSON list of names of cluster `CLUSTER_NAME`): min and desired size 0
-  (UpdateNodegroupConfig; max size stays, EKS requires it to be at least 1). The node group drains its nodes, so a
-  job's pods get their termination grace period to checkpoint.
+  (UpdateNodegroupConfig; max size stays, EKS requires it to be at least 1). The node group drains its nodes: each
+  job pod gets SIGTERM and the 300 s terminationGracePeriodSeconds the rendered job gives it (inside the 10
+  minutes above). The launcher passes SIGTERM on to the ranks; the shipped train.py then saves the step in
+  progress on every rank and exits with the restart code. torchrun waits for its ranks
+  TORCH_ELASTIC_SHUTDOWN_TIMEOUT seconds (270, set on the pod) where its version reads that setting, and 30 s
+  where it does not: a step and its save must fit in that.
 - AWS Batch (`JOB_QUEUES`, `COMPUTE_ENVIRONMENTS`, JSON lists of ARNs): jobs of the queues that are submitted,
-  pending, runnable, starting or running are terminated (a running container gets SIGTERM, then SIGKILL after its
-  stop timeout), and each compute environment is disabled: a disabled managed environment starts no instance and
-  scales in to its minimum (0) once its instances are idle (AWS Batch User Guide, "Compute environment states").
+  pending, runnable, starting or running are terminated, and each compute environment is disabled: a disabled
+  managed environment starts no instance and scales in to its minimum (0) once its instances are idle (AWS Batch
+  User Guide, "Compute environment states"). A running container gets SIGTERM, then SIGKILL after the ECS
+  agent's stop timeout (ECS_CONTAINER_STOP_TIMEOUT, 30 s by default; a Batch job definition has no setting for
+  it): train.py saves the step in progress if the step and the save fit in those 30 s, else the job resumes
+  from its newest periodic checkpoint.
 
 With `NOTIFY_TOPIC_ARN`, what it did is published to that topic (the budget's own notification goes to the
-function's topic only). The next `cdk deploy` sets the blueprint's sizes again: change the blueprint (desired_size
-0, or a new block) before deploying. Runs with the function's role only; every call is idempotent.
+function's topic only). Scaling back up is the user's step: CloudFormation applies only properties that change,
+so `cdk deploy` with an unchanged template leaves the node groups at 0 and the compute environment DISABLED.
+Run `aws eks update-nodegroup-config --cluster-name <cluster> --nodegroup-name <group> --scaling-config
+minSize=<min>,desiredSize=<desired>,maxSize=<max>` for each node group, or `aws batch
+update-compute-environment --compute-environment <arn> --state ENABLED`, or change the blueprint (sizes, a new
+block) and deploy. Runs with the function's role only; every call is idempotent.
 """
 
 from __future__ import annotations

@@ -7,7 +7,9 @@ Only the exit code differs: torchrun itself exits 1 whatever its workers did (it
 ChildFailedError), so a job policy cannot tell a bug from a lost node. This launcher exits with `APP_ERROR_EXIT`
 when any failed worker exited with it (train.py's code for an error of the script), otherwise with 1 (a worker
 killed, a peer or the network lost: restart and resume). Restarts inside one launch (`--max-restarts`) are
-torchrun's, as before.
+torchrun's, as before. A SIGTERM to the launcher (the pod's, on a drain) reaches the workers through torchrun,
+which waits --shutdown-timeout (TORCH_ELASTIC_SHUTDOWN_TIMEOUT) seconds for them to checkpoint and exit; the
+launcher then exits with 1 too (restart and resume).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ def exit_code(worker_exit_codes: list[int]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.run import parse_args, run
 
@@ -41,6 +44,9 @@ def main(argv: list[str] | None = None) -> int:
         codes = [failure.exitcode for failure in e.failures.values()]
         print(f"[elastic] workers failed with exit codes {codes}", file=sys.stderr, flush=True)
         return exit_code(codes)
+    except SignalException as e:  # the workers had their shutdown timeout to checkpoint (train.py on SIGTERM)
+        print(f"[elastic] stopped by signal {e.sigval}: restart and resume", file=sys.stderr, flush=True)
+        return RETRY_EXIT
     return 0
 
 

@@ -12,6 +12,11 @@ bit-identically (model, optimizer, RNG, step, PowerSGD's per-bucket state).
 Exit codes tell the scheduler what failed (`runtime.workloads.elastic`): APP_ERROR_EXIT for an error of the
 script itself (retrying cannot help), 1 for a failure of the collectives or the process group (a peer or its
 node went away: restart and resume).
+SIGTERM (a drained node: torchrun passes the pod's SIGTERM on to its workers) asks for a last checkpoint: the
+handler only sets a flag, every rank learns at the end of the step in progress that some rank got it (one
+all_reduce, the one that already averages the loss), all of them save that step and the script exits with 1
+(restart and resume from it). It has as long as the launcher waits before SIGKILL (torchrun's
+--shutdown-timeout, TORCH_ELASTIC_SHUTDOWN_TIMEOUT, default 30 s) and the pod's terminationGracePeriodSeconds.
 Runs on CUDA with NCCL when GPUs are present, else on CPU with gloo (the tests).
 """
 
@@ -22,6 +27,7 @@ import json
 import math
 import os
 import shutil
+import signal
 import sys
 import time
 from pathlib import Path
@@ -37,7 +43,7 @@ if __package__ in (None, ""):  # run as a file by torchrun: make `runtime.worklo
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from runtime.workloads import comm, lm
-from runtime.workloads.elastic import APP_ERROR_EXIT
+from runtime.workloads.elastic import APP_ERROR_EXIT, RETRY_EXIT
 
 TMP_SUFFIX = ".tmp"
 """A checkpoint directory is written as `step-N.tmp` and renamed to `step-N` once complete."""
@@ -294,8 +300,18 @@ def main(argv: list[str] | None = None) -> int:
         return failure_exit_code(e)
 
 
+_STOP: list[int] = []
+"""Signals received (SIGTERM): a request to checkpoint at the end of the current step and exit for a restart."""
+
+
+def _request_stop(signum: int, _frame: object) -> None:
+    # Only a flag: a save from inside a signal handler could interrupt a collective halfway.
+    _STOP.append(signum)
+
+
 def train(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    signal.signal(signal.SIGTERM, _request_stop)
     device = _device()
     init_process_group("nccl" if device.type == "cuda" else "gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -343,8 +359,10 @@ def train(argv: list[str] | None = None) -> int:
             torch.cuda.synchronize()
         elapsed = time.perf_counter() - t0
         calls, ring, sent = counter.calls, counter.ring_bytes, counter.take()
-        mean = loss.detach().float().clone()
-        dist.all_reduce(mean)
+        # One all_reduce: the loss summed over ranks, and how many ranks were asked to stop (SIGTERM).
+        summed = torch.stack([loss.detach().float(), torch.tensor(float(bool(_STOP)), device=loss.device)])
+        dist.all_reduce(summed)
+        mean, stopping = summed[0], summed[1].item() > 0
         record = {
             "step": step + 1,
             "loss": mean.item() / world,
@@ -362,8 +380,16 @@ def train(argv: list[str] | None = None) -> int:
                 out.flush()  # readable while the run goes on (and complete up to the last step if it is killed)
         done = step + 1
         due = done == args.steps or (args.checkpoint_every and done % args.checkpoint_every == 0)
-        if args.checkpoint_dir and due:
+        if args.checkpoint_dir and (due or stopping):
             save(args, model, optimizer, hook_state, done)
+        if stopping and done < args.steps:
+            if rank == 0:
+                where = f"checkpoint step {done} saved" if args.checkpoint_dir else "no --checkpoint-dir: nothing saved"
+                print(f"[train] SIGTERM: {where}, exiting for a restart", file=sys.stderr, flush=True)
+            code = RETRY_EXIT
+            break
+    else:
+        code = 0
     if out is not None:
         out.close()
     # Every rank reaches this barrier before any tears down: a gloo rank whose peer already exited can hang in
@@ -371,7 +397,7 @@ def train(argv: list[str] | None = None) -> int:
     dist.barrier()
     dist.destroy_process_group()
     _KEEP.append(model)  # freed by no one: see _exit_without_teardown
-    return 0
+    return code
 
 
 _KEEP: list[Any] = []

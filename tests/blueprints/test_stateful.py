@@ -71,9 +71,10 @@ EKS = {
     # Log groups of CDK's kubectl-provider functions (aws_eks_v2 creates and retains them).
     "TrainingClusterKubectlProviderHandlerLogGroupF5270D71": "AWS::Logs::LogGroup",
     "TrainingClusterKubectlProviderframeworkonEventLogGroup2BA49C21": "AWS::Logs::LogGroup",
-    # Fluent Bit's /aws/containerinsights/<cluster>/application, created first so the step-line metric filters
-    # have their group and the stack owns its retention and key.
-    "ObservabilityStepLogGroup89BF3C79": "AWS::Logs::LogGroup",
+    # Fluent Bit's /aws/containerinsights/<cluster>/application is no AWS::Logs::LogGroup of the stack (Fluent Bit
+    # may create it first): `SharedLogGroup` creates or takes it over and keeps it on delete. Its handler's log
+    # group is the stack's.
+    "ObservabilityStepLogGroupHandlerLogs8B57128D": "AWS::Logs::LogGroup",
 }
 HYPERPOD = {
     # The lifecycle-script bucket and the log group of its upload function.

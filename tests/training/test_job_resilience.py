@@ -122,6 +122,20 @@ def test_shipped_job_runs_the_launcher_checkpoints_every_n_steps_and_keeps_k() -
     ]  # fmt: skip
 
 
+@pytest.mark.parametrize("name", [*EKS, "hyperpod-eks-training"])
+def test_job_pods_have_five_minutes_to_checkpoint_on_sigterm(name: str) -> None:
+    # Kubernetes' default grace is 30 s and torchrun's wait for its ranks 30 s: a drained node (Capacity Block
+    # expiry, budget scale-to-zero) killed the ranks before train.py could save the step in progress.
+    docs = render_job(load(name))
+    pods = [_node_job(docs[0])["template"]["spec"]] if name in EKS else [
+        r["template"]["spec"] for r in docs[0]["spec"]["pytorchReplicaSpecs"].values()
+    ]  # fmt: skip
+    for pod in pods:
+        assert pod["terminationGracePeriodSeconds"] == resilience.TERMINATION_GRACE_S == 300
+        env = {e["name"]: e["value"] for e in pod["containers"][0]["env"]}
+        assert env["TORCH_ELASTIC_SHUTDOWN_TIMEOUT"] == str(resilience.SHUTDOWN_TIMEOUT_S) == "270"
+
+
 def _with_repository(config: BlueprintConfig, **repo: Any) -> BlueprintConfig:
     training = config.training
     assert training is not None and training.fsx is not None

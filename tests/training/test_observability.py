@@ -10,13 +10,14 @@ from typing import Any
 
 import pytest
 from aws_cdk import App, Stack
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sns as sns
 from aws_cdk.assertions import Template
 
 from mlstack.config import BlueprintConfig, load
+from mlstack.constructs.training.metric_names import CONTAINER_INSIGHTS, FSX, FSX_ID, StepLog
 from mlstack.constructs.training.observability import TrainingObservability
-from mlstack.design.metrics import CONTAINER_INSIGHTS, FSX, FSX_ID, StepLog
 from mlstack.design.observability import STEP_METRICS, observability_design
 from tests.synth import ROOT
 
@@ -44,7 +45,8 @@ def test_eks_gpu_watches_container_insights_metrics_by_cluster_name() -> None:
         ("gpus", CONTAINER_INSIGHTS, "node_gpu_limit", cluster, "Sum", 300),
         ("held", CONTAINER_INSIGHTS, "node_gpu_usage_total", cluster, "Sum", 300),
     ]
-    assert idle.expression == "IF(gpus > 0, 100 * held / gpus, 100)"
+    # FILL: no node_gpu_usage_total point while no pod holds a GPU must read as 0% held, not as no data.
+    assert idle.expression == "IF(gpus > 0, 100 * FILL(held, 0) / gpus, 100)"
     assert (idle.threshold, idle.comparison, idle.evaluation_periods) == (10, "LessThanThreshold", 12)
     efa = alarms["EfaErrors"].metric
     assert (efa.name, efa.dimensions, efa.statistic) == ("node_efa_rx_dropped", cluster, "Sum")
@@ -107,19 +109,37 @@ def test_batch_reads_step_lines_from_the_job_log_group() -> None:
     )
 
 
-def test_stalled_alarm_notifies_when_no_step_line_arrives() -> None:
+def test_stalled_alarm_breaches_while_a_job_pod_runs_without_step_lines() -> None:
+    # It used to be Sum(Steps) < 1 with missing data "missing": never ALARM (a Sum is >= 1 whenever it exists),
+    # INSUFFICIENT_DATA 30 minutes after every normal job end, nothing for a job that hangs before its first step.
     _, design = _design("hyperpod-eks-training")
     stalled = _alarms(design)["JobStalled"]
-    assert (stalled.metric.namespace, stalled.metric.name, stalled.metric.statistic) == (
+    metrics = dict(stalled.metrics)
+    assert (metrics["steps"].namespace, metrics["steps"].name, metrics["steps"].statistic) == (
         "mlstack/hyperpod-eks-training",
         "Steps",
         "Sum",
     )
+    assert (metrics["pods"].namespace, metrics["pods"].name, metrics["pods"].dimension_map) == (
+        "ContainerInsights",
+        "namespace_number_of_running_pods",
+        {"Namespace": "hyperpod-training", "ClusterName": "hyperpod-eks-training-cluster"},
+    )
+    assert stalled.expression == "IF(FILL(pods, 0) > 0, FILL(steps, 0), 1)"
+    assert (stalled.threshold, stalled.comparison) == (1, "LessThanThreshold")
     assert (stalled.treat_missing_data, stalled.notify_on_insufficient_data, stalled.evaluation_periods) == (
-        "missing",
-        True,
+        "notBreaching",
+        False,
         30,
     )
+
+
+def test_batch_stalled_alarm_notifies_on_insufficient_data_and_says_why() -> None:
+    _, design = _design("batch-training")
+    stalled = _alarms(design)["JobStalled"]
+    assert (stalled.treat_missing_data, stalled.notify_on_insufficient_data) == ("missing", True)
+    assert "no running-job metric" in stalled.description
+    _, design = _design("hyperpod-eks-training")
     assert design.step_log is not None
     assert design.step_log.log_group_name == "/aws/containerinsights/hyperpod-eks-training-cluster/application"
 
@@ -197,11 +217,12 @@ def _construct(name: str, **kwargs: Any) -> tuple[dict[str, Any], TrainingObserv
         step_metrics=design.step_metrics,
         step_log_group=group,
         file_system_id=kwargs.get("file_system_id", "fs-0123456789abcdef0"),
+        key=kms.Key(stack, "Key"),
     )
     return Template.from_stack(stack).to_json()["Resources"], built
 
 
-def test_every_alarm_notifies_the_topic_and_the_stalled_one_on_missing_data() -> None:
+def test_every_alarm_notifies_the_topic_and_the_stalled_one_reads_running_pods() -> None:
     resources, _ = _construct("eks-gpu-training")
     alarms = {k: r["Properties"] for k, r in resources.items() if r["Type"] == "AWS::CloudWatch::Alarm"}
     topic = next(k for k, r in resources.items() if r["Type"] == "AWS::SNS::Topic")
@@ -209,12 +230,13 @@ def test_every_alarm_notifies_the_topic_and_the_stalled_one_on_missing_data() ->
     for props in alarms.values():
         assert props["AlarmActions"] == [{"Ref": topic}]
     stalled = next(p for k, p in alarms.items() if k.startswith("ObsJobStalled"))
-    assert stalled["InsufficientDataActions"] == [{"Ref": topic}]
-    assert (stalled["MetricName"], stalled["Namespace"], stalled["TreatMissingData"]) == (
-        "Steps",
-        "mlstack/eks-gpu-training",
-        "missing",
-    )
+    assert "InsufficientDataActions" not in stalled
+    assert stalled["TreatMissingData"] == "notBreaching"
+    expression = next(m for m in stalled["Metrics"] if "Expression" in m)
+    assert expression["Expression"] == "IF(FILL(pods, 0) > 0, FILL(steps, 0), 1)"
+    named = {m["Id"]: m["MetricStat"]["Metric"] for m in stalled["Metrics"] if "MetricStat" in m}
+    assert (named["steps"]["MetricName"], named["steps"]["Namespace"]) == ("Steps", "mlstack/eks-gpu-training")
+    assert named["pods"]["MetricName"] == "namespace_number_of_running_pods"
     fsx = next(p for k, p in alarms.items() if k.startswith("ObsFsxFreeCapacityLow"))
     stat = next(m for m in fsx["Metrics"] if "MetricStat" in m)["MetricStat"]["Metric"]
     assert stat["Dimensions"] == [{"Name": "FileSystemId", "Value": "fs-0123456789abcdef0"}]
@@ -222,9 +244,23 @@ def test_every_alarm_notifies_the_topic_and_the_stalled_one_on_missing_data() ->
 
 def test_metric_filters_publish_the_step_metrics_from_the_created_log_group() -> None:
     resources, built = _construct("eks-gpu-training")
-    assert built.created_log_group is not None
-    group = next(r for r in resources.values() if r["Type"] == "AWS::Logs::LogGroup")
-    assert group["Properties"]["LogGroupName"] == "/aws/containerinsights/eks-gpu-training-cluster/application"
+    assert built.shared_log_group is not None
+    name = "/aws/containerinsights/eks-gpu-training-cluster/application"
+    # Fluent Bit creates this group itself: an AWS::Logs::LogGroup of that name fails an update of a running
+    # cluster with "already exists". A custom resource makes it ready, and every filter waits for it.
+    assert not [
+        r
+        for r in resources.values()
+        if r["Type"] == "AWS::Logs::LogGroup" and r.get("Properties", {}).get("LogGroupName") == name
+    ]
+    (shared_id,) = [k for k, r in resources.items() if r["Type"] == "Custom::SharedLogGroup"]
+    # A new logical ID: the old AWS::Logs::LogGroup's (ObsStepLogGroup...) cannot change its type in an update.
+    assert not shared_id.startswith("ObsStepLogGroup") or "Setup" in shared_id
+    assert resources[shared_id]["Properties"]["LogGroupName"] == name
+    assert resources[shared_id]["Properties"]["RetentionInDays"] == "365"
+    for f in (r for r in resources.values() if r["Type"] == "AWS::Logs::MetricFilter"):
+        assert f["Properties"]["LogGroupName"] == name
+        assert shared_id in f["DependsOn"]
     filters = [r["Properties"] for r in resources.values() if r["Type"] == "AWS::Logs::MetricFilter"]
     got = {f["MetricTransformations"][0]["MetricName"]: f["MetricTransformations"][0] for f in filters}
     assert {k: (v["MetricValue"], v["Unit"], v["MetricNamespace"]) for k, v in got.items()} == {
@@ -237,7 +273,7 @@ def test_metric_filters_publish_the_step_metrics_from_the_created_log_group() ->
 
 def test_batch_filters_read_the_given_job_log_group() -> None:
     resources, built = _construct("batch-training")
-    assert built.created_log_group is None
+    assert built.shared_log_group is None
     job_logs = next(k for k, r in resources.items() if r["Type"] == "AWS::Logs::LogGroup")
     filters = [r["Properties"] for r in resources.values() if r["Type"] == "AWS::Logs::MetricFilter"]
     assert {json.dumps(f["LogGroupName"]) for f in filters} == {json.dumps({"Ref": job_logs})}
@@ -255,7 +291,7 @@ def test_eks_add_on_waits_for_the_application_log_group(session: Any) -> None:
     group = next(
         k
         for k, r in resources.items()
-        if r["Type"] == "AWS::Logs::LogGroup"
+        if r["Type"] == "Custom::SharedLogGroup"
         and r["Properties"].get("LogGroupName") == "/aws/containerinsights/eks-gpu-training-cluster/application"
     )
     addon = next(
@@ -300,7 +336,8 @@ def test_plan_rows_count_the_operations_resources_of_each_template(session: Any)
         "AWS::CloudWatch::Alarm",
         "AWS::Logs::MetricFilter",
         "AWS::Budgets::Budget",
-        "AWS::Events::Rule",
+        "Custom::SharedLogGroup",
+        # Not AWS::Events::Rule: Karpenter's interruption rules share the stack (the footprint test counts all).
     }
     for name, bp in session.blueprints.items():
         if "TrainingClusterStack" not in bp.templates:
@@ -313,3 +350,48 @@ def test_plan_rows_count_the_operations_resources_of_each_template(session: Any)
             if row.cfn_type in mine:
                 planned[row.cfn_type] += row.count
         assert planned == held, name
+
+
+def test_the_shared_log_group_handler_may_touch_only_its_group_and_the_key_through_logs(session: Any) -> None:
+    """The custom resource that replaces the AWS::Logs::LogGroup (Fluent Bit creates that group itself, so an
+    update of a running cluster failed with "already exists"): its role names the one group, and the project key
+    only through CloudWatch Logs."""
+    from tests.synth import template
+
+    resources = template(session, "eks-gpu-training", "TrainingClusterStack").to_json()["Resources"]
+    name = "/aws/containerinsights/eks-gpu-training-cluster/application"
+    assert not [
+        k
+        for k, r in resources.items()
+        if r["Type"] == "AWS::Logs::LogGroup" and r.get("Properties", {}).get("LogGroupName") == name
+    ]
+    (setup,) = [r for r in resources.values() if r["Type"] == "Custom::SharedLogGroup"]
+    function = setup["Properties"]["ServiceToken"]["Fn::GetAtt"][0]
+    role = resources[function]["Properties"]["Role"]["Fn::GetAtt"][0]
+    (policy,) = [
+        r["Properties"]["PolicyDocument"]["Statement"]
+        for r in resources.values()
+        if r["Type"] == "AWS::IAM::Policy" and r["Properties"]["Roles"] == [{"Ref": role}]
+    ]
+    logs_statement = next(s for s in policy if "logs:CreateLogGroup" in s["Action"])
+    assert logs_statement["Action"] == ["logs:AssociateKmsKey", "logs:CreateLogGroup", "logs:PutRetentionPolicy"]
+    assert [
+        json.dumps(r).endswith(f':log-group:{name}"]]}}') or json.dumps(r).endswith(f':log-group:{name}:*"]]}}')
+        for r in logs_statement["Resource"]
+    ] == [True, True]
+    kms_statement = next(s for s in policy if "kms:Decrypt" in s["Action"])
+    assert kms_statement["Condition"] == {"StringEquals": {"kms:ViaService": "logs.us-east-1.amazonaws.com"}}
+    assert all(not str(a).endswith("*") for s in policy for a in s["Action"])
+
+
+def test_the_plan_says_which_restarts_are_unbounded() -> None:
+    from mlstack.plan import build_plan
+
+    def operations(name: str) -> list[str]:
+        plan = build_plan(load(ROOT / "blueprints" / f"{name}.yaml"))
+        return next(rows for title, rows in plan.details["sections"] if title == "Operations")
+
+    eks = operations("eks-gpu-training")
+    assert any("without counting toward job.max_retries" in r and "without bound" in r for r in eks)
+    assert any("main node's exit code" in r for r in operations("batch-training"))
+    assert not any(r.startswith("restarts:") for r in operations("hyperpod-slurm-training"))

@@ -14,7 +14,8 @@ from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from mlstack.constructs.removal import RETAINED
-from mlstack.design.metrics import FSX_ID, Alarm, Metric, StepLog, StepMetric, Widget
+from mlstack.constructs.training.metric_names import FSX_ID, Alarm, Metric, StepLog, StepMetric, Widget
+from mlstack.constructs.training.shared_log_group import SharedLogGroup
 
 
 class TrainingObservability(Construct):
@@ -25,8 +26,9 @@ class TrainingObservability(Construct):
     Props (keyword; defaults in parentheses): `dashboard_name`, `widgets`, `alarms`, `topic` (required);
     `step_log` (None: no metric filters), `step_metrics` (()), `step_log_group` (the engine's own job log group,
     when `step_log.log_group_name` is None), `file_system_id` (the FSx file system's ID for metrics whose
-    FileSystemId is `FSX_ID`), `key` and `log_retention` (ONE_YEAR) and `removal_policy` (`RETAINED`) for a log
-    group this construct creates (`step_log.create`).
+    FileSystemId is `FSX_ID`), `key` and `log_retention_days` (365) for a log group this construct makes ready
+    (`step_log.create`: a `SharedLogGroup`, since Fluent Bit may have created it first), `removal_policy`
+    (`RETAINED`, that custom resource's handler log group).
     """
 
     def __init__(
@@ -43,16 +45,16 @@ class TrainingObservability(Construct):
         step_log_group: logs.ILogGroup | None = None,
         file_system_id: str | None = None,
         key: kms.IKey | None = None,
-        log_retention: logs.RetentionDays = logs.RetentionDays.ONE_YEAR,
+        log_retention_days: int = 365,
         removal_policy: RemovalPolicy = RETAINED,
     ) -> None:
         super().__init__(scope, construct_id)
         self._file_system_id = file_system_id
         self.log_group: logs.ILogGroup | None = None
-        self.created_log_group: logs.LogGroup | None = None
+        self.shared_log_group: SharedLogGroup | None = None
         self.metric_filters: list[logs.MetricFilter] = []
         if step_log is not None:
-            self.log_group = self._step_log_group(step_log, step_log_group, key, log_retention, removal_policy)
+            self.log_group = self._step_log_group(step_log, step_log_group, key, log_retention_days, removal_policy)
             for metric in step_metrics:
                 value = metric.value if metric.value.isdigit() else f"{step_log.field_prefix}{metric.value}"
                 self.metric_filters.append(
@@ -67,6 +69,9 @@ class TrainingObservability(Construct):
                         unit=_UNITS[metric.unit],
                     )
                 )
+                if self.shared_log_group is not None:
+                    # A metric filter on a group that does not exist yet fails: wait for the custom resource.
+                    self.metric_filters[-1].node.add_dependency(self.shared_log_group.resource)
         action = cw_actions.SnsAction(topic)
         self.alarms: list[cloudwatch.Alarm] = []
         for spec in alarms:
@@ -100,7 +105,7 @@ class TrainingObservability(Construct):
         step_log: StepLog,
         given: logs.ILogGroup | None,
         key: kms.IKey | None,
-        retention: logs.RetentionDays,
+        retention_days: int,
         removal_policy: RemovalPolicy,
     ) -> logs.ILogGroup:
         if step_log.log_group_name is None:
@@ -109,17 +114,20 @@ class TrainingObservability(Construct):
             return given
         if not step_log.create:
             return logs.LogGroup.from_log_group_name(self, "StepLogGroup", step_log.log_group_name)
-        # Created here, before the agent that writes to it: a metric filter needs its log group to exist, and
-        # the stack then owns the group's retention and key instead of the agent creating it with neither.
-        self.created_log_group = logs.LogGroup(
+        if key is None:
+            raise ValueError("step_log.create needs key (the KMS key the log group is encrypted with)")
+        # Made ready before the agent that writes to it (a metric filter needs its group), and idempotently: on a
+        # cluster that already runs the add-on, Fluent Bit created the group (no retention, no key), and an
+        # AWS::Logs::LogGroup of that name would fail the update with "already exists".
+        self.shared_log_group = SharedLogGroup(
             self,
             "StepLogGroup",
             log_group_name=step_log.log_group_name,
-            encryption_key=key,
-            retention=retention,
+            key=key,
+            retention_days=retention_days,
             removal_policy=removal_policy,
         )
-        return self.created_log_group
+        return self.shared_log_group.log_group
 
     def _metric(self, spec: Metric) -> cloudwatch.Metric:
         dimensions = {

@@ -15,6 +15,7 @@ from mlstack.design.footprint.ai_services import ai_services_stack
 from mlstack.design.footprint.inference import data_stack, eks_inference_stack, inference_stack
 from mlstack.design.footprint.mlops import mlops_stack
 from mlstack.design.footprint.network import network_stack
+from mlstack.design.footprint.operations import operations_stack
 from mlstack.design.footprint.training import training_stack
 
 __all__ = ["footprint"]
@@ -25,6 +26,8 @@ def footprint(config: BlueprintConfig) -> dict[str, Counter[str]]:
     stacks: dict[str, Counter[str]] = {"NetworkStack": network_stack(config)}
     if config.training is not None:
         stacks["TrainingClusterStack"] = training_stack(config, config.training)
+        for stack, types in operations_stack(config).items():
+            stacks[stack] = stacks.get(stack, Counter()) + types
     if config.inference is not None:
         stacks["DataStack"] = data_stack(config.inference)
         stacks["InferenceStack"] = inference_stack(config.inference)

@@ -1,5 +1,6 @@
 """CloudWatch metrics, dashboard widgets and alarms as plain data (no CDK, no blueprint): what
-`mlstack.design.observability` decides and `mlstack.constructs.training.observability` builds."""
+`mlstack.design.observability` decides and `mlstack.constructs.training.observability` builds. It lives under
+constructs/ because a construct never imports the design layer; the design imports it (it imports no CDK)."""
 
 from __future__ import annotations
 
