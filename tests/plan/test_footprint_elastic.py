@@ -1,7 +1,7 @@
 """The footprint of Karpenter, its pools and Kueue (`mlstack.design.footprint.elastic`) against the template of
-eks-karpenter-training, every type but the training stack's day-two resources (`stacks/training_ops.py`: alarm topic,
-dashboard, alarms, step-line filters and the application log group, budget), which
-tests/plan/test_footprint.py holds with the rest."""
+eks-karpenter-training: the training stack without its day-two resources (`stacks/training_ops.py`: alarm topic,
+dashboard, alarms, step-line filters, the application log group's custom resource, budget; counted by
+`design.footprint.operations`) is the footprint without them. tests/plan/test_footprint.py holds the whole."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import pytest
 from mlstack.config import BLUEPRINTS_DIR, load
 from mlstack.design.footprint import footprint
 from mlstack.design.footprint.elastic import karpenter, kueue
+from mlstack.design.footprint.operations import operations_stack
 from mlstack.design.karpenter import pools
 from mlstack.design.kueue import queues
 from mlstack.plan.model import Plan
@@ -30,13 +31,6 @@ OPERATIONS_TYPES = (
 )
 
 
-def _operations(resource: dict[str, Any]) -> bool:
-    if resource["Type"].startswith(OPERATIONS_TYPES):
-        return True
-    name = resource.get("Properties", {}).get("LogGroupName", "")
-    return resource["Type"] == "AWS::Logs::LogGroup" and isinstance(name, str) and name.endswith("/application")
-
-
 @pytest.fixture(scope="module")
 def template(session: Session) -> dict[str, Any]:
     if NAME not in session.blueprints:
@@ -49,10 +43,12 @@ def test_the_training_stack_of_karpenter_and_kueue_is_its_footprint_but_the_oper
 ) -> None:
     # The footprint used to count the p5 group as a managed node group (node group, launch template, node role) and
     # to leave out Karpenter's controller, queue, rules, node access and pool manifest and Kueue's chart and queues.
-    synthesized = Counter(r["Type"] for r in template["Resources"].values() if not _operations(r))
-    planned = footprint(load(BLUEPRINTS_DIR / f"{NAME}.yaml"))[STACK]
+    config = load(BLUEPRINTS_DIR / f"{NAME}.yaml")
+    operations = operations_stack(config)[STACK]
+    synthesized = Counter(r["Type"] for r in template["Resources"].values() if r["Type"] != "AWS::CDK::Metadata")
+    planned = footprint(config)[STACK] - operations
     assert not [t for t in planned if t.startswith(OPERATIONS_TYPES)]
-    assert planned == synthesized
+    assert planned == synthesized - operations
 
 
 def test_the_plan_rows_of_karpenter_and_kueue_are_their_footprint() -> None:
@@ -60,7 +56,7 @@ def test_the_plan_rows_of_karpenter_and_kueue_are_their_footprint() -> None:
     config = load(BLUEPRINTS_DIR / f"{NAME}.yaml")
     assert config.training is not None
     elastic = karpenter(pools(config.training, config.zones)) + kueue(queues(config.training))
-    assert elastic["AWS::Events::Rule"] == 5 and elastic["Custom::AWSCDK-EKS-HelmChart"] == 2
+    assert elastic["AWS::Events::Rule"] == 5 and elastic["Custom::AWSCDK-EKS-HelmChart"] == 3  # CRDs, controller, Kueue
     plan = Plan(blueprint=NAME, description="", region="us-east-1", removal="retain")
     plan_elastic(config, plan)
     described: Counter[str] = Counter()
