@@ -395,3 +395,12 @@ def test_the_plan_says_which_restarts_are_unbounded() -> None:
     assert any("without counting toward job.max_retries" in r and "without bound" in r for r in eks)
     assert any("main node's exit code" in r for r in operations("batch-training"))
     assert not any(r.startswith("restarts:") for r in operations("hyperpod-slurm-training"))
+
+
+def test_the_shared_log_group_fails_the_deploy_within_minutes_when_its_handler_never_answers(session: Any) -> None:
+    # Without ServiceTimeout CloudFormation waits an hour for a response a killed invocation never sends.
+    from tests.synth import template
+
+    resources = template(session, "eks-gpu-training", "TrainingClusterStack").to_json()["Resources"]
+    (setup,) = [r for r in resources.values() if r["Type"] == "Custom::SharedLogGroup"]
+    assert setup["Properties"]["ServiceTimeout"] == "300"

@@ -113,6 +113,9 @@ class SharedLogGroup(Construct):
             "Setup",
             service_token=self.function.function_arn,
             resource_type=RESOURCE_TYPE,
+            # The function's 2-minute timeout plus retries: without it CloudFormation waits an hour for a response
+            # that a killed invocation never sends (AWS::CloudFormation::CustomResource ServiceTimeout).
+            service_timeout=Duration.minutes(5),
             properties={
                 "LogGroupName": log_group_name,
                 "KmsKeyArn": key.key_arn,
@@ -127,8 +130,8 @@ class SharedLogGroup(Construct):
             function,
             {
                 "CKV_AWS_117": "calls only the CloudWatch Logs API at deploy time; it reaches nothing in the VPC",
-                "CKV_AWS_116": "invoked synchronously by CloudFormation, which fails the deploy on an error; no "
-                "asynchronous event to keep",
+                "CKV_AWS_116": "a CloudFormation custom resource: CloudFormation invokes it asynchronously and a "
+                "failed invocation is retried, then the stack fails after its 5-minute ServiceTimeout; nothing to keep",
                 "CKV_AWS_115": "no reserved concurrency on purpose: reserving any fails the deploy in accounts whose "
                 "unreserved concurrency would fall below 100 (new accounts); one call per deploy",
             },
