@@ -31,7 +31,7 @@ from mlstack.constructs.scanners import (
     skip_guard_on_functions_outside_vpc,
     skip_iam_lint,
 )
-from mlstack.constructs.security.function_role import function_role_and_logs
+from mlstack.constructs.security.function_role import function_role_and_logs, python_function
 
 HANDLER_DIR = resources.runtime_path("ai_services")
 """`runtime/ai_services/`: `api_handler.py`, tested with a stubbed botocore in tests/ai_services."""
@@ -249,13 +249,12 @@ class AiServiceApi(Construct):
                     "AwsSolutions-IAM5[Action::kms:ReEncrypt*]": "KMS grant on the project key only",
                 },
             )
-        self.function = lambda_.Function(
+        self.function = python_function(
             self,
             "Function",
-            runtime=lambda_.Runtime.PYTHON_3_14,
-            architecture=lambda_.Architecture.ARM_64,
             handler="api_handler.handler",
-            code=lambda_.Code.from_asset(str(HANDLER_DIR), exclude=["__pycache__", "*.pyc", "doc_pipeline"]),
+            code_dir=HANDLER_DIR,
+            exclude=["doc_pipeline"],
             role=self.role,
             timeout=timeout,
             memory_size=memory_size,

@@ -28,7 +28,7 @@ from mlstack.constructs.scanners import (
     skip_guard,
     skip_guard_on_functions_outside_vpc,
 )
-from mlstack.constructs.security.function_role import function_role_and_logs
+from mlstack.constructs.security.function_role import function_role_and_logs, python_function
 from mlstack.constructs.storage.buckets import NONCURRENT, kms_bucket
 
 HANDLER_DIR = resources.runtime_path("ai_services", "doc_pipeline")
@@ -287,13 +287,11 @@ class DocumentPipeline(Construct):
             retention=retention,
             removal_policy=removal_policy,
         )
-        function = lambda_.Function(
+        function = python_function(
             self,
             f"{construct_id}Function",
-            runtime=lambda_.Runtime.PYTHON_3_14,
-            architecture=lambda_.Architecture.ARM_64,
             handler=handler,
-            code=lambda_.Code.from_asset(str(HANDLER_DIR), exclude=["__pycache__", "*.pyc"]),
+            code_dir=HANDLER_DIR,
             role=role,
             timeout=timeout,
             memory_size=1024,

@@ -12,7 +12,7 @@ from constructs import Construct
 from mlstack import resources
 from mlstack.constructs.inference.model_endpoint import ModelEndpoint
 from mlstack.constructs.scanners import skip_checkov, skip_guard_on_functions_outside_vpc
-from mlstack.constructs.security.function_role import function_role_and_logs
+from mlstack.constructs.security.function_role import function_role_and_logs, python_function
 
 HANDLER_DIR = resources.runtime_path("invoke")
 """`runtime/invoke/`: the handler code, tested against moto in tests/runtime."""
@@ -58,13 +58,10 @@ class InvokeApi(Construct):
             retention=log_retention,
             removal_policy=removal_policy,
         )
-        self.function = lambda_.Function(
+        self.function = python_function(
             self,
             "Function",
-            runtime=lambda_.Runtime.PYTHON_3_14,
-            architecture=lambda_.Architecture.ARM_64,
-            handler="handler.handler",
-            code=lambda_.Code.from_asset(str(HANDLER_DIR), exclude=["__pycache__", "*.pyc"]),
+            code_dir=HANDLER_DIR,
             role=self.role,
             timeout=timeout,
             memory_size=memory_size,

@@ -27,7 +27,6 @@ from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
-from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sns as sns
@@ -39,7 +38,7 @@ from mlstack.constructs.removal import RETAINED
 from mlstack.constructs.sagemaker.approval_alarms import FAILED_DEPLOYMENT_PATTERN, add_alarms
 from mlstack.constructs.sagemaker.grants import acknowledge_wildcards, grant_volume_key, grant_vpc_and_logs
 from mlstack.constructs.scanners import skip_checkov, skip_guard, skip_guard_on_functions_outside_vpc
-from mlstack.constructs.security.function_role import function_role_and_logs
+from mlstack.constructs.security.function_role import function_role_and_logs, python_function
 from mlstack.constructs.security.groups import closed_security_group
 
 HANDLER_DIR = resources.runtime_path("approval_deploy")
@@ -201,13 +200,10 @@ class ApprovalDeploy(Construct):
             "SUBNET_IDS": stack.to_json_string([s.subnet_id for s in subnets]),
             "SECURITY_GROUP_IDS": stack.to_json_string([self.security_group.security_group_id]),
         }
-        self.function = lambda_.Function(
+        self.function = python_function(
             self,
             "Function",
-            runtime=lambda_.Runtime.PYTHON_3_14,
-            architecture=lambda_.Architecture.ARM_64,
-            handler="handler.handler",
-            code=lambda_.Code.from_asset(str(HANDLER_DIR), exclude=["__pycache__", "*.pyc"]),
+            code_dir=HANDLER_DIR,
             role=self.role,
             timeout=Duration.seconds(60),
             memory_size=256,

@@ -27,6 +27,7 @@ from constructs import Construct
 from mlstack import resources
 from mlstack.constructs.removal import RETAINED
 from mlstack.constructs.scanners import skip_checkov, skip_guard
+from mlstack.constructs.security.function_role import python_function
 from mlstack.constructs.security.groups import closed_security_group
 from mlstack.constructs.training import versions
 from mlstack.constructs.training.admin_host import ADMIN_POLICY
@@ -103,13 +104,13 @@ class HyperPodDependencies(Construct):
         self.log_group = logs.LogGroup(
             self, "Logs", encryption_key=key, retention=logs.RetentionDays.ONE_YEAR, removal_policy=removal_policy
         )
-        self.function = lambda_.Function(
+        self.function = python_function(
             self,
             "Function",
             description=f"helm upgrade --install {versions.HYPERPOD_CHART_RELEASE} from aws/sagemaker-hyperpod-cli",
-            runtime=lambda_.Runtime.PYTHON_3_14,
             handler="handler.on_event",
-            code=lambda_.Code.from_asset(str(HANDLER_DIR), exclude=["__pycache__", "*.pyc"]),
+            code_dir=HANDLER_DIR,
+            arm64=False,
             layers=[kubectl_layer],
             role=self.role,
             vpc=cluster.vpc,

@@ -10,7 +10,6 @@ from aws_cdk import Acknowledgment, CfnResource, Duration, RemovalPolicy, Stack,
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
-from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sns as sns
 from constructs import Construct
@@ -18,6 +17,7 @@ from constructs import Construct
 from mlstack import resources
 from mlstack.constructs.removal import RETAINED
 from mlstack.constructs.scanners import nag_id, skip_checkov, skip_guard_on_functions_outside_vpc
+from mlstack.constructs.security.function_role import python_function
 
 HANDLER_DIR = resources.runtime_path("scale_to_zero")
 
@@ -80,13 +80,10 @@ class ScaleToZero(Construct):
             self.role.add_to_principal_policy(
                 iam.PolicyStatement(actions=["batch:UpdateComputeEnvironment"], resources=list(compute_environments))
             )
-        self.function = lambda_.Function(
+        self.function = python_function(
             self,
             "Function",
-            runtime=lambda_.Runtime.PYTHON_3_14,
-            architecture=lambda_.Architecture.ARM_64,
-            handler="handler.handler",
-            code=lambda_.Code.from_asset(str(HANDLER_DIR), exclude=["__pycache__", "*.pyc"]),
+            code_dir=HANDLER_DIR,
             role=self.role,
             timeout=Duration.minutes(2),
             memory_size=256,

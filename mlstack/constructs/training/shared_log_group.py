@@ -6,13 +6,13 @@ from __future__ import annotations
 from aws_cdk import ArnFormat, CfnResource, CustomResource, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
-from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from mlstack import resources
 from mlstack.constructs.removal import RETAINED
 from mlstack.constructs.scanners import acknowledge_nag, nag_id, skip_checkov, skip_guard_on_functions_outside_vpc
+from mlstack.constructs.security.function_role import python_function
 
 HANDLER_DIR = resources.runtime_path("log_group")
 RESOURCE_TYPE = "Custom::SharedLogGroup"
@@ -92,13 +92,10 @@ class SharedLogGroup(Construct):
                 "CloudWatch Logs also authorizes its calls with (its log streams); no other group",
             },
         )
-        self.function = lambda_.Function(
+        self.function = python_function(
             self,
             "Function",
-            runtime=lambda_.Runtime.PYTHON_3_14,
-            architecture=lambda_.Architecture.ARM_64,
-            handler="handler.handler",
-            code=lambda_.Code.from_asset(str(HANDLER_DIR), exclude=["__pycache__", "*.pyc"]),
+            code_dir=HANDLER_DIR,
             role=self.role,
             timeout=Duration.minutes(2),
             memory_size=128,
