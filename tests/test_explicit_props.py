@@ -26,14 +26,28 @@ def _helpers() -> dict[str, ast.FunctionDef]:
     return found
 
 
-def _dict_keys(function: ast.FunctionDef) -> set[str] | None:
-    """The keys every `return {...}` of `function` gives (None if some return is not a dict literal)."""
+def _dict_keys(function: ast.FunctionDef, helpers: dict[str, ast.FunctionDef] | None = None) -> set[str] | None:
+    """The keys every `return {...}` of `function` gives, following a `return helper(...)` of another stacks
+    helper (None if some return is neither)."""
     keys: set[str] | None = None
     for node in ast.walk(function):
         if isinstance(node, ast.Return):
-            if not isinstance(node.value, ast.Dict) or None in node.value.keys:
+            value = node.value
+            if (
+                isinstance(value, ast.Call)
+                and isinstance(value.func, ast.Name)
+                and helpers
+                and value.func.id in helpers
+            ):
+                callee = helpers[value.func.id]
+                these_or_none = None if callee is function else _dict_keys(callee, helpers)
+                if these_or_none is None:
+                    return None
+                these = these_or_none
+            elif not isinstance(value, ast.Dict) or None in value.keys:
                 return None
-            these = {k.value for k in node.value.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)}
+            else:
+                these = {k.value for k in value.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)}
             keys = these if keys is None else keys & these
     return keys
 
@@ -50,7 +64,7 @@ def given_keywords(call: ast.Call, helpers: dict[str, ast.FunctionDef]) -> tuple
         helper = (
             helpers.get(value.func.id) if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) else None
         )
-        keys = _dict_keys(helper) if helper is not None else None
+        keys = _dict_keys(helper, helpers) if helper is not None else None
         if keys is None:
             unread.append(ast.unparse(value))
         else:

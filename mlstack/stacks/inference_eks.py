@@ -21,16 +21,16 @@ from mlstack.catalog import get_instance
 from mlstack.catalog.memory import GIB, precision_bytes
 from mlstack.config import BlueprintConfig
 from mlstack.config.inference_eks import EksInferenceConfig
-from mlstack.constructs.network.ml_vpc import retention
 from mlstack.constructs.scanners import acknowledge_nag, nag_id, skip_guard
 from mlstack.constructs.storage.buckets import access_log_bucket, kms_bucket
 from mlstack.constructs.training import versions
 from mlstack.constructs.training.admin_host import ClusterAdminHost
-from mlstack.constructs.training.cluster import SystemNodes, TrainingCluster
+from mlstack.constructs.training.cluster import TrainingCluster
 from mlstack.design.serving_eks import PORT, SERVICE_ACCOUNT, ServerDesign, server_designs, serving_cluster_name
 from mlstack.k8s.vllm import namespace_manifests, scaled_object, server_deployment, server_service, weights_volume
 from mlstack.stacks.base import MlStack
 from mlstack.stacks.network import NetworkStack
+from mlstack.stacks.training import eks_cluster_props
 
 ADMIN_HOST_TYPE = "m7i.large"
 API_KEY_OUTPUT = "ApiKeySecretArn"
@@ -289,24 +289,10 @@ def _associate(
 
 
 def _cluster_props(blueprint: BlueprintConfig, config: EksInferenceConfig, network: NetworkStack) -> dict[str, Any]:
-    cluster = config.cluster
-    system = config.system_node_group
-    return {
-        "vpc": network.vpc,
-        "subnets": network.network.private_subnets,
-        "key": network.key,
-        "cluster_name": serving_cluster_name(blueprint.name),
-        "kubernetes_version": cluster.kubernetes_version,
-        "public_endpoint": cluster.endpoint_access != "private",
-        "admin_principal_arns": cluster.admin_principal_arns,
-        "support_type": cluster.support_type,
-        "control_plane_log_retention": retention(cluster.log_retention_days),
-        "system_nodes": SystemNodes(
-            instance_type=system.instance_type,
-            desired_size=system.desired_size,
-            min_size=system.min_size,
-            max_size=system.max_size,
-            disk_size_gib=system.disk_size_gib,
-        ),
-        "trainer_operator": False,
-    }
+    return eks_cluster_props(
+        network,
+        config.cluster,
+        config.system_node_group,
+        name=serving_cluster_name(blueprint.name),
+        trainer_operator=False,
+    )

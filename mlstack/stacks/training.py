@@ -12,6 +12,7 @@ from constructs import Construct
 
 from mlstack.config import BlueprintConfig
 from mlstack.config.training import FsxConfig, TrainingConfig
+from mlstack.config.training_cluster import ClusterConfig, SystemNodeGroupConfig
 from mlstack.constructs.network.ml_vpc import retention
 from mlstack.constructs.storage.fsx_lustre import DataRepository, FsxLustre
 from mlstack.constructs.training.admin_host import ClusterAdminHost
@@ -135,18 +136,37 @@ def cluster_props(blueprint: BlueprintConfig, network: NetworkStack) -> dict[str
     engine that runs an EKS control plane builds it the same way)."""
     if blueprint.training is None:
         raise ValueError(f"blueprint {blueprint.name!r} has no training section")
-    cluster_config = blueprint.training.cluster
-    system = blueprint.training.system_node_group
+    # The eks engine's example job is a Kubeflow Trainer TrainJob; HyperPod on EKS keeps the chart it has always
+    # had (its example job is a PyTorchJob of the HyperPod chart's operator).
+    return eks_cluster_props(
+        network,
+        blueprint.training.cluster,
+        blueprint.training.system_node_group,
+        name=cluster_name(blueprint),
+        trainer_operator=True,
+    )
+
+
+def eks_cluster_props(
+    network: NetworkStack,
+    cluster: ClusterConfig,
+    system: SystemNodeGroupConfig,
+    *,
+    name: str,
+    trainer_operator: bool,
+) -> dict[str, Any]:
+    """`TrainingCluster`'s keyword props from a `cluster:` and `system_node_group:` section (training, or the EKS
+    serving cluster with `trainer_operator` False)."""
     return {
         "vpc": network.vpc,
         "subnets": network.network.private_subnets,
         "key": network.key,
-        "cluster_name": cluster_name(blueprint),
-        "kubernetes_version": cluster_config.kubernetes_version,
-        "public_endpoint": cluster_config.endpoint_access != "private",
-        "admin_principal_arns": cluster_config.admin_principal_arns,
-        "support_type": cluster_config.support_type,
-        "control_plane_log_retention": retention(cluster_config.log_retention_days),
+        "cluster_name": name,
+        "kubernetes_version": cluster.kubernetes_version,
+        "public_endpoint": cluster.endpoint_access != "private",
+        "admin_principal_arns": cluster.admin_principal_arns,
+        "support_type": cluster.support_type,
+        "control_plane_log_retention": retention(cluster.log_retention_days),
         "system_nodes": SystemNodes(
             instance_type=system.instance_type,
             desired_size=system.desired_size,
@@ -154,9 +174,7 @@ def cluster_props(blueprint: BlueprintConfig, network: NetworkStack) -> dict[str
             max_size=system.max_size,
             disk_size_gib=system.disk_size_gib,
         ),
-        # The eks engine's example job is a Kubeflow Trainer TrainJob; HyperPod on EKS keeps the chart it has always
-        # had (its example job is a PyTorchJob of the HyperPod chart's operator).
-        "trainer_operator": True,
+        "trainer_operator": trainer_operator,
     }
 
 
