@@ -197,7 +197,7 @@ class _Vllm(http.server.BaseHTTPRequestHandler):
 
     busy_until = 0.0
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+    def do_GET(self) -> None:
         running = 1 if time.monotonic() < self.busy_until else 0
         body = (
             "# HELP vllm:num_requests_running Number of requests in model execution batches.\n"
