@@ -21,6 +21,7 @@ import jsonschema
 import pytest
 import yaml
 
+from mlstack.access import evaluate
 from mlstack.access.cli import stacks_of
 from mlstack.config import BLUEPRINTS_DIR, load
 from mlstack.design.serving_eks import server_designs
@@ -279,3 +280,16 @@ def test_the_plan_prices_the_pool_from_min_to_max() -> None:
     rows = [r for r in plan["resources"] if r["stack"] == "InferenceStack" and r["kind"] == "Karpenter pool"]
     assert [r["type"] for r in rows] == ["Custom::AWSCDK-EKS-KubernetesResource"]
     assert "limit 2 nvidia.com/gpu" in rows[0]["detail"]
+
+
+def test_karpenter_launching_a_serving_node_and_the_node_pulling_the_server_are_allowed(session: Session) -> None:
+    if NAME not in session.blueprints:
+        pytest.skip(f"{NAME} not selected by MLSTACK_TEST_BLUEPRINTS")
+    report = evaluate(NAME, stacks_of(session.blueprints[NAME]))
+    assert not report.denied
+    controller = [c for c in report.calls if "KarpenterControllerRole" in c.role_arn]
+    launched = {(c.action, c.resource.split(":")[-1].split("/")[0]) for c in controller}
+    assert {("ec2:CreateFleet", "fleet"), ("ec2:RunInstances", "instance"), ("iam:PassRole", "role")} <= launched
+    # The pool's node (Karpenter's node role, joined through its EC2_LINUX access entry) pulls the vLLM image.
+    node = [c for c in report.calls if "KarpenterNodeRole" in c.role_arn and c.action == "ecr:BatchGetImage"]
+    assert "arn:aws:ecr:us-east-1:763104351884:repository/vllm" in {c.resource for c in node}
