@@ -336,6 +336,8 @@ def access_entry(f: Finder, stack: str, lid: str, props: Props) -> None:
     images = [
         f.image(f"{EKS_ADDON_ACCOUNT}.dkr.ecr.{s.region}.amazonaws.com/{image}:latest") for image in EKS_ADDON_IMAGES
     ]
+    # Karpenter's nodes run the stack's Deployments too (the vLLM servers of a serving pool): their kubelet pulls them.
+    images += [f.image(image) for image in _workload_images(f, stack)]
     parts: list[Facts] = [{"agent": [{}]}, *images, {"pod_identity": [{"cluster": cluster}]}]
     f.add(s.text(stack, props["PrincipalArn"]), "eks-node", f"access entry {lid} (EC2_LINUX)", *parts)
 

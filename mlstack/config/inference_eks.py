@@ -8,7 +8,8 @@ with the fix in the message:
 - the model, with the KV cache of `traffic.tokens.concurrency` sequences of context + output tokens, fits in
   one instance at some tensor-parallel degree (`mlstack.design.serving.replica_layout`), and an explicit
   `tensor_parallel` divides the instance's GPUs;
-- min <= max replicas; endpoint names unique.
+- min <= max replicas; endpoint names unique; autoscaling and node pools as `mlstack.config.inference_eks_pools`
+  checks them (Karpenter lifts the fixed-node limit on max_replicas).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pydantic import Field, field_validator, model_validator
 from mlstack.catalog import get_instance
 from mlstack.catalog.memory import GIB
 from mlstack.config.base import StrictModel, pascal_id
+from mlstack.config.inference_eks_pools import ActiveHoursConfig, ServingKarpenterConfig, scaling_problem
 from mlstack.config.inference_model import TokenWorkloadConfig, TrafficConfig
 from mlstack.config.training_cluster import ClusterConfig, SystemNodeGroupConfig
 from mlstack.design.serving import HEADROOM, Workload, replica_layout
@@ -88,15 +90,16 @@ class EksModelConfig(StrictModel):
 class EksScalingConfig(StrictModel):
     """KEDA scales the server Deployment on vLLM's own queue depth (`vllm:num_requests_waiting`)."""
 
-    min_replicas: int = Field(default=1, ge=1, le=100)
-    """At least 1: the queue depth is read from the running servers, so with none there is nothing to read
-    (scale-to-zero would need a request buffer in front, such as the KEDA HTTP add-on)."""
+    min_replicas: int = Field(default=1, ge=0, le=100)
+    """0 (development) needs Karpenter and `active_hours`: the queue depth is read from the running servers, so
+    with none running only the schedule can start one (`mlstack.config.inference_eks_pools`)."""
     max_replicas: int | None = Field(default=None, ge=1, le=100)
-    """At most what the endpoint's nodes hold (`ceil(min_replicas / servers per node)` nodes x servers per node):
-    no node autoscaler runs, so the GPU node group keeps that many nodes and a server beyond them would stay
-    Pending. Default: that number."""
+    """With Karpenter (required): the pool's limit is what these servers need. With fixed node groups: at most what
+    the endpoint's nodes hold (`ceil(min_replicas / servers per node)` nodes x servers per node), default that."""
     target_requests_waiting: float = Field(default=4, gt=0, le=10_000)
     """Requests waiting per replica (summed over the servers) at which KEDA adds a replica."""
+    active_hours: ActiveHoursConfig | None = None
+    """With min_replicas 0: when servers run (KEDA cron trigger)."""
 
 
 class EksEndpointConfig(StrictModel):
@@ -163,6 +166,11 @@ class EksInferenceConfig(StrictModel):
     cluster: ClusterConfig = Field(default_factory=ClusterConfig)
     system_node_group: SystemNodeGroupConfig = Field(default_factory=SystemNodeGroupConfig)
     namespace: str = Field(default="serving", pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+    capacity_manager: Literal["node_groups", "karpenter"] = "node_groups"
+    """`node_groups`: a fixed GPU node group per endpoint. `karpenter`: a Karpenter pool per endpoint that launches
+    the nodes KEDA's servers need, up to max_replicas (`mlstack.design.serving_pools`)."""
+    karpenter: ServingKarpenterConfig | None = None
+    """Karpenter pool settings (default `ServingKarpenterConfig()`); only with capacity_manager karpenter."""
 
     @model_validator(mode="after")
     def _fit(self) -> EksInferenceConfig:
@@ -170,8 +178,23 @@ class EksInferenceConfig(StrictModel):
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise ValueError(f"endpoint names {', '.join(dupes)} appear more than once; name each endpoint once")
+        pooled = self.capacity_manager == "karpenter"
+        if self.karpenter is not None and not pooled:
+            raise ValueError(
+                "inference.karpenter is set but capacity_manager is node_groups; set capacity_manager: karpenter"
+            )
         model = self.model
         for e in self.endpoints:
+            s = e.autoscaling
+            problem = scaling_problem(
+                e.name,
+                min_replicas=s.min_replicas,
+                max_replicas=s.max_replicas,
+                active_hours=s.active_hours,
+                karpenter=pooled,
+            )
+            if problem:
+                raise ValueError(problem)
             it = get_instance(e.instance_type)
             assert it.accelerator is not None
             layout = replica_layout(model.parameters_billion * 1e9, model.precision, it, e.workload)
@@ -193,11 +216,11 @@ class EksInferenceConfig(StrictModel):
             servers = it.accelerator.count // (tp or layout.tensor_parallel)
             hold = -(-e.autoscaling.min_replicas // servers) * servers
             top = e.autoscaling.max_replicas
-            if top is not None and top > hold:
+            if not pooled and top is not None and top > hold:
                 raise ValueError(
                     f"endpoint {e.name!r}: autoscaling max_replicas {top} exceeds the {hold} server(s) its "
-                    f"{hold // servers} {e.instance_type} node(s) hold ({servers} per node; no node autoscaler adds "
-                    f"nodes); set max_replicas <= {hold}, raise min_replicas, or pick an instance with more GPUs"
+                    f"{hold // servers} {e.instance_type} node(s) hold ({servers} per node; a fixed node group adds no "
+                    f"nodes); set max_replicas <= {hold}, or inference.capacity_manager: karpenter to add nodes"
                 )
             per_gpu = layout.need_bytes_per_device * layout.tensor_parallel / (tp or layout.tensor_parallel)
             if per_gpu > layout.device_bytes * (1 - HEADROOM):

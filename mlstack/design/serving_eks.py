@@ -10,8 +10,9 @@ Sizing rules (each from the memory and serving models `mlstack advise --task inf
   the GPU's memory, plus `ACTIVATION_RESERVE` for activations and the sampler, at most `MAX_UTILIZATION`: vLLM
   preallocates its KV cache from what this fraction leaves after the weights, so the fraction is what bounds the
   cache to the workload's size while leaving the rest of the GPU to CUDA graphs and NCCL buffers;
-- nodes: `ceil(min_replicas / servers per node)`, fixed (no node autoscaler runs): KEDA scales the servers
-  between min_replicas and what those nodes hold (the config rejects a larger max_replicas; its default).
+- nodes: `ceil(min_replicas / servers per node)` to `ceil(max_replicas / servers per node)`; a fixed node group
+  keeps the first (the config holds max_replicas to what it holds), a Karpenter pool launches up to the second
+  (`mlstack.design.serving_pools`).
 """
 
 from __future__ import annotations
@@ -110,6 +111,7 @@ def _design(config: EksInferenceConfig, endpoint: EksEndpointConfig) -> ServerDe
     servers = it.accelerator.count // tp
     scaling = endpoint.autoscaling
     nodes = math.ceil(scaling.min_replicas / servers)
+    top = scaling.max_replicas or nodes * servers
     tokens = endpoint.tokens
     utilization = min(MAX_UTILIZATION, math.ceil((need / device + ACTIVATION_RESERVE) * 100) / 100)
     return ServerDesign(
@@ -119,9 +121,9 @@ def _design(config: EksInferenceConfig, endpoint: EksEndpointConfig) -> ServerDe
         tensor_parallel=tp,
         servers_per_node=servers,
         min_replicas=scaling.min_replicas,
-        max_replicas=scaling.max_replicas or nodes * servers,
+        max_replicas=top,
         min_nodes=nodes,
-        max_nodes=nodes,
+        max_nodes=math.ceil(top / servers),
         max_model_len=tokens.context_tokens + tokens.output_tokens,
         max_num_seqs=tokens.concurrency,
         gpu_memory_utilization=utilization,
@@ -150,6 +152,7 @@ def stack_parts(config: EksInferenceConfig) -> list[Part]:
     """Every resource of the stack by CloudFormation type: the plan's rows and the stack's footprint
     (`mlstack.design.footprint`, which tests/plan/test_footprint.py holds equal to the synthesized template)."""
     n = len(config.endpoints)
+    groups = 0 if config.capacity_manager == "karpenter" else n  # Karpenter's pools: `serving_pools.pool_parts`
     admin = 1 if config.cluster.admin_host else 0
     admins = len(config.cluster.admin_principal_arns)
     return [
@@ -165,14 +168,14 @@ def stack_parts(config: EksInferenceConfig) -> list[Part]:
             "vpc-cni, kube-proxy, pod identity, CoreDNS, FSx CSI, node monitoring, "
             "CloudWatch observability, Mountpoint for S3 CSI",
         ),
-        Part("AWS::EKS::Nodegroup", 1 + n, "system nodes and one GPU node group per endpoint"),
-        Part("AWS::EC2::LaunchTemplate", n + admin, "GPU node groups (IMDSv2, encrypted root) and the admin host"),
+        Part("AWS::EKS::Nodegroup", 1 + groups, "system nodes and one GPU node group per endpoint"),
+        Part("AWS::EC2::LaunchTemplate", groups + admin, "GPU node groups (IMDSv2, encrypted root) and the admin host"),
         Part("AWS::EC2::SecurityGroup", 1 + admin, "control plane (aws_eks_v2) and the admin host (no inbound)"),
         Part("AWS::EC2::SecurityGroupIngress", 2 * admin, "admin host to the API server"),
         Part("AWS::EC2::SecurityGroupEgress", 2 * admin, "admin host to the API server"),
         Part(
             "AWS::IAM::Role",
-            8 + admin + n,
+            8 + admin + groups,
             "cluster, kubectl provider x2, vpc-cni, CloudWatch agent, system "
             "nodes, Mountpoint driver, vLLM servers, admin host, GPU nodes per endpoint",
         ),

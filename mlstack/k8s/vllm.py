@@ -13,7 +13,8 @@ internal load balancer Service and its KEDA ScaledObject.
   (the AWS CLI image, pinned by digest) reads the API key from Secrets Manager with the pod's EKS Pod Identity role
   into an in-memory volume; the server exports it as `VLLM_API_KEY` (vLLM's environment form of `--api-key`, so
   the key is not in the process's command line), checked on every /v1 route (its /health and /metrics stay open
-  for the kubelet and KEDA). Startup, readiness and liveness probes on /health.
+  for the kubelet and KEDA). Startup, readiness and liveness probes on /health; a preStop drain
+  (`mlstack.k8s.serving_drain`).
 - Service: `type: LoadBalancer` with the in-tree AWS cloud provider's internal NLB annotations (EKS runs the AWS
   cloud controller; "Route TCP and UDP traffic with Network Load Balancers", EKS User Guide), reachable from the
   VPC CIDR only (`loadBalancerSourceRanges`).
@@ -33,6 +34,7 @@ from typing import Any
 
 from mlstack.design.serving_eks import API_KEY_FILE, MODEL_DIR, PORT, SERVICE_ACCOUNT, ServerDesign
 from mlstack.k8s.kube import GPU_TAINT, LABEL_PREFIX
+from mlstack.k8s.serving_drain import drain_lifecycle, termination_grace_seconds
 
 __all__ = [
     "AWS_CLI_IMAGE",
@@ -165,7 +167,8 @@ def server_deployment(
         "kind": "Deployment",
         "metadata": {"name": f"vllm-{design.endpoint}", "namespace": namespace, "labels": labels},
         "spec": {
-            "replicas": design.min_replicas,
+            # No `replicas`: KEDA's HPA owns it; a value here would reset the fleet to it on every stack update
+            # (Kubernetes docs, "Horizontal Pod Autoscaling": remove spec.replicas from a manifest an HPA scales).
             "selector": {"matchLabels": labels},
             # Replace one server at a time, stopping it first: a surge server would need a free GPU, which a node
             # group sized for the servers it runs does not have (it would stay Pending and the rollout never end).
@@ -177,7 +180,7 @@ def server_deployment(
                     "automountServiceAccountToken": False,
                     "nodeSelector": {f"{LABEL_PREFIX}/node-group": design.endpoint},
                     "tolerations": [{"key": GPU_TAINT, "operator": "Exists", "effect": "NoSchedule"}],
-                    "terminationGracePeriodSeconds": 60,
+                    "terminationGracePeriodSeconds": termination_grace_seconds(design),
                     "initContainers": [
                         {
                             "name": "api-key",
@@ -200,6 +203,7 @@ def server_deployment(
                             "args": design.vllm_args(model_name),
                             "ports": [{"name": "http", "containerPort": PORT}],
                             "env": [{"name": "HF_HUB_OFFLINE", "value": "1"}],  # weights come from the volume only
+                            "lifecycle": drain_lifecycle(design),  # finish the requests before SIGTERM
                             "resources": {
                                 "requests": {
                                     "cpu": str(cpu_per_server),

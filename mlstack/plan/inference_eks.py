@@ -12,11 +12,13 @@ from pathlib import Path
 from typing import Any
 
 from mlstack.catalog import get_instance
+from mlstack.catalog.memory import GIB, precision_bytes
 from mlstack.catalog.quotes import eks_control_plane_quote, instance_quote, unpriced
 from mlstack.config import BlueprintConfig
 from mlstack.design.serving import ServingFigures, measured_figures, usd_per_million
 from mlstack.design.serving_eks import PORT, server_designs, serving_cluster_name, stack_parts
-from mlstack.plan.model import HOURS_PER_MONTH, Cost, Plan, Quota, Resource
+from mlstack.plan.inference_eks_pools import drain_rows, plan_serving_pools, pool_cost_row
+from mlstack.plan.model import Cost, Plan, Quota, Resource
 from mlstack.plan.serving import figure_row
 from mlstack.plan.training import ON_DEMAND_QUOTAS, quota_family
 
@@ -39,6 +41,8 @@ def plan_inference_eks(config: BlueprintConfig, plan: Plan, serve_checks: Mappin
     for part in stack_parts(eks):
         if part.count:
             plan.resources.append(Resource(STACK, part.cfn_type, part.what, part.count, part.cfn_type))
+    pool_rows = plan_serving_pools(config, plan)
+    pooled = bool(pool_rows)
     designs = server_designs(eks)
     cluster = eks.cluster
     region = config.env.region
@@ -50,6 +54,7 @@ def plan_inference_eks(config: BlueprintConfig, plan: Plan, serve_checks: Mappin
     if cluster.admin_host:
         plan.costs.append(_ec2_cost(f"{ADMIN_HOST_TYPE} cluster admin host", ADMIN_HOST_TYPE, 1, region))
     model = eks.model
+    weights_gib = model.parameters_billion * 1e9 * precision_bytes(model.precision) / GIB
     rows = [
         f"cluster {serving_cluster_name(config.name)}: Kubernetes {cluster.kubernetes_version}, "
         f"{'private' if cluster.endpoint_access == 'private' else 'public+private'} API endpoint",
@@ -82,15 +87,26 @@ def plan_inference_eks(config: BlueprintConfig, plan: Plan, serve_checks: Mappin
             f"{design.need_gib_per_gpu:,.1f} GiB of weights + KV cache per GPU)",
             f"replicas {design.min_replicas}..{design.max_replicas} (KEDA: one more per "
             f"{design.target_requests_waiting:g} requests waiting, vllm:num_requests_waiting summed over the "
-            f"servers); nodes {design.min_nodes}, fixed (no node autoscaler: max_replicas is at most what they hold)",
+            f"servers, and no fewer than the running requests fill at --max-num-seqs); nodes "
+            + (
+                f"{design.min_nodes}..{design.max_nodes} (Karpenter)"
+                if pooled
+                else f"{design.min_nodes}, fixed (a node group: max_replicas is at most what they hold)"
+            ),
             f"internal NLB (created by Kubernetes, not CloudFormation) on port {PORT}, VPC CIDR only",
             figure_row(design.endpoint, figures, hourly, "EC2 on-demand"),
         ]
-        if hourly is not None:
-            low = hourly * design.min_nodes
+        erows += pool_rows.get(design.endpoint, [])
+        cost = pool_cost_row(design, hourly, pooled)
+        if cost is not None:
+            erows.append(cost)
+        hours = spec.autoscaling.active_hours
+        if hours is not None:
             erows.append(
-                f"GPU nodes: ${low:,.2f}/h (${low * HOURS_PER_MONTH:,.0f}/month) at {design.min_nodes} node(s)"
+                f"scale to zero: {hours.replicas} server(s) from '{hours.start}' to '{hours.end}' ({hours.timezone}, "
+                "KEDA cron), none outside once no request runs or waits for 10 min; a request at zero is refused"
             )
+        erows += drain_rows(design, weights_gib, pooled)
         sections.append((f"Endpoint {design.endpoint} (eks)", erows))
         it = get_instance(design.instance_type)
         vcpus += it.vcpus * design.max_nodes
@@ -104,6 +120,8 @@ def plan_inference_eks(config: BlueprintConfig, plan: Plan, serve_checks: Mappin
                 "gpu_memory_utilization": design.gpu_memory_utilization,
                 "nodes": [design.min_nodes, design.max_nodes],
                 "per_hour_min": None if hourly is None else round(hourly * design.min_nodes, 4),
+                "per_hour_max": None if hourly is None else round(hourly * design.max_nodes, 4),
+                "node_autoscaler": "karpenter" if pooled else None,
                 "serving": {} if figures is None else figures.to_json(hourly),
             }
         )

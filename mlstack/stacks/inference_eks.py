@@ -1,8 +1,9 @@
 """`EksInferenceStack` (construct ID `InferenceStack`): vLLM servers on an EKS cluster of their own.
 
-Built from the training layer's constructs (`TrainingCluster`, its GPU node groups, `ClusterAdminHost`), without
-the Kubeflow Trainer; adds the model bucket, the API key secret, the Mountpoint for Amazon S3 CSI driver, KEDA and
-per endpoint the manifests of `mlstack.k8s.vllm`. Sizing comes from `mlstack.design.serving_eks`; its part of
+Built from the training layer's constructs (`TrainingCluster`, its GPU node groups or its `Karpenter` pools,
+`ClusterAdminHost`), without the Kubeflow Trainer; adds the model bucket, the API key secret, the Mountpoint for
+Amazon S3 CSI driver, KEDA and per endpoint the manifests of `mlstack.k8s.vllm`. Sizing comes from
+`mlstack.design.serving_eks` (pools: `mlstack.design.serving_pools`); its part of
 `mlstack plan` is `mlstack.plan.inference_eks`.
 """
 
@@ -26,9 +27,13 @@ from mlstack.constructs.storage.buckets import access_log_bucket, kms_bucket
 from mlstack.constructs.training import versions
 from mlstack.constructs.training.admin_host import ClusterAdminHost
 from mlstack.constructs.training.cluster import TrainingCluster
+from mlstack.design.karpenter import Pool
 from mlstack.design.serving_eks import PORT, SERVICE_ACCOUNT, ServerDesign, server_designs, serving_cluster_name
+from mlstack.design.serving_pools import serving_pools, startup_seconds
+from mlstack.k8s.serving_pools import disruption_budget, serving_triggers
 from mlstack.k8s.vllm import namespace_manifests, scaled_object, server_deployment, server_service, weights_volume
 from mlstack.stacks.base import MlStack
+from mlstack.stacks.inference_eks_pools import add_endpoint_pool, add_serving_karpenter
 from mlstack.stacks.network import NetworkStack
 from mlstack.stacks.training import eks_cluster_props
 
@@ -62,6 +67,11 @@ class EksInferenceStack(MlStack):
             self, "Serving", **_cluster_props(blueprint, config, network), removal_policy=self.removal_policy
         )
         cluster_name = self.cluster.cluster.cluster_name
+        # Karpenter pools instead of fixed GPU node groups (inference.capacity_manager: karpenter).
+        self.karpenter = add_serving_karpenter(
+            self, blueprint, network, self.cluster, serving_cluster_name(blueprint.name)
+        )
+        self.pools = {p.name: p for p in serving_pools(config, blueprint.zones)}
         self.access_logs = access_log_bucket(self, removal_policy=self.removal_policy)
         self.model_bucket = kms_bucket(
             self, "ModelBucket", key=key, access_logs=self.access_logs, removal_policy=self.removal_policy
@@ -214,17 +224,22 @@ class EksInferenceStack(MlStack):
         spec = next(e for e in config.endpoints if e.name == design.endpoint)
         cid = spec.construct_id
         it = get_instance(design.instance_type)
-        self.cluster.add_accelerated_node_group(
-            design.endpoint,
-            scope=self,
-            instance_type=design.instance_type,
-            subnets=network.network.private_subnets,
-            efa=False,
-            desired_size=design.min_nodes,
-            min_size=design.min_nodes,
-            max_size=design.max_nodes,
-            root_volume_gib=spec.root_volume_gib,
-        )
+        pool: Pool | None = self.pools.get(design.endpoint)
+        nodes: eks.KubernetesManifest | None = None
+        if self.karpenter is not None and pool is not None:
+            nodes = add_endpoint_pool(self, self.karpenter, pool, network, serving_cluster_name(self.blueprint.name))
+        else:
+            self.cluster.add_accelerated_node_group(
+                design.endpoint,
+                scope=self,
+                instance_type=design.instance_type,
+                subnets=network.network.private_subnets,
+                efa=False,
+                desired_size=design.min_nodes,
+                min_size=design.min_nodes,
+                max_size=design.max_nodes,
+                root_volume_gib=spec.root_volume_gib,
+            )
         pair = weights_volume(
             namespace=config.namespace,
             bucket=self.model_bucket.bucket_name,
@@ -240,27 +255,38 @@ class EksInferenceStack(MlStack):
         volume.node.add_dependency(base)
         volume.node.add_dependency(mountpoint)
         servers = design.servers_per_node
+        server = server_deployment(
+            design,
+            namespace=config.namespace,
+            model_name=config.model.name,
+            image=image,
+            secret_arn=self.api_key.secret_arn,
+            region=region,
+            startup_seconds=startup_seconds(weights_gib),
+            cpu_per_server=max(1, it.vcpus // (2 * servers)),
+            memory_gib_per_server=max(4, int(it.memory_gib * 0.6 / servers)),
+            weights_claim=pair[1]["metadata"]["name"],
+        )
         deployment = self.cluster.add_manifest(
             f"{cid}Server",
-            server_deployment(
-                design,
-                namespace=config.namespace,
-                model_name=config.model.name,
-                image=image,
-                secret_arn=self.api_key.secret_arn,
-                region=region,
-                startup_seconds=int(300 + 10 * weights_gib),
-                cpu_per_server=max(1, it.vcpus // (2 * servers)),
-                memory_gib_per_server=max(4, int(it.memory_gib * 0.6 / servers)),
-                weights_claim=pair[1]["metadata"]["name"],
-            ),
+            server,
+            disruption_budget(server),
             server_service(design, namespace=config.namespace, vpc_cidr=vpc_cidr),
         )
+        if nodes is not None:
+            # Deleted before the pool, so Karpenter still drains and terminates the nodes the servers ran on.
+            deployment.node.add_dependency(nodes)
         deployment.node.add_dependency(volume)
         deployment.node.add_dependency(self.server_identity)  # the init container needs credentials at admission
         deployment.node.add_dependency(self.server_role)
         scaler = self.cluster.add_manifest(
-            f"{cid}Scaler", scaled_object(design, namespace=config.namespace, model_name=config.model.name)
+            f"{cid}Scaler",
+            serving_triggers(
+                scaled_object(design, namespace=config.namespace, model_name=config.model.name),
+                design,
+                model_name=config.model.name,
+                active_hours=spec.autoscaling.active_hours,
+            ),
         )
         scaler.node.add_dependency(deployment)
         scaler.node.add_dependency(keda)

@@ -66,7 +66,6 @@ def test_the_shipped_blueprint_is_read_as_the_eks_engine_with_one_inference_stac
             _endpoint(autoscaling={"min_replicas": 3, "max_replicas": 2}),
             "autoscaling min_replicas 3 exceeds max_replicas 2",
         ),
-        (_endpoint(autoscaling={"min_replicas": 0}), "inference.endpoints.0.autoscaling.min_replicas"),
         (lambda d: d["inference"].update(engine="kserve"), "inference.engine 'kserve' is not known"),
         (lambda d: d["inference"]["model"].update(weights_prefix="llama"), "inference.model.weights_prefix"),
         (lambda d: d["inference"]["endpoints"].append(d["inference"]["endpoints"][0]), "endpoint names chat appear"),
@@ -126,22 +125,34 @@ def test_the_advisor_picks_tensor_parallel_and_servers_per_node(tmp_path: Path) 
     assert design.max_nodes == design.min_nodes == -(-4 // design.servers_per_node)
 
 
+def _fixed(**changes: Any) -> Any:
+    """The endpoint edited, on fixed node groups (no Karpenter)."""
+
+    def edit(data: dict[str, Any]) -> None:
+        data["inference"]["capacity_manager"] = "node_groups"
+        del data["inference"]["karpenter"]
+        data["inference"]["endpoints"][0].update(changes)
+
+    return edit
+
+
 def test_max_replicas_is_at_most_what_the_fixed_nodes_hold(tmp_path: Path) -> None:
-    # No node autoscaler runs: a server beyond the node group's GPUs would stay Pending, so the blueprint says so.
-    line = _problem(tmp_path, _endpoint(autoscaling={"min_replicas": 1, "max_replicas": 2}))
+    # A fixed node group adds no node: a server beyond its GPUs would stay Pending, so the blueprint says so.
+    line = _problem(tmp_path, _fixed(autoscaling={"min_replicas": 1, "max_replicas": 2}))
     assert line.endswith(
         "inference: endpoint 'chat': autoscaling max_replicas 2 exceeds the 1 server(s) its 1 g6e.xlarge node(s) "
-        "hold (1 per node; no node autoscaler adds nodes); set max_replicas <= 1, raise min_replicas, or pick an "
-        "instance with more GPUs"
+        "hold (1 per node; a fixed node group adds no nodes); set max_replicas <= 1, or "
+        "inference.capacity_manager: karpenter to add nodes"
     )
     # 4 x L40S at tensor-parallel 1: one node holds 4 servers, KEDA scales 1..4 on it; a fifth has no GPU.
-    four = _endpoint(instance_type="g6e.12xlarge", tensor_parallel=1, autoscaling={"min_replicas": 1})
+    four = _fixed(instance_type="g6e.12xlarge", tensor_parallel=1, autoscaling={"min_replicas": 1})
     (design,) = server_designs(_load(tmp_path, four).inference_eks)
     assert (design.min_replicas, design.max_replicas, design.min_nodes, design.max_nodes) == (1, 4, 1, 1)
-    five = _endpoint(instance_type="g6e.12xlarge", tensor_parallel=1, autoscaling={"max_replicas": 5})
+    five = _fixed(instance_type="g6e.12xlarge", tensor_parallel=1, autoscaling={"max_replicas": 5})
     assert "max_replicas 5 exceeds the 4 server(s) its 1 g6e.12xlarge node(s) hold" in _problem(tmp_path, five)
+    # With Karpenter (the shipped blueprint) the limit is lifted: 2 servers on up to 2 one-GPU nodes.
     (shipped,) = server_designs(_load(tmp_path).inference_eks)
-    assert (shipped.max_replicas, shipped.max_nodes) == (1, 1)
+    assert (shipped.max_replicas, shipped.min_nodes, shipped.max_nodes) == (2, 1, 2)
 
 
 def test_engine_sagemaker_is_the_default_and_may_be_written(tmp_path: Path) -> None:

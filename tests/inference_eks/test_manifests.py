@@ -47,13 +47,16 @@ def test_every_core_manifest_validates_against_the_kubernetes_schema(manifests: 
             "PersistentVolume",
             "PersistentVolumeClaim",
             "Deployment",
+            "PodDisruptionBudget",
             "Service",
             "ScaledObject",
+            "EC2NodeClass",
+            "NodePool",
         ]
     )
     for manifest in manifests:
-        if manifest["apiVersion"].startswith("keda.sh/"):
-            continue  # a CRD: no schema in the Kubernetes OpenAPI; checked field by field below
+        if manifest["apiVersion"].startswith(("keda.sh/", "karpenter.")):
+            continue  # CRDs: no schema in the Kubernetes OpenAPI; KEDA field by field below, Karpenter's in test_pools
         kubernetes_validate.validate(manifest, K8S_VERSION, strict=True)
 
 
@@ -148,7 +151,8 @@ def test_keda_scales_on_the_summed_queue_depth_of_every_server(manifests: list[d
     spec = _kind(manifests, "ScaledObject")["spec"]
     design = server_designs(load(NAME).inference_eks)[0]  # type: ignore[arg-type]
     assert (spec["minReplicaCount"], spec["maxReplicaCount"]) == (design.min_replicas, design.max_replicas)
-    (trigger,) = spec["triggers"]
+    trigger, running = spec["triggers"]  # the running-requests trigger: tests/inference_eks/test_autoscaling.py
+    assert running["metadata"]["valueLocation"].startswith("vllm:num_requests_running")
     assert trigger["type"] == "metrics-api" and trigger["metricType"] == "AverageValue"
     meta = trigger["metadata"]
     assert meta["url"] == "http://vllm-chat.serving.svc.cluster.local:8000/metrics"

@@ -11,7 +11,7 @@ from aws_cdk.assertions import Match, Template
 
 from mlstack.config import load
 from mlstack.constructs.training import versions
-from mlstack.design.serving_eks import stack_parts
+from mlstack.design.footprint.inference import eks_inference_stack
 from mlstack.plan import build_plan
 from tests.synth import Session
 
@@ -41,9 +41,10 @@ def test_the_plan_describes_every_resource_of_the_stack() -> None:
     assert rows and not [r for r in rows if r.supporting]
     config = load(NAME)
     assert config.inference_eks is not None
-    assert Counter({r.type: r.count for r in rows}) == +Counter(
-        {p.cfn_type: p.count for p in stack_parts(config.inference_eks)}
-    )
+    found: Counter[str | None] = Counter()
+    for r in rows:
+        found[r.type] += r.count
+    assert found == eks_inference_stack(config.inference_eks)
 
 
 def test_the_mountpoint_driver_runs_on_gpu_nodes_and_reads_only_the_weights_prefix(
@@ -89,23 +90,17 @@ def test_a_serving_cluster_gets_keda_and_the_gpu_plugin_but_no_trainer(templates
         r["Properties"]["Chart"]: r["Properties"]
         for r in _of_type(templates["InferenceStack"], "Custom::AWSCDK-EKS-HelmChart").values()
     }
-    assert set(charts) == {"keda", "nvidia-device-plugin"}
+    assert set(charts) == {"keda", "nvidia-device-plugin", "karpenter", "karpenter-crd"}
     assert (
         charts["keda"]["Version"] == versions.KEDA.version and charts["keda"]["Repository"] == versions.KEDA.repository
     )
 
 
-def test_the_gpu_node_group_is_sized_for_the_minimum_replicas(serving: Template) -> None:
-    serving.has_resource_properties(
-        "AWS::EKS::Nodegroup",
-        {
-            "AmiType": "AL2023_x86_64_NVIDIA",
-            # No node autoscaler: the group is fixed at what min_replicas needs (max_replicas fits on it).
-            "ScalingConfig": {"DesiredSize": 1, "MinSize": 1, "MaxSize": 1},
-            "Labels": Match.object_like({"mlstack.io/node-group": "chat", "mlstack.io/accelerator": "L40S"}),
-            "Taints": [{"Effect": "NO_SCHEDULE", "Key": "nvidia.com/gpu", "Value": "true"}],
-        },
-    )
+def test_the_gpu_nodes_come_from_karpenter_not_a_node_group(templates: dict[str, dict[str, Any]]) -> None:
+    # capacity_manager karpenter: only the system node group is an EKS node group; the GPU nodes are the pool's
+    # (its manifests: tests/inference_eks/test_autoscaling.py).
+    (group,) = _of_type(templates["InferenceStack"], "AWS::EKS::Nodegroup").values()
+    assert group["Properties"]["Labels"] == {"mlstack.io/node-group": "system"}
 
 
 def test_private_subnets_are_tagged_for_internal_load_balancers(templates: dict[str, dict[str, Any]]) -> None:

@@ -18,11 +18,13 @@ LAYERS = (
     "operations",
     "inference",
     "inference_eks",
+    "inference_eks_pools",
     "serving",
     "mlops",
     "ai_services",
 )
-"""`serving`: the LLM tokens/s and $ per million tokens both inference layers print."""
+"""`serving`: the LLM tokens/s and $ per million tokens both inference layers print; `inference_eks_pools`: the
+EKS serving nodes' Karpenter pools."""
 
 
 def _imports(path: Path) -> list[tuple[str, bool]]:

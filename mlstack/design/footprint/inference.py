@@ -1,6 +1,7 @@
 """`DataStack`'s and `InferenceStack`'s resources: the model bucket and image repository, then `ModelEndpoint`s,
 the stack's buckets and alarm topic, and `InvokeApi`; for `inference: {engine: eks}`, the serving cluster's
-`InferenceStack` (`mlstack.design.serving_eks.stack_parts`)."""
+`InferenceStack` (`mlstack.design.serving_eks.stack_parts`, and `Karpenter` with one pool per endpoint where
+`capacity_manager` is karpenter)."""
 
 from __future__ import annotations
 
@@ -13,9 +14,11 @@ from mlstack.config.inference import (
     ServerlessEndpointConfig,
 )
 from mlstack.config.inference_eks import EksInferenceConfig
+from mlstack.design.footprint.elastic import karpenter
 from mlstack.design.footprint.parts import ALARM, SECURITY_GROUP, Footprint, bucket, function, role, topic
 from mlstack.design.inference import inference_storage
 from mlstack.design.serving_eks import stack_parts
+from mlstack.design.serving_pools import serving_pools
 
 SCALABLE_TARGET = "AWS::ApplicationAutoScaling::ScalableTarget"
 SCALING_POLICY = "AWS::ApplicationAutoScaling::ScalingPolicy"
@@ -87,4 +90,5 @@ def eks_inference_stack(config: EksInferenceConfig) -> Footprint:
     found: Footprint = Counter()
     for part in stack_parts(config):
         found[part.cfn_type] += part.count
+    found += karpenter(serving_pools(config, ()))  # the zones do not change what is created
     return +found  # a part of count 0 (no admin host) is no resource

@@ -1,0 +1,105 @@
+"""The two other shapes of `eks-llm-serving`, synthesized (cdk-nag on) like the shipped blueprints: fixed GPU node
+groups (`capacity_manager: node_groups`) and scale-to-zero on Karpenter (`min_replicas: 0` with `active_hours`).
+Each holds the plan's resources equal to its templates, passes cfn-lint, and applies what its mode needs."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from mlstack.access import evaluate
+from mlstack.access.cli import stacks_of
+from mlstack.config import BLUEPRINTS_DIR, load
+from mlstack.plan import build_plan
+from tests.plan.test_footprint import differences, plan_counts, template_counts
+from tests.synth import Session, synthesize
+
+BASE: dict[str, Any] = yaml.safe_load((BLUEPRINTS_DIR / "eks-llm-serving.yaml").read_text())
+HOURS = {"timezone": "Europe/Berlin", "start": "30 7 * * 1-5", "end": "0 19 * * 1-5"}
+
+
+def _fixed(data: dict[str, Any]) -> None:
+    data["inference"]["capacity_manager"] = "node_groups"
+    del data["inference"]["karpenter"]
+    data["inference"]["endpoints"][0]["autoscaling"] = {"min_replicas": 1, "max_replicas": 1}
+
+
+def _to_zero(data: dict[str, Any]) -> None:
+    data["inference"]["endpoints"][0]["autoscaling"] = {"min_replicas": 0, "max_replicas": 2, "active_hours": HOURS}
+
+
+VARIANTS = {"serving-fixed": _fixed, "serving-to-zero": _to_zero}
+
+
+@pytest.fixture(scope="module")
+def variants(tmp_path_factory: pytest.TempPathFactory) -> Session:
+    folder = tmp_path_factory.mktemp("variants")
+    files = []
+    for name, edit in VARIANTS.items():
+        data = copy.deepcopy(BASE)
+        edit(data)
+        path = folder / f"{name}.yaml"
+        path.write_text(yaml.safe_dump(data))
+        files.append(path)
+    return synthesize(tmp_path_factory.mktemp("cdk.out"), files)
+
+
+def _manifests(session: Session, name: str) -> list[dict[str, Any]]:
+    stacks = stacks_of(session.blueprints[name])
+    stack = next(s for s in stacks.templates if s.endswith("-InferenceStack"))
+    found: list[dict[str, Any]] = []
+    for resource in stacks.resources(stack).values():
+        if resource["Type"] == "Custom::AWSCDK-EKS-KubernetesResource":
+            found += json.loads(stacks.text(stack, resource["Properties"]["Manifest"]))
+    return found
+
+
+@pytest.mark.parametrize("name", sorted(VARIANTS))
+def test_each_variant_is_clean_planned_as_built_and_allowed(variants: Session, name: str, tmp_path: Path) -> None:
+    from cfnlint.api import ManualArgs, lint
+
+    assert variants.nag_failure is None
+    item = variants.blueprints[name]
+    for stack_id, t in item.templates.items():
+        assert lint(json.dumps(t), config=ManualArgs(regions=["us-east-1"])) == [], f"{name}/{stack_id}"
+    data = copy.deepcopy(BASE)
+    VARIANTS[name](data)
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(data))
+    plan = build_plan(load(path))
+    found = differences(plan_counts(plan), template_counts(item.templates))
+    assert not found, "\n".join(found)
+    assert not evaluate(name, stacks_of(item)).denied
+
+
+def test_fixed_node_groups_hold_what_min_replicas_needs(variants: Session) -> None:
+    resources = variants.blueprints["serving-fixed"].templates["InferenceStack"]["Resources"]
+    groups = {
+        r["Properties"]["Labels"]["mlstack.io/node-group"]: r["Properties"]
+        for r in resources.values()
+        if r["Type"] == "AWS::EKS::Nodegroup"
+    }
+    assert set(groups) == {"system", "chat"}
+    chat = groups["chat"]
+    assert chat["AmiType"] == "AL2023_x86_64_NVIDIA"
+    assert chat["ScalingConfig"] == {"DesiredSize": 1, "MinSize": 1, "MaxSize": 1}
+    assert chat["Taints"] == [{"Effect": "NO_SCHEDULE", "Key": "nvidia.com/gpu", "Value": "true"}]
+    kinds = {m["kind"] for m in _manifests(variants, "serving-fixed")}
+    assert "NodePool" not in kinds and "PodDisruptionBudget" in kinds
+    assert not [r for r in resources.values() if r["Type"] == "AWS::SQS::Queue"]  # no Karpenter
+
+
+def test_scale_to_zero_applies_the_cron_window(variants: Session) -> None:
+    docs = _manifests(variants, "serving-to-zero")
+    spec = next(m for m in docs if m["kind"] == "ScaledObject")["spec"]
+    assert spec["minReplicaCount"] == 0 and spec["maxReplicaCount"] == 2 and spec["cooldownPeriod"] == 600
+    assert [t["type"] for t in spec["triggers"]] == ["metrics-api", "metrics-api", "cron"]
+    assert spec["triggers"][2]["metadata"] == {**HOURS, "desiredReplicas": "1"}
+    assert "replicas" not in next(m for m in docs if m["kind"] == "Deployment")["spec"]
+    pool = next(m for m in docs if m["kind"] == "NodePool")["spec"]
+    assert pool["limits"] == {"nvidia.com/gpu": "2"}
