@@ -30,8 +30,10 @@ default 30 s). On SIGTERM train.py saves the step in progress on every rank and 
 resume). 300 s fits inside the warnings that precede the capacity going away: a Capacity Block's expiration
 warning 40 minutes before its end, a Spot interruption notice's 2 minutes aside (those nodes do not wait)."""
 SHUTDOWN_TIMEOUT_S = TERMINATION_GRACE_S - 30
-"""torchrun's wait for its workers after the SIGTERM it passes on, before it SIGKILLs them
-(TORCH_ELASTIC_SHUTDOWN_TIMEOUT, default 30 s): inside the pod's grace period, with time left for the launcher."""
+"""The launcher's wait for its workers after the SIGTERM it passes on, before it SIGKILLs them
+(TORCH_ELASTIC_SHUTDOWN_TIMEOUT, which runtime/workloads/elastic.py reads on every torch; torchrun itself reads it
+only in releases after the image's 2.7.1, which waits a fixed 30 s): inside the pod's grace period (and the ECS
+agent's stop timeout on Batch), with time left for the launcher."""
 
 DISRUPTION_RULE = "infrastructure"
 APP_ERROR_RULE = "applicationError"
@@ -114,8 +116,8 @@ def jobset_failure_policy(max_restarts: int) -> dict[str, Any]:
 
 def graceful_stop(pod: dict[str, Any]) -> None:
     """Give the job's pod the time to checkpoint on SIGTERM: `TERMINATION_GRACE_S` for the pod, and
-    `SHUTDOWN_TIMEOUT_S` for torchrun's wait on its workers (an environment variable: a torchrun without the
-    setting ignores it and keeps its 30 s)."""
+    `SHUTDOWN_TIMEOUT_S` for the launcher's wait on its workers (an environment variable: a plain torchrun of a
+    version without the setting, 2.7.1 included, ignores it and keeps its 30 s)."""
     pod["terminationGracePeriodSeconds"] = TERMINATION_GRACE_S
     for container in pod["containers"]:
         container.setdefault("env", []).append(

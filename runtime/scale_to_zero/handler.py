@@ -6,16 +6,15 @@ passes its scale-to-zero threshold (AWS Budgets notification through SNS).
   (UpdateNodegroupConfig; max size stays, EKS requires it to be at least 1). The node group drains its nodes: each
   job pod gets SIGTERM and the 300 s terminationGracePeriodSeconds the rendered job gives it (inside the 10
   minutes above). The launcher passes SIGTERM on to the ranks; the shipped train.py then saves the step in
-  progress on every rank and exits with the restart code. torchrun waits for its ranks
-  TORCH_ELASTIC_SHUTDOWN_TIMEOUT seconds (270, set on the pod) where its version reads that setting, and 30 s
-  where it does not: a step and its save must fit in that.
+  progress on every rank and exits with the restart code. The launcher waits for its ranks
+  TORCH_ELASTIC_SHUTDOWN_TIMEOUT seconds (270, set on the pod) on every torch version before it SIGKILLs them.
 - AWS Batch (`JOB_QUEUES`, `COMPUTE_ENVIRONMENTS`, JSON lists of ARNs): jobs of the queues that are submitted,
   pending, runnable, starting or running are terminated, and each compute environment is disabled: a disabled
   managed environment starts no instance and scales in to its minimum (0) once its instances are idle (AWS Batch
   User Guide, "Compute environment states"). A running container gets SIGTERM, then SIGKILL after the ECS
-  agent's stop timeout (ECS_CONTAINER_STOP_TIMEOUT, 30 s by default; a Batch job definition has no setting for
-  it): train.py saves the step in progress if the step and the save fit in those 30 s, else the job resumes
-  from its newest periodic checkpoint.
+  agent's stop timeout (ECS_CONTAINER_STOP_TIMEOUT, 30 s by default, 300 s in the compute environment's user data;
+  a Batch job definition has no setting for it): train.py saves the step in progress within the launcher's 270 s,
+  else the job resumes from its newest periodic checkpoint.
 
 With `NOTIFY_TOPIC_ARN`, what it did is published to that topic (the budget's own notification goes to the
 function's topic only). Scaling back up is the user's step: CloudFormation applies only properties that change,
