@@ -336,3 +336,25 @@ def test_hyperpod_budget_action_scales_the_accelerated_groups_with_scoped_permis
     role = resources[cluster]["Properties"]["InstanceGroups"][0]["ExecutionRole"]
     assert passrole["Resource"] == role
     assert not [s for s in statements if "eks:" in json.dumps(s["Action"]) or "batch:" in json.dumps(s["Action"])]
+
+
+@pytest.mark.parametrize("name", ["hyperpod-budget", "g6e-budget", "batch-training", "eks-block"])
+def test_mlstack_access_follows_every_scale_down_call_and_denies_none(on_blocks: Any, name: str) -> None:
+    from mlstack.access import cli as access_cli
+    from mlstack.access import evaluate
+
+    report = evaluate(name, access_cli.stacks_of(on_blocks.blueprints[name]))
+    calls = [c for c in report.calls if "scale-to-zero handler" in c.what]
+    assert calls, sorted({c.what for c in report.calls})
+    denied = [(c.action, c.resource, c.decision) for c in calls if c.decision != "Allowed"]
+    assert denied == []
+    actions = {c.action for c in calls}
+    expected = {
+        "hyperpod-budget": {"sagemaker:DescribeCluster", "sagemaker:UpdateCluster", "iam:PassRole", "sns:Publish"},
+        "g6e-budget": {"eks:DescribeNodegroup", "eks:UpdateNodegroupConfig", "sns:Publish"},
+        "batch-training": {"batch:ListJobs", "batch:TerminateJob", "batch:UpdateComputeEnvironment"},
+        "eks-block": {"eks:DescribeNodegroup", "eks:UpdateNodegroupConfig"},
+    }[name]
+    assert expected <= actions
+    passes = [c for c in calls if c.action == "iam:PassRole"]
+    assert all(c.context == {"iam:PassedToService": "sagemaker.amazonaws.com"} for c in passes)
