@@ -62,6 +62,13 @@ def budget_warnings(config: BlueprintConfig, plan: Plan) -> list[str]:
         )
     if unpriced:
         out.append(f"budget: node groups {', '.join(unpriced)} have no price here; the comparison leaves them out")
+    if budget.scale_to_zero_at_percent is not None and config.inference is not None:
+        # A real-time endpoint's variant keeps at least one instance (UpdateEndpointWeightsAndCapacities and
+        # application auto scaling take 1 as the minimum unless the endpoint hosts inference components).
+        out.append(
+            f"budget: the {budget.scale_to_zero_at_percent}% action scales training capacity only; the inference "
+            "endpoints keep billing until `aws sagemaker delete-endpoint --endpoint-name <name>` (redeploy to restore)"
+        )
     return out
 
 

@@ -358,3 +358,18 @@ def test_mlstack_access_follows_every_scale_down_call_and_denies_none(on_blocks:
     assert expected <= actions
     passes = [c for c in calls if c.action == "iam:PassRole"]
     assert all(c.context == {"iam:PassedToService": "sagemaker.amazonaws.com"} for c in passes)
+
+
+def test_budget_scale_to_zero_with_karpenter_pools_is_one_clear_error() -> None:
+    budget = {"monthly_usd": 100, "thresholds_percent": [80], "scale_to_zero_at_percent": 100}
+    with pytest.raises(ValidationError, match=r"not offered with training\.capacity_manager 'karpenter'"):
+        _with("eks-karpenter-training", budget=budget)
+
+
+def test_plan_says_the_budget_action_leaves_endpoints_billing() -> None:
+    inference = load("inference-gpu-realtime").model_dump(exclude_unset=True)["inference"]
+    budget = {"monthly_usd": 100_000, "thresholds_percent": [80], "scale_to_zero_at_percent": 100}
+    config = _with("eks-g6e-training", budget=budget, inference=inference)
+    (warning,) = [w for w in build_plan(config).warnings if "endpoints keep billing" in w]
+    assert "aws sagemaker delete-endpoint --endpoint-name" in warning
+    assert not [w for w in build_plan(_with("eks-g6e-training", budget=budget)).warnings if "keep billing" in w]
