@@ -202,7 +202,13 @@ def on_blocks(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
     folder = tmp_path_factory.mktemp("blocks")
     files = []
-    for config in (_batch_on_a_block(), _eks_on_a_block(), _g6e_scaling_at_budget(), _hyperpod_scaling_at_budget()):
+    for config in (
+        _batch_on_a_block(),
+        _eks_on_a_block(),
+        _g6e_scaling_at_budget(),
+        _hyperpod_scaling_at_budget(),
+        _hyperpod_scaling_at_budget("eks"),
+    ):
         path = folder / f"{config.name}.yaml"
         path.write_text(yaml.safe_dump(config.model_dump(mode="json", exclude_unset=True)))
         files.append(path)
@@ -214,9 +220,10 @@ def _g6e_scaling_at_budget() -> BlueprintConfig:
     return _with("eks-g6e-training", name="g6e-budget", budget=budget)
 
 
-def _hyperpod_scaling_at_budget() -> BlueprintConfig:
+def _hyperpod_scaling_at_budget(engine: str = "slurm") -> BlueprintConfig:
     budget = {"monthly_usd": 5000, "thresholds_percent": [50, 80], "scale_to_zero_at_percent": 100}
-    return _with("hyperpod-slurm-training", name="hyperpod-budget", budget=budget)
+    name = "hyperpod-budget" if engine == "slurm" else f"hyperpod-{engine}-budget"
+    return _with(f"hyperpod-{engine}-training", name=name, budget=budget)
 
 
 def _statements(resources: dict[str, Any], prefix: str = "ScaleToZeroRole") -> list[dict[str, Any]]:
@@ -228,7 +235,7 @@ def test_blocks_synthesize_clean_under_cdk_nag_and_cfn_lint(on_blocks: Any) -> N
     from cfnlint.api import ManualArgs, lint
 
     assert on_blocks.nag_failure is None
-    for name in ("batch-training", "eks-block", "g6e-budget", "hyperpod-budget"):
+    for name in ("batch-training", "eks-block", "g6e-budget", "hyperpod-budget", "hyperpod-eks-budget"):
         for stack_id, t in on_blocks.blueprints[name].templates.items():
             assert lint(json.dumps(t), config=ManualArgs(regions=["us-east-1"])) == [], f"{name}/{stack_id}"
 
@@ -265,7 +272,7 @@ def test_blocks_pass_checkov(on_blocks: Any) -> None:
     from tests.blueprints.gate_runs import CHECKOV
 
     args = [str(CHECKOV), "--framework", "cloudformation", "--skip-download", "--quiet", "--compact", "-o", "json"]
-    for name in ("batch-training", "eks-block", "g6e-budget", "hyperpod-budget"):
+    for name in ("batch-training", "eks-block", "g6e-budget", "hyperpod-budget", "hyperpod-eks-budget"):
         stack = on_blocks.blueprints[name].built.training
         args += ["-f", str(on_blocks.outdir / f"assembly-{name}" / f"{stack.artifact_id}.template.json")]
     run = subprocess.run(args, capture_output=True, text=True, timeout=600, check=False)
@@ -315,12 +322,17 @@ def test_budget_scale_to_zero_has_its_own_topic_and_tells_the_alarm_topic(on_blo
     assert "G6e" in json.dumps(eks_statement["Resource"])
 
 
-def test_hyperpod_budget_action_scales_the_accelerated_groups_with_scoped_permissions(on_blocks: Any) -> None:
-    resources = on_blocks.blueprints["hyperpod-budget"].templates["TrainingClusterStack"]["Resources"]
+@pytest.mark.parametrize("name", ["hyperpod-budget", "hyperpod-eks-budget"])
+def test_hyperpod_budget_action_scales_the_accelerated_groups_with_scoped_permissions(
+    on_blocks: Any, name: str
+) -> None:
+    resources = on_blocks.blueprints[name].templates["TrainingClusterStack"]["Resources"]
     cluster = next(k for k, r in resources.items() if r["Type"] == "AWS::SageMaker::Cluster")
     groups = resources[cluster]["Properties"]["InstanceGroups"]
     accelerated = [g["InstanceGroupName"] for g in groups if g["InstanceType"].startswith(("ml.p", "ml.g", "ml.trn"))]
-    assert accelerated and len(accelerated) < len(groups)  # the controller (and login) groups are not scaled
+    assert accelerated
+    if name == "hyperpod-budget":
+        assert len(accelerated) < len(groups)  # the Slurm controller (and login) groups are not scaled
     function = next(
         k for k, r in resources.items() if r["Type"] == "AWS::Lambda::Function" and k.startswith("BudgetScale")
     )
@@ -338,7 +350,9 @@ def test_hyperpod_budget_action_scales_the_accelerated_groups_with_scoped_permis
     assert not [s for s in statements if "eks:" in json.dumps(s["Action"]) or "batch:" in json.dumps(s["Action"])]
 
 
-@pytest.mark.parametrize("name", ["hyperpod-budget", "g6e-budget", "batch-training", "eks-block"])
+@pytest.mark.parametrize(
+    "name", ["hyperpod-budget", "hyperpod-eks-budget", "g6e-budget", "batch-training", "eks-block"]
+)
 def test_mlstack_access_follows_every_scale_down_call_and_denies_none(on_blocks: Any, name: str) -> None:
     from mlstack.access import cli as access_cli
     from mlstack.access import evaluate
@@ -351,6 +365,7 @@ def test_mlstack_access_follows_every_scale_down_call_and_denies_none(on_blocks:
     actions = {c.action for c in calls}
     expected = {
         "hyperpod-budget": {"sagemaker:DescribeCluster", "sagemaker:UpdateCluster", "iam:PassRole", "sns:Publish"},
+        "hyperpod-eks-budget": {"sagemaker:DescribeCluster", "sagemaker:UpdateCluster", "iam:PassRole", "sns:Publish"},
         "g6e-budget": {"eks:DescribeNodegroup", "eks:UpdateNodegroupConfig", "sns:Publish"},
         "batch-training": {"batch:ListJobs", "batch:TerminateJob", "batch:UpdateComputeEnvironment"},
         "eks-block": {"eks:DescribeNodegroup", "eks:UpdateNodegroupConfig"},
