@@ -23,6 +23,7 @@ import pytest
 from runtime.workloads import elastic, launch, train
 
 ELASTIC = Path(elastic.__file__).resolve()
+SLOW_SAVE = Path(__file__).resolve().parent / "slow_save_train.py"
 ARGS = ["--steps", "24", "--batch-size", "4", "--seq-len", "32", "--checkpoint-every", "4", "--keep-checkpoints", "2"]
 
 
@@ -45,11 +46,14 @@ def _worker(parent: int, rank: int) -> int | None:
     return None
 
 
-def _elastic(metrics: Path, *args: str, max_restarts: int) -> subprocess.Popen[str]:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONHASHSEED": "0"}
+def _elastic(
+    metrics: Path, *args: str, max_restarts: int, script: Path = launch.TRAIN, env: dict[str, str] | None = None
+) -> subprocess.Popen[str]:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONHASHSEED": "0", **(env or {})}
+    env.pop("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", None)  # torchrun's own default (30 s) unless a test sets the window
     cmd = [
         sys.executable, str(ELASTIC), "--standalone", "--nproc-per-node=2", f"--max-restarts={max_restarts}",
-        str(launch.TRAIN), "--metrics-file", str(metrics), *args,
+        str(script), "--metrics-file", str(metrics), *args,
     ]  # fmt: skip
     return subprocess.Popen(
         cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
@@ -128,6 +132,65 @@ def test_sigterm_to_the_launcher_saves_the_current_step_on_every_rank_and_exits_
     assert rc == 0, stderr[-3000:]
     assert f"resumed from checkpoint step {last}" in stderr
     assert [r["step"] for r in _records(resumed)] == [last + 1, last + 2]
+
+
+def test_sigterm_gives_the_workers_the_whole_stop_window_even_where_torchrun_would_kill_them_after_30s(
+    tmp_path: Path,
+) -> None:
+    # The image's torch 2.7.1 SIGKILLs the workers 30 s after passing the SIGTERM on, whatever
+    # TORCH_ELASTIC_SHUTDOWN_TIMEOUT says (it has no such setting). Here torchrun keeps its 30 s default
+    # (TORCH_ELASTIC_SHUTDOWN_TIMEOUT unset) and the step the signal stops needs 40 s more to save: the launcher's
+    # own window (60 s) must hold the SIGKILL off until both ranks have saved it.
+    metrics, ckpt = tmp_path / "m.jsonl", tmp_path / "c"
+    args = ["--steps", "100000", "--batch-size", "2", "--seq-len", "16", "--checkpoint-dir", str(ckpt), "--resume"]
+    env = {"SLOW_SAVE_S": "40", elastic.GRACE_ENV: "60"}
+    proc = _elastic(metrics, *args, max_restarts=0, script=SLOW_SAVE, env=env)
+    deadline = time.monotonic() + 60
+    while len(_records(metrics)) < 3:
+        assert proc.poll() is None and time.monotonic() < deadline, _finish(proc)[1][-3000:]
+        time.sleep(0.01)
+    sent = time.monotonic()
+    os.kill(proc.pid, signal.SIGTERM)
+    rc, stderr = _finish(proc, timeout=120)
+    took = time.monotonic() - sent
+    print(f"\n[drill] SIGTERM to exit: {took:.1f}s (save delayed 40s, torchrun's own timeout 30s)")
+    assert rc == elastic.RETRY_EXIT, stderr[-3000:]
+    assert 40 <= took < 60, stderr[-3000:]
+    last = _records(metrics)[-1]["step"]
+    assert re.search(rf"SIGTERM: checkpoint step {last} saved, exiting for a restart", stderr), stderr[-3000:]
+    assert "waiting up to 60s for workers" in stderr and "still running after" not in stderr
+    assert [p.name for p in train.complete_checkpoints(ckpt)] == [f"step-{last}"]
+
+
+def test_workers_still_running_when_the_window_ends_are_killed(tmp_path: Path) -> None:
+    # A save longer than the window: SIGKILL at its end, no complete checkpoint, the launcher still exits 1.
+    metrics, ckpt = tmp_path / "m.jsonl", tmp_path / "c"
+    args = ["--steps", "100000", "--batch-size", "2", "--seq-len", "16", "--checkpoint-dir", str(ckpt), "--resume"]
+    proc = _elastic(
+        metrics, *args, max_restarts=0, script=SLOW_SAVE, env={"SLOW_SAVE_S": "600", elastic.GRACE_ENV: "3"}
+    )
+    deadline = time.monotonic() + 60
+    while len(_records(metrics)) < 2:
+        assert proc.poll() is None and time.monotonic() < deadline, _finish(proc)[1][-3000:]
+        time.sleep(0.01)
+    sent = time.monotonic()
+    os.kill(proc.pid, signal.SIGTERM)
+    rc, stderr = _finish(proc, timeout=60)
+    assert rc == elastic.RETRY_EXIT and time.monotonic() - sent < 20, stderr[-3000:]
+    assert re.search(r"workers \[\d+, \d+\] still running after 3s: killed", stderr), stderr[-3000:]
+    assert train.complete_checkpoints(ckpt) == []
+
+
+def test_the_stop_window_comes_from_the_launcher_setting_then_torchruns() -> None:
+    assert elastic.grace_seconds({}) == 30
+    assert elastic.grace_seconds({"TORCH_ELASTIC_SHUTDOWN_TIMEOUT": "270"}) == 270
+    assert elastic.grace_seconds({"TORCH_ELASTIC_SHUTDOWN_TIMEOUT": "270", elastic.GRACE_ENV: "90"}) == 90
+    with pytest.raises(SystemExit, match="MLSTACK_STOP_GRACE_S=-1"):
+        elastic.grace_seconds({elastic.GRACE_ENV: "-1"})
+    # The torch handler the launcher wraps exists under that name in this torch, as in the image's 2.7.1.
+    from torch.distributed.elastic.multiprocessing import api
+
+    assert callable(api._terminate_process_handler)
 
 
 def test_an_application_error_exits_with_the_code_the_job_policies_fail_on(tmp_path: Path) -> None:

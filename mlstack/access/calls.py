@@ -215,7 +215,10 @@ KINDS: dict[str, tuple[str, list[CallSpec]]] = {
     ),
     "handler": (
         "the function's own calls (from its handler in runtime/)",
-        [_ctx("{action}", "{resource}", "{source}", "handler_calls", {})],
+        [
+            _ctx("{action}", "{resource}", "{source}", "handler_calls", {}),
+            _ctx("iam:PassRole", "{role}", "{source}", "handler_passes", {"iam:PassedToService": "{service}"}),
+        ],
     ),
     "step-functions": (
         "Step Functions state machine role",

@@ -3,7 +3,7 @@
 A function is recognised by its handler and the environment its construct gives it; a function with another
 handler (CDK's custom-resource providers) runs at deploy time only and is no run-time principal. The calls
 follow the handler code: `runtime/approval_deploy/handler.py`, `runtime/invoke/handler.py`,
-`runtime/ai_services/api_handler.py`, `runtime/ai_services/doc_pipeline/tasks.py`.
+`runtime/ai_services/api_handler.py`, `runtime/ai_services/doc_pipeline/tasks.py`, `runtime/scale_to_zero/handler.py`.
 """
 
 from __future__ import annotations
@@ -35,6 +35,8 @@ def kind_of(handler: str, env: dict[str, Any]) -> str | None:
         return "approval-deploy"
     if handler == "handler.handler" and "INVOKE_TIMEOUT_SECONDS" in env:
         return "invoke"
+    if handler == "handler.handler" and "NODEGROUPS" in env and "COMPUTE_ENVIRONMENTS" in env:
+        return "scale-to-zero"
     if handler == "api_handler.handler":
         return "ai-api"
     if handler.startswith("tasks."):
@@ -136,8 +138,47 @@ def handler_calls(finder: Finder, facts: Facts) -> Iterator[tuple[str, str, Fact
         if key:
             for action in ("kms:Decrypt", "kms:GenerateDataKey"):
                 calls.append(_call(action, key, "s3-kms"))
+    passes: list[dict[str, str]] = []
+    if kind == "scale-to-zero":
+        calls, passes = _scale_to_zero_calls(finder, env)
     if calls:
-        yield "handler", f"{kind} handler", {"handler_calls": calls}
+        yield "handler", f"{kind} handler", {"handler_calls": calls, "handler_passes": passes}
+
+
+def _scale_to_zero_calls(finder: Finder, env: dict[str, Any]) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
+    """The calls of runtime/scale_to_zero/handler.py for the node groups, Batch queues and environments and the
+    HyperPod cluster its environment names, and the roles it passes (UpdateCluster repeats each group's role)."""
+    s, region, account = finder.stacks, finder.stacks.region, finder.stacks.account
+    calls: list[dict[str, str]] = []
+    passes: list[dict[str, str]] = []
+    nodegroups = set(json.loads(env["NODEGROUPS"]))
+    hyperpod = env.get("HYPERPOD_CLUSTER")
+    for stack, lid, resource in s.all_resources():
+        props = resource.get("Properties", {})
+        if resource["Type"] == "AWS::EKS::Nodegroup" and s.name(stack, lid) in nodegroups:
+            for action in ("eks:DescribeNodegroup", "eks:UpdateNodegroupConfig"):
+                calls.append(_call(action, s.arn(stack, lid)))
+        if (
+            resource["Type"] == "AWS::SageMaker::Cluster"
+            and hyperpod
+            and s.text(stack, props["ClusterName"]) == hyperpod
+        ):
+            for action in ("sagemaker:DescribeCluster", "sagemaker:UpdateCluster"):
+                calls.append(_call(action, s.arn(stack, lid), "sm-api"))
+            roles = {s.text(stack, g["ExecutionRole"]) for g in props["InstanceGroups"]}
+            passes += [{"role": r, "service": "sagemaker.amazonaws.com", "source": "sm-api"} for r in sorted(roles)]
+    if json.loads(env["JOB_QUEUES"]):
+        calls.append(_call("batch:ListJobs", "*"))
+        calls.append(_call("batch:TerminateJob", f"arn:aws:batch:{region}:{account}:job/0123abcd-job"))
+    for environment in json.loads(env["COMPUTE_ENVIRONMENTS"]):
+        calls.append(_call("batch:UpdateComputeEnvironment", environment))
+    topic = env.get("NOTIFY_TOPIC_ARN")
+    if topic:
+        calls.append(_call("sns:Publish", topic))
+        key = finder.topic_keys.get(topic)
+        if key:
+            calls += [_call("kms:GenerateDataKey", key, "sns-kms"), _call("kms:Decrypt", key, "sns-kms")]
+    return calls, passes
 
 
 def sagemaker_jobs_of_handler(finder: Finder, facts: Facts) -> Iterator[tuple[str, str, str, Facts]]:

@@ -49,6 +49,17 @@ _TYPES: dict[str, tuple[str | None, str, bool]] = {
     ),
     "AWS::SageMaker::Cluster": ("ClusterName", "arn:aws:sagemaker:{region}:{account}:cluster/{lname}", False),
     "AWS::EKS::Cluster": ("Name", "arn:aws:eks:{region}:{account}:cluster/{name}", False),
+    "AWS::Batch::ComputeEnvironment": (
+        "ComputeEnvironmentName",
+        "arn:aws:batch:{region}:{account}:compute-environment/{name}",
+        True,
+    ),
+    # The cluster's name and a UUID follow in the ARN (Amazon EKS API Reference, Nodegroup: nodegroupArn).
+    "AWS::EKS::Nodegroup": (
+        "NodegroupName",
+        "arn:aws:eks:{region}:{account}:nodegroup/{cluster}/{name}/0a1b2c3d",
+        False,
+    ),
     # Ref returns the ARN; Secrets Manager appends six random characters to the name.
     "AWS::SecretsManager::Secret": ("Name", "arn:aws:secretsmanager:{region}:{account}:secret:{name}-AbCdEf", True),
     "AWS::ECR::Repository": ("RepositoryName", "arn:aws:ecr:{region}:{account}:repository/{name}", False),
@@ -58,7 +69,9 @@ _TYPES: dict[str, tuple[str | None, str, bool]] = {
     "AWS::EC2::Subnet": (None, "arn:aws:ec2:{region}:{account}:subnet/{name}", False),
     "AWS::EC2::SecurityGroup": (None, "arn:aws:ec2:{region}:{account}:security-group/{name}", False),
 }
-_ATTR_NAME = {"Name", "ModelName", "EndpointName", "EndpointConfigName", "TopicName", "QueueName", "GroupName"}
+_ATTR_NAME = {
+    "Name", "ModelName", "EndpointName", "EndpointConfigName", "TopicName", "QueueName", "GroupName", "NodegroupName",
+}  # fmt: skip
 
 
 class UnresolvableError(ValueError):
@@ -124,7 +137,8 @@ class Stacks:
         if not pattern:
             raise UnresolvableError(f"no ARN known for {resource['Type']} {logical_id}")
         name = self.name(stack, logical_id)
-        return pattern.format(region=self.region, account=self.account, name=name, lname=name.lower())
+        cluster = self.text(stack, resource["Properties"]["ClusterName"]) if "{cluster}" in pattern else ""
+        return pattern.format(region=self.region, account=self.account, name=name, lname=name.lower(), cluster=cluster)
 
     def find(self, stack: str, logical_id: str) -> dict[str, Any]:
         return self.resources(stack)[logical_id]

@@ -25,9 +25,10 @@ class BudgetConfig(StrictModel):
     """Also notify when the month's forecast cost passes this percentage; null for none."""
     scale_to_zero_at_percent: int | None = Field(default=None, ge=1, le=1000)
     """When actual cost passes this percentage, a function scales the accelerated capacity to zero (engine eks:
-    every accelerated node group; batch: the queue's jobs terminated, the compute environment disabled) and tells
-    the alarm topic; null (default) for none. Not offered for HyperPod engines (UpdateCluster takes every instance
-    group's full settings) nor endpoints (a real-time endpoint keeps at least one instance)."""
+    every accelerated node group; batch: the queue's jobs terminated, the compute environment disabled; HyperPod
+    engines: every accelerated instance group to 0 instances) and tells the alarm topic; null (default) for none.
+    Not offered with `capacity_manager: karpenter` (NodePools are Kubernetes objects the function does not reach).
+    Endpoints are not scaled (a real-time endpoint keeps at least one instance): the plan says so."""
     expected_hours: float = Field(default=730, gt=0, le=744)
     """Hours a month the blueprint's accelerated nodes run at their maximum: `mlstack plan` warns when maximum
     $/h x these hours is above `monthly_usd`."""

@@ -124,6 +124,8 @@ def operations_resources(config: BlueprintConfig) -> list[OperationsResource]:
 
 
 def _what(engine: str, groups: str) -> str:
+    if engine.startswith("hyperpod"):
+        return "accelerated HyperPod instance groups -> 0 (UpdateCluster)"
     return f"{groups} -> 0" if engine == "eks" else "the queue's jobs terminated, its compute environment disabled"
 
 

@@ -9,6 +9,7 @@ from mlstack.design.cost import budget_design
 from mlstack.design.observability import observability_design
 from mlstack.design.operations import operations_resources
 from mlstack.plan.model import Plan, Resource
+from mlstack.workloads.resilience import DISRUPTION_RESTARTS
 
 
 def plan_operations(config: BlueprintConfig, plan: Plan) -> None:
@@ -61,6 +62,13 @@ def budget_warnings(config: BlueprintConfig, plan: Plan) -> list[str]:
         )
     if unpriced:
         out.append(f"budget: node groups {', '.join(unpriced)} have no price here; the comparison leaves them out")
+    if budget.scale_to_zero_at_percent is not None and config.inference is not None:
+        # A real-time endpoint's variant keeps at least one instance (UpdateEndpointWeightsAndCapacities and
+        # application auto scaling take 1 as the minimum unless the endpoint hosts inference components).
+        out.append(
+            f"budget: the {budget.scale_to_zero_at_percent}% action scales training capacity only; the inference "
+            "endpoints keep billing until `aws sagemaker delete-endpoint --endpoint-name <name>` (redeploy to restore)"
+        )
     return out
 
 
@@ -70,11 +78,12 @@ def restart_notes(config: BlueprintConfig) -> list[str]:
     assert training is not None
     if training.engine == "eks":
         return [
-            "restarts: a disruption (drain, eviction, preemption, a node taken away) restarts the whole job without "
-            f"counting toward job.max_retries ({training.job.max_retries}), so a job whose nodes keep being evicted "
-            "(node auto-repair, repeated drains) restarts without bound: watch JobStalled and `kubectl get jobset`",
+            "restarts: a disruption (drain, eviction, preemption, a node taken away) and a crash share one counter "
+            f"(JobSet counts no rule separately): the job fails after job.max_retries ({training.job.max_retries}) + "
+            f"{DISRUPTION_RESTARTS} restarts of any kind, so crashes alone may be retried up to that total",
             "restarts: the first pod to fail decides; an application error (exit 42) on one node can show as a lost "
-            "peer (exit 1) on another first and cost one counted restart before it fails",
+            "peer (exit 1) on another first and cost one counted restart before it fails (JobSet v0.12 acts on the "
+            "first failed Job and cannot wait for the others)",
         ]
     if training.engine == "batch":
         return [

@@ -107,6 +107,8 @@ class BatchTrainingStack(TrainingEngineStack):
             queue_priority=settings.job_queue_priority,
             removal_policy=self.removal_policy,
             update_job_timeout_minutes=settings.update_job_timeout_minutes,
+            # SIGTERM to SIGKILL of a stopped job (TerminateJob by a scale-down): the pods' grace on EKS.
+            stop_timeout_s=resilience.TERMINATION_GRACE_S,
             image_type=BATCH_IMAGE_TYPE,
         )
         self.operations = add_operations(

@@ -150,4 +150,4 @@ class HyperPodTrainingStack(TrainingEngineStack):
             eks_cluster_arn=None,
             **volume_encryption(hyperpod, training.engine, network.key),
         )
-        self.operations = add_operations(self, network, fsx=self.fsx)
+        self.operations = add_operations(self, network, fsx=self.fsx, hyperpod=self.cluster)

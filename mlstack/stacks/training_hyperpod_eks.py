@@ -144,7 +144,7 @@ class HyperPodEksTrainingStack(TrainingEngineStack):
         # HyperPod checks for its chart's agents when it creates the cluster (SageMaker HyperPod docs: without the
         # chart "the creation process" may fail).
         self.hyperpod.cluster.node.add_dependency(self.hyperpod_chart.install)
-        self.operations = add_operations(self, network, fsx=self.fsx, cluster=self.cluster)
+        self.operations = add_operations(self, network, fsx=self.fsx, cluster=self.cluster, hyperpod=self.hyperpod)
 
 
 def labelled_workers(training: TrainingConfig, hyperpod: HyperPodConfig) -> list[HyperPodInstanceGroup]:

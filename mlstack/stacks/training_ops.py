@@ -10,6 +10,7 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subscriptions
 
+from mlstack.catalog.instances import get_instance
 from mlstack.config.budget import BUDGET_TAG
 from mlstack.constructs.security.budget import ProjectBudget
 from mlstack.constructs.storage.fsx_lustre import FsxLustre
@@ -17,6 +18,7 @@ from mlstack.constructs.training import versions
 from mlstack.constructs.training.batch import BatchMultiNodeTraining
 from mlstack.constructs.training.capacity_block import CapacityBlockExpiry
 from mlstack.constructs.training.cluster import TrainingCluster
+from mlstack.constructs.training.hyperpod import HyperPodCluster
 from mlstack.constructs.training.observability import TrainingObservability
 from mlstack.constructs.training.scale_to_zero import ScaleToZero
 from mlstack.design.cost import budget_design, capacity_block_reservations
@@ -43,13 +45,15 @@ def add_operations(
     cluster: TrainingCluster | None = None,
     job_log_group: logs.ILogGroup | None = None,
     batch: BatchMultiNodeTraining | None = None,
+    hyperpod: HyperPodCluster | None = None,
 ) -> Operations:
     """Constructs `AlarmTopic`, `Observability`, `Budget` and `CapacityBlockExpiry` in `stack`.
 
     `cluster`: the EKS cluster whose Container Insights add-on writes the step lines (its add-on waits for the
     log group this creates, or its Fluent Bit would create the group first and the stack's create would fail);
     `job_log_group`: the engine's own job log group (batch); `batch`: the engine's queue and compute environment
-    (batch), which a Capacity Block's expiry takes to zero like the EKS node groups on the block."""
+    (batch), which a Capacity Block's expiry takes to zero like the EKS node groups on the block; `hyperpod`: the
+    HyperPod cluster whose accelerated instance groups the budget's action takes to zero (hyperpod engines)."""
     blueprint = stack.blueprint
     training = blueprint.training
     if training is None:
@@ -91,6 +95,14 @@ def add_operations(
             compute_environments=[batch.compute_environment.ref] if batch is not None else [],
             notify_topic=topic,
             notify_key=network.key,
+            hyperpod_cluster_name=hyperpod.cluster_name if hyperpod is not None else None,
+            hyperpod_cluster_arn=hyperpod.cluster_arn if hyperpod is not None else None,
+            hyperpod_groups=[
+                g.name
+                for g in (hyperpod.instance_groups if hyperpod is not None else ())
+                if get_instance(g.instance_type).accelerator is not None
+            ],
+            hyperpod_execution_roles=[hyperpod.role.role_arn] if hyperpod is not None else [],
             description=f"scale the training capacity to zero at {spec.scale_to_zero_at_percent}% of the budget",
             removal_policy=stack.removal_policy,
         )
@@ -125,6 +137,11 @@ def add_operations(
             # No message of its own: the Capacity Block rule already tells the alarm topic.
             notify_topic=None,
             notify_key=None,
+            # HyperPod takes reserved capacity through training plans, not the Capacity Blocks of this rule.
+            hyperpod_cluster_name=None,
+            hyperpod_cluster_arn=None,
+            hyperpod_groups=[],
+            hyperpod_execution_roles=[],
             description="scale the training capacity on an expiring Capacity Block to zero",
             removal_policy=stack.removal_policy,
         )

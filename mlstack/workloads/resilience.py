@@ -30,9 +30,19 @@ default 30 s). On SIGTERM train.py saves the step in progress on every rank and 
 resume). 300 s fits inside the warnings that precede the capacity going away: a Capacity Block's expiration
 warning 40 minutes before its end, a Spot interruption notice's 2 minutes aside (those nodes do not wait)."""
 SHUTDOWN_TIMEOUT_S = TERMINATION_GRACE_S - 30
-"""torchrun's wait for its workers after the SIGTERM it passes on, before it SIGKILLs them
-(TORCH_ELASTIC_SHUTDOWN_TIMEOUT, default 30 s): inside the pod's grace period, with time left for the launcher."""
+"""The launcher's wait for its workers after the SIGTERM it passes on, before it SIGKILLs them
+(TORCH_ELASTIC_SHUTDOWN_TIMEOUT, which runtime/workloads/elastic.py reads on every torch; torchrun itself reads it
+only in releases after the image's 2.7.1, which waits a fixed 30 s): inside the pod's grace period (and the ECS
+agent's stop timeout on Batch), with time left for the launcher."""
 
+DISRUPTION_RESTARTS = 10
+"""Restarts a job's disruptions (drain, eviction, preemption, a node taken away) may cost on top of
+`job.max_retries`. JobSet v0.12.0 keeps one counter for its counted restarts (status restartsCountTowardsMax, against
+failurePolicy.maxRestarts) and no count per rule; its uncounted action (RestartJobSetAndIgnoreMaxRestarts) restarts
+without bound, so a job on a node that keeps being drained (node auto-repair replacing a node again and again, a
+capacity that keeps being reclaimed) would loop forever. Disruptions are counted instead and the limit raised by
+this many: the job fails after max_retries + 10 restarts of any kind, so crashes alone may be retried up to that
+total (the plan says so)."""
 DISRUPTION_RULE = "infrastructure"
 APP_ERROR_RULE = "applicationError"
 
@@ -85,20 +95,21 @@ def pod_failure_policy(container: str) -> dict[str, Any]:
 
 def jobset_failure_policy(max_restarts: int) -> dict[str, Any]:
     """The JobSet `failurePolicy` (JobSet docs, "Failure Policy"; jobset v1alpha2 FailurePolicyRule): a
-    disruption restarts the whole JobSet without counting (RestartJobSetAndIgnoreMaxRestarts), an application error
-    fails it (FailJobSet), anything else (a worker killed, a peer lost, OOM) restarts it up to `max_restarts` times
-    (no rule matches: RestartJobSet). Both rules need `onJobFailureMessagePatterns` because a pod failure policy
-    gives every Job it fails the one reason `PodFailurePolicy`; the patterns match the Job controller's messages
+    disruption restarts the whole JobSet (RestartJobSet, counted: see `DISRUPTION_RESTARTS`), an application error
+    fails it (FailJobSet), anything else (a worker killed, a peer lost, OOM) restarts it (no rule matches:
+    RestartJobSet), `max_restarts` + `DISRUPTION_RESTARTS` times in all. Both rules need
+    `onJobFailureMessagePatterns` because a pod failure policy gives every Job it fails the one reason
+    `PodFailurePolicy`; the patterns match the Job controller's messages
     "Pod <ns>/<name> has condition DisruptionTarget matching FailJob rule at index 1" and "Container <c> for pod
     <ns>/<name> failed with exit code 42 matching FailJob rule at index 0" (the JobSet KEP 262's own example of
     this split). Recreate restarts all Jobs: every node of a torchrun job must start again together."""
     return {
-        "maxRestarts": max_restarts,
+        "maxRestarts": max_restarts + DISRUPTION_RESTARTS,
         "restartStrategy": "Recreate",
         "rules": [
             {
                 "name": DISRUPTION_RULE,
-                "action": "RestartJobSetAndIgnoreMaxRestarts",
+                "action": "RestartJobSet",
                 "onJobFailureReasons": ["PodFailurePolicy"],
                 "onJobFailureMessagePatterns": [".*condition DisruptionTarget.*"],
             },
@@ -114,8 +125,8 @@ def jobset_failure_policy(max_restarts: int) -> dict[str, Any]:
 
 def graceful_stop(pod: dict[str, Any]) -> None:
     """Give the job's pod the time to checkpoint on SIGTERM: `TERMINATION_GRACE_S` for the pod, and
-    `SHUTDOWN_TIMEOUT_S` for torchrun's wait on its workers (an environment variable: a torchrun without the
-    setting ignores it and keeps its 30 s)."""
+    `SHUTDOWN_TIMEOUT_S` for the launcher's wait on its workers (an environment variable: a plain torchrun of a
+    version without the setting, 2.7.1 included, ignores it and keeps its 30 s)."""
     pod["terminationGracePeriodSeconds"] = TERMINATION_GRACE_S
     for container in pod["containers"]:
         container.setdefault("env", []).append(

@@ -6,24 +6,32 @@ passes its scale-to-zero threshold (AWS Budgets notification through SNS).
   (UpdateNodegroupConfig; max size stays, EKS requires it to be at least 1). The node group drains its nodes: each
   job pod gets SIGTERM and the 300 s terminationGracePeriodSeconds the rendered job gives it (inside the 10
   minutes above). The launcher passes SIGTERM on to the ranks; the shipped train.py then saves the step in
-  progress on every rank and exits with the restart code. torchrun waits for its ranks
-  TORCH_ELASTIC_SHUTDOWN_TIMEOUT seconds (270, set on the pod) where its version reads that setting, and 30 s
-  where it does not: a step and its save must fit in that.
+  progress on every rank and exits with the restart code. The launcher waits for its ranks
+  TORCH_ELASTIC_SHUTDOWN_TIMEOUT seconds (270, set on the pod) on every torch version before it SIGKILLs them.
 - AWS Batch (`JOB_QUEUES`, `COMPUTE_ENVIRONMENTS`, JSON lists of ARNs): jobs of the queues that are submitted,
   pending, runnable, starting or running are terminated, and each compute environment is disabled: a disabled
   managed environment starts no instance and scales in to its minimum (0) once its instances are idle (AWS Batch
   User Guide, "Compute environment states"). A running container gets SIGTERM, then SIGKILL after the ECS
-  agent's stop timeout (ECS_CONTAINER_STOP_TIMEOUT, 30 s by default; a Batch job definition has no setting for
-  it): train.py saves the step in progress if the step and the save fit in those 30 s, else the job resumes
-  from its newest periodic checkpoint.
+  agent's stop timeout (ECS_CONTAINER_STOP_TIMEOUT, 30 s by default, 300 s in the compute environment's user data;
+  a Batch job definition has no setting for it): train.py saves the step in progress within the launcher's 270 s,
+  else the job resumes from its newest periodic checkpoint.
+- SageMaker HyperPod (`HYPERPOD_CLUSTER`, the cluster name; `HYPERPOD_GROUPS`, JSON list of its accelerated
+  instance groups): UpdateCluster with those groups' InstanceCount 0. UpdateCluster takes every instance group of
+  the cluster with its full specification (the SageMaker API Reference, UpdateCluster: InstanceGroups; a group left
+  out is not deleted, only InstanceGroupsToDelete deletes one), so the request repeats each group's settings from
+  DescribeCluster and changes only the count (InstanceCount and MinInstanceCount accept 0: the API's
+  ClusterInstanceGroupSpecification); the controller, login and other groups keep theirs. HyperPod then removes
+  the groups' nodes; a Slurm job on them is requeued (`--requeue` / auto-resume) and resumes from its newest
+  checkpoint once the group is scaled back up.
 
 With `NOTIFY_TOPIC_ARN`, what it did is published to that topic (the budget's own notification goes to the
 function's topic only). Scaling back up is the user's step: CloudFormation applies only properties that change,
 so `cdk deploy` with an unchanged template leaves the node groups at 0 and the compute environment DISABLED.
 Run `aws eks update-nodegroup-config --cluster-name <cluster> --nodegroup-name <group> --scaling-config
 minSize=<min>,desiredSize=<desired>,maxSize=<max>` for each node group, or `aws batch
-update-compute-environment --compute-environment <arn> --state ENABLED`, or change the blueprint (sizes, a new
-block) and deploy. Runs with the function's role only; every call is idempotent.
+update-compute-environment --compute-environment <arn> --state ENABLED`, or `aws sagemaker update-cluster` with the
+groups' counts (the HyperPod console's "Edit" does the same), or change the blueprint (sizes, a new block) and
+deploy. Runs with the function's role only; every call is idempotent.
 """
 
 from __future__ import annotations
@@ -35,6 +43,13 @@ from typing import Any
 import boto3
 
 BATCH_STATES = ("SUBMITTED", "PENDING", "RUNNABLE", "STARTING", "RUNNING")
+HYPERPOD_KEPT = (
+    "InstanceGroupName", "InstanceType", "InstanceRequirements", "LifeCycleConfig", "ExecutionRole", "ThreadsPerCore",
+    "InstanceStorageConfigs", "OnStartDeepHealthChecks", "TrainingPlanArn", "OverrideVpcConfig",
+    "ScheduledUpdateConfig", "KubernetesConfig", "SlurmConfig", "CapacityRequirements", "NetworkInterface",
+)  # fmt: skip
+"""DescribeCluster's ClusterInstanceGroupDetails members that UpdateCluster's ClusterInstanceGroupSpecification
+takes under the same name (botocore's SageMaker model); the counts and the image are mapped in `hyperpod_groups`."""
 
 
 def _names(variable: str) -> list[str]:
@@ -42,6 +57,23 @@ def _names(variable: str) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise ValueError(f"{variable} must be a JSON list of strings, got {value!r}")
     return value
+
+
+def hyperpod_groups(described: list[dict[str, Any]], to_zero: set[str]) -> list[dict[str, Any]]:
+    """UpdateCluster's InstanceGroups: every described group as it is, the groups in `to_zero` with count 0."""
+    groups = []
+    for group in described:
+        spec = {key: group[key] for key in HYPERPOD_KEPT if key in group}
+        if "InstanceRequirements" in spec and "InstanceTypes" not in spec["InstanceRequirements"]:
+            del spec["InstanceRequirements"]
+        zero = group["InstanceGroupName"] in to_zero
+        spec["InstanceCount"] = 0 if zero else int(group.get("TargetCount", group.get("CurrentCount", 0)))
+        if "MinCount" in group:
+            spec["MinInstanceCount"] = 0 if zero else int(group["MinCount"])
+        if group.get("DesiredImageId"):
+            spec["ImageId"] = group["DesiredImageId"]  # unchanged: the image the group runs or is moving to
+        groups.append(spec)
+    return groups
 
 
 def _trigger(event: dict[str, Any]) -> str:
@@ -80,6 +112,13 @@ def handler(event: dict[str, Any], context: object = None) -> dict[str, list[str
         for environment in environments:
             batch.update_compute_environment(computeEnvironment=environment, state="DISABLED")
             done.append(f"compute environment {environment}: disabled")
+    hyperpod, groups = os.environ.get("HYPERPOD_CLUSTER"), set(_names("HYPERPOD_GROUPS"))
+    if hyperpod and groups:
+        sagemaker = boto3.client("sagemaker")
+        described = sagemaker.describe_cluster(ClusterName=hyperpod)["InstanceGroups"]
+        present = {g["InstanceGroupName"] for g in described}
+        sagemaker.update_cluster(ClusterName=hyperpod, InstanceGroups=hyperpod_groups(described, groups))
+        done += [f"HyperPod {hyperpod} group {g}: 0 instances" for g in sorted(groups & present)]
     print(json.dumps({"trigger": trigger, "done": done}))
     topic = os.environ.get("NOTIFY_TOPIC_ARN")
     if topic:

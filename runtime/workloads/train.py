@@ -15,8 +15,9 @@ node went away: restart and resume).
 SIGTERM (a drained node: torchrun passes the pod's SIGTERM on to its workers) asks for a last checkpoint: the
 handler only sets a flag, every rank learns at the end of the step in progress that some rank got it (one
 all_reduce, the one that already averages the loss), all of them save that step and the script exits with 1
-(restart and resume from it). It has as long as the launcher waits before SIGKILL (torchrun's
---shutdown-timeout, TORCH_ELASTIC_SHUTDOWN_TIMEOUT, default 30 s) and the pod's terminationGracePeriodSeconds.
+(restart and resume from it). It has as long as the launcher waits before SIGKILL (runtime/workloads/elastic.py:
+TORCH_ELASTIC_SHUTDOWN_TIMEOUT, 270 s on the rendered pods and Batch jobs; plain torchrun: 30 s on torch 2.7.1)
+and the pod's terminationGracePeriodSeconds (the ECS agent's stop timeout on Batch).
 Runs on CUDA with NCCL when GPUs are present, else on CPU with gloo (the tests).
 """
 

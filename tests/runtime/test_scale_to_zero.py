@@ -140,3 +140,76 @@ def test_budget_notification_scales_and_tells_the_alarm_topic(aws: None, monkeyp
     body = json.loads(message["Body"])
     assert body["Subject"] == "mlstack: training capacity scaled to zero"
     assert body["Message"] == "AWS Budgets: demo has exceeded your alert threshold: nodegroup g6e: 0 nodes"
+
+
+def _hyperpod_group(name: str, kind: str, count: int, **extra: Any) -> dict[str, Any]:
+    """A DescribeCluster instance group as HyperPod returns it (API Reference, ClusterInstanceGroupDetails)."""
+    return {
+        "InstanceGroupName": name,
+        "InstanceType": kind,
+        "CurrentCount": count,
+        "TargetCount": count,
+        "LifeCycleConfig": {"SourceS3Uri": "s3://scripts/lifecycle/", "OnCreate": "on_create.sh"},
+        "ExecutionRole": "arn:aws:iam::123456789012:role/hyperpod-nodes",
+        "ThreadsPerCore": 1,
+        "InstanceStorageConfigs": [{"EbsVolumeConfig": {"VolumeSizeInGB": 500}}],
+        "Status": "InService",
+        "CurrentImageId": "default",
+        "DesiredImageId": "default",
+        **extra,
+    }
+
+
+def test_hyperpod_accelerated_groups_go_to_zero_and_every_other_group_keeps_its_settings(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # moto has no UpdateCluster: botocore's Stubber checks the request against the SageMaker API model (an
+    # InstanceCount of 0 is inside its range, 0..6758) and the handler's shape against what the test expects.
+    client = boto3.client("sagemaker", region_name=REGION, aws_access_key_id="t", aws_secret_access_key="t")
+    stubber = Stubber(client)
+    controller = _hyperpod_group("controller-machine", "ml.m5.2xlarge", 1, SlurmConfig={"NodeType": "Controller"})
+    workers = _hyperpod_group("p5", "ml.p5.48xlarge", 4, OnStartDeepHealthChecks=["InstanceStress"], MinCount=2)
+    described = {
+        "ClusterArn": "arn:aws:sagemaker:us-east-1:123456789012:cluster/abc123",
+        "ClusterName": "demo",
+        "ClusterStatus": "InService",
+        "InstanceGroups": [controller, workers],
+        "VpcConfig": {"SecurityGroupIds": ["sg-1"], "Subnets": ["subnet-1"]},
+    }
+    stubber.add_response("describe_cluster", described, {"ClusterName": "demo"})
+    dropped = {"CurrentCount", "TargetCount", "Status", "CurrentImageId", "DesiredImageId"}
+    kept = {**{k: v for k, v in controller.items() if k not in dropped}, "InstanceCount": 1, "ImageId": "default"}
+    expected = [
+        kept,
+        {
+            "InstanceGroupName": "p5",
+            "InstanceType": "ml.p5.48xlarge",
+            "InstanceCount": 0,
+            "MinInstanceCount": 0,
+            "LifeCycleConfig": workers["LifeCycleConfig"],
+            "ExecutionRole": workers["ExecutionRole"],
+            "ThreadsPerCore": 1,
+            "InstanceStorageConfigs": workers["InstanceStorageConfigs"],
+            "OnStartDeepHealthChecks": ["InstanceStress"],
+            "ImageId": "default",
+        },
+    ]
+    stubber.add_response(
+        "update_cluster", {"ClusterArn": described["ClusterArn"]}, {"ClusterName": "demo", "InstanceGroups": expected}
+    )
+    monkeypatch.setattr(boto3, "client", lambda service, **_: client)
+    monkeypatch.setenv("HYPERPOD_CLUSTER", "demo")
+    monkeypatch.setenv("HYPERPOD_GROUPS", json.dumps(["p5", "gone"]))
+    with stubber:
+        assert handler.handler(EVENT) == {"done": ["HyperPod demo group p5: 0 instances"]}
+    stubber.assert_no_pending_responses()
+
+
+def test_hyperpod_request_keeps_only_members_update_cluster_takes() -> None:
+    import botocore.session
+
+    model = botocore.session.get_session().get_service_model("sagemaker")
+    spec = model.operation_model("UpdateCluster").input_shape.members["InstanceGroups"].member
+    details = model.operation_model("DescribeCluster").output_shape.members["InstanceGroups"].member
+    assert set(handler.HYPERPOD_KEPT) <= set(spec.members) & set(details.members)
+    assert spec.members["InstanceCount"].metadata["min"] == 0 and spec.members["MinInstanceCount"].metadata["min"] == 0

@@ -48,11 +48,10 @@ def test_bad_budget_input_is_one_clear_error(budget: dict[str, Any], message: st
         _with("eks-g6e-training", budget=budget)
 
 
-def test_budget_scale_to_zero_is_for_eks_and_batch_only() -> None:
+def test_budget_scale_to_zero_is_offered_on_every_engine() -> None:
     budget = {"monthly_usd": 100, "thresholds_percent": [80], "scale_to_zero_at_percent": 100}
-    with pytest.raises(ValidationError, match=r"not offered for training\.engine 'hyperpod-eks'"):
-        _with("hyperpod-eks-training", budget=budget)
-    assert _with("batch-training", budget=budget).budget is not None
+    for name in ("hyperpod-eks-training", "hyperpod-slurm-training", "batch-training", "eks-gpu-training"):
+        assert _with(name, budget=budget).budget is not None
 
 
 def test_a_budget_needs_the_training_stack_topic() -> None:
@@ -203,7 +202,13 @@ def on_blocks(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
     folder = tmp_path_factory.mktemp("blocks")
     files = []
-    for config in (_batch_on_a_block(), _eks_on_a_block(), _g6e_scaling_at_budget()):
+    for config in (
+        _batch_on_a_block(),
+        _eks_on_a_block(),
+        _g6e_scaling_at_budget(),
+        _hyperpod_scaling_at_budget(),
+        _hyperpod_scaling_at_budget("eks"),
+    ):
         path = folder / f"{config.name}.yaml"
         path.write_text(yaml.safe_dump(config.model_dump(mode="json", exclude_unset=True)))
         files.append(path)
@@ -215,6 +220,12 @@ def _g6e_scaling_at_budget() -> BlueprintConfig:
     return _with("eks-g6e-training", name="g6e-budget", budget=budget)
 
 
+def _hyperpod_scaling_at_budget(engine: str = "slurm") -> BlueprintConfig:
+    budget = {"monthly_usd": 5000, "thresholds_percent": [50, 80], "scale_to_zero_at_percent": 100}
+    name = "hyperpod-budget" if engine == "slurm" else f"hyperpod-{engine}-budget"
+    return _with(f"hyperpod-{engine}-training", name=name, budget=budget)
+
+
 def _statements(resources: dict[str, Any], prefix: str = "ScaleToZeroRole") -> list[dict[str, Any]]:
     policy = next(r for k, r in resources.items() if r["Type"] == "AWS::IAM::Policy" and k.startswith(prefix))
     return list(policy["Properties"]["PolicyDocument"]["Statement"])
@@ -224,7 +235,7 @@ def test_blocks_synthesize_clean_under_cdk_nag_and_cfn_lint(on_blocks: Any) -> N
     from cfnlint.api import ManualArgs, lint
 
     assert on_blocks.nag_failure is None
-    for name in ("batch-training", "eks-block", "g6e-budget"):
+    for name in ("batch-training", "eks-block", "g6e-budget", "hyperpod-budget", "hyperpod-eks-budget"):
         for stack_id, t in on_blocks.blueprints[name].templates.items():
             assert lint(json.dumps(t), config=ManualArgs(regions=["us-east-1"])) == [], f"{name}/{stack_id}"
 
@@ -261,7 +272,7 @@ def test_blocks_pass_checkov(on_blocks: Any) -> None:
     from tests.blueprints.gate_runs import CHECKOV
 
     args = [str(CHECKOV), "--framework", "cloudformation", "--skip-download", "--quiet", "--compact", "-o", "json"]
-    for name in ("batch-training", "eks-block", "g6e-budget"):
+    for name in ("batch-training", "eks-block", "g6e-budget", "hyperpod-budget", "hyperpod-eks-budget"):
         stack = on_blocks.blueprints[name].built.training
         args += ["-f", str(on_blocks.outdir / f"assembly-{name}" / f"{stack.artifact_id}.template.json")]
     run = subprocess.run(args, capture_output=True, text=True, timeout=600, check=False)
@@ -309,3 +320,71 @@ def test_budget_scale_to_zero_has_its_own_topic_and_tells_the_alarm_topic(on_blo
     assert any(sorted(s["Action"]) == ["kms:Decrypt", "kms:GenerateDataKey"] for s in statements)
     eks_statement = next(s for s in statements if "eks:UpdateNodegroupConfig" in s["Action"])
     assert "G6e" in json.dumps(eks_statement["Resource"])
+
+
+@pytest.mark.parametrize("name", ["hyperpod-budget", "hyperpod-eks-budget"])
+def test_hyperpod_budget_action_scales_the_accelerated_groups_with_scoped_permissions(
+    on_blocks: Any, name: str
+) -> None:
+    resources = on_blocks.blueprints[name].templates["TrainingClusterStack"]["Resources"]
+    cluster = next(k for k, r in resources.items() if r["Type"] == "AWS::SageMaker::Cluster")
+    groups = resources[cluster]["Properties"]["InstanceGroups"]
+    accelerated = [g["InstanceGroupName"] for g in groups if g["InstanceType"].startswith(("ml.p", "ml.g", "ml.trn"))]
+    assert accelerated
+    if name == "hyperpod-budget":
+        assert len(accelerated) < len(groups)  # the Slurm controller (and login) groups are not scaled
+    function = next(
+        k for k, r in resources.items() if r["Type"] == "AWS::Lambda::Function" and k.startswith("BudgetScale")
+    )
+    env = resources[function]["Properties"]["Environment"]["Variables"]
+    assert json.loads(env["HYPERPOD_GROUPS"]) == accelerated
+    assert env["HYPERPOD_CLUSTER"] == resources[cluster]["Properties"]["ClusterName"]
+    statements = _statements(resources, "BudgetScaleToZeroRole")
+    update = next(s for s in statements if "sagemaker:UpdateCluster" in s["Action"])
+    assert update["Action"] == ["sagemaker:DescribeCluster", "sagemaker:UpdateCluster"]
+    assert update["Resource"] == {"Fn::GetAtt": [cluster, "ClusterArn"]}
+    passrole = next(s for s in statements if s["Action"] == "iam:PassRole")
+    assert passrole["Condition"] == {"StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.com"}}
+    role = resources[cluster]["Properties"]["InstanceGroups"][0]["ExecutionRole"]
+    assert passrole["Resource"] == role
+    assert not [s for s in statements if "eks:" in json.dumps(s["Action"]) or "batch:" in json.dumps(s["Action"])]
+
+
+@pytest.mark.parametrize(
+    "name", ["hyperpod-budget", "hyperpod-eks-budget", "g6e-budget", "batch-training", "eks-block"]
+)
+def test_mlstack_access_follows_every_scale_down_call_and_denies_none(on_blocks: Any, name: str) -> None:
+    from mlstack.access import cli as access_cli
+    from mlstack.access import evaluate
+
+    report = evaluate(name, access_cli.stacks_of(on_blocks.blueprints[name]))
+    calls = [c for c in report.calls if "scale-to-zero handler" in c.what]
+    assert calls, sorted({c.what for c in report.calls})
+    denied = [(c.action, c.resource, c.decision) for c in calls if c.decision != "Allowed"]
+    assert denied == []
+    actions = {c.action for c in calls}
+    expected = {
+        "hyperpod-budget": {"sagemaker:DescribeCluster", "sagemaker:UpdateCluster", "iam:PassRole", "sns:Publish"},
+        "hyperpod-eks-budget": {"sagemaker:DescribeCluster", "sagemaker:UpdateCluster", "iam:PassRole", "sns:Publish"},
+        "g6e-budget": {"eks:DescribeNodegroup", "eks:UpdateNodegroupConfig", "sns:Publish"},
+        "batch-training": {"batch:ListJobs", "batch:TerminateJob", "batch:UpdateComputeEnvironment"},
+        "eks-block": {"eks:DescribeNodegroup", "eks:UpdateNodegroupConfig"},
+    }[name]
+    assert expected <= actions
+    passes = [c for c in calls if c.action == "iam:PassRole"]
+    assert all(c.context == {"iam:PassedToService": "sagemaker.amazonaws.com"} for c in passes)
+
+
+def test_budget_scale_to_zero_with_karpenter_pools_is_one_clear_error() -> None:
+    budget = {"monthly_usd": 100, "thresholds_percent": [80], "scale_to_zero_at_percent": 100}
+    with pytest.raises(ValidationError, match=r"not offered with training\.capacity_manager 'karpenter'"):
+        _with("eks-karpenter-training", budget=budget)
+
+
+def test_plan_says_the_budget_action_leaves_endpoints_billing() -> None:
+    inference = load("inference-gpu-realtime").model_dump(exclude_unset=True)["inference"]
+    budget = {"monthly_usd": 100_000, "thresholds_percent": [80], "scale_to_zero_at_percent": 100}
+    config = _with("eks-g6e-training", budget=budget, inference=inference)
+    (warning,) = [w for w in build_plan(config).warnings if "endpoints keep billing" in w]
+    assert "aws sagemaker delete-endpoint --endpoint-name" in warning
+    assert not [w for w in build_plan(_with("eks-g6e-training", budget=budget)).warnings if "keep billing" in w]

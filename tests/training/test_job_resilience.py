@@ -75,7 +75,8 @@ def test_jobset_failure_policy_uses_only_values_jobset_accepts(name: str) -> Non
     config = load(name)
     runtime, _ = render_job(config)
     policy = runtime["spec"]["template"]["spec"]["failurePolicy"]
-    assert config.training is not None and policy["maxRestarts"] == config.training.job.max_retries
+    assert config.training is not None
+    assert policy["maxRestarts"] == config.training.job.max_retries + resilience.DISRUPTION_RESTARTS
     assert policy["restartStrategy"] in JOBSET_RESTART_STRATEGIES
     names = [rule["name"] for rule in policy["rules"]]
     assert len(set(names)) == len(names) and all(RULE_NAME.match(n) for n in names)
@@ -94,10 +95,13 @@ def _first_rule(policy: dict[str, Any], reason: str, message: str) -> str:
     return "RestartJobSet"
 
 
-def test_a_disruption_restarts_uncounted_an_application_error_fails_anything_else_restarts_counted() -> None:
+def test_a_disruption_restarts_counted_an_application_error_fails_anything_else_restarts_counted() -> None:
     runtime, _ = render_job(load("eks-gpu-training"))
     policy = runtime["spec"]["template"]["spec"]["failurePolicy"]
-    assert _first_rule(policy, "PodFailurePolicy", DISRUPTED) == "RestartJobSetAndIgnoreMaxRestarts"
+    # Every restart counts toward maxRestarts: a node drained again and again no longer restarts the job forever.
+    assert _first_rule(policy, "PodFailurePolicy", DISRUPTED) == "RestartJobSet"
+    assert not any(rule["action"].endswith("IgnoreMaxRestarts") for rule in policy["rules"])
+    assert policy["maxRestarts"] == 3 + resilience.DISRUPTION_RESTARTS == 13  # job.max_retries 3
     assert _first_rule(policy, "PodFailurePolicy", APP_ERROR) == "FailJobSet"
     assert _first_rule(policy, "BackoffLimitExceeded", LOST_PEER) == "RestartJobSet"  # bounded by maxRestarts
     # The Job fails on its first failed pod and says which rule matched: exit code 42 first, then the condition.

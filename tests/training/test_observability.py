@@ -384,7 +384,7 @@ def test_the_shared_log_group_handler_may_touch_only_its_group_and_the_key_throu
     assert all(not str(a).endswith("*") for s in policy for a in s["Action"])
 
 
-def test_the_plan_says_which_restarts_are_unbounded() -> None:
+def test_the_plan_says_how_restarts_are_bounded() -> None:
     from mlstack.plan import build_plan
 
     def operations(name: str) -> list[str]:
@@ -392,7 +392,8 @@ def test_the_plan_says_which_restarts_are_unbounded() -> None:
         return next(rows for title, rows in plan.details["sections"] if title == "Operations")
 
     eks = operations("eks-gpu-training")
-    assert any("without counting toward job.max_retries" in r and "without bound" in r for r in eks)
+    assert any("job.max_retries (3) + 10 restarts of any kind" in r for r in eks)
+    assert not any("without bound" in r for r in eks)
     assert any("main node's exit code" in r for r in operations("batch-training"))
     assert not any(r.startswith("restarts:") for r in operations("hyperpod-slurm-training"))
 

@@ -118,6 +118,9 @@ class BatchMultiNodeTraining(Construct):
     - `update_job_timeout_minutes`: how long a launch-template, AMI or user-data update lets a running job go on
       before Batch replaces its instances (default `UPDATE_JOB_TIMEOUT_MINUTES`, the maximum); jobs are never
       terminated at the start of an update.
+    - `stop_timeout_s`: SIGTERM to SIGKILL of a stopped job's container (the ECS agent's, set in the user data), and
+      the launcher's window for its workers 30 s less (TORCH_ELASTIC_SHUTDOWN_TIMEOUT); default None: the agent's
+      30 s and torchrun's own.
     """
 
     def __init__(
@@ -151,8 +154,12 @@ class BatchMultiNodeTraining(Construct):
         queue_priority: int = 1,
         removal_policy: RemovalPolicy = RETAINED,
         update_job_timeout_minutes: int = UPDATE_JOB_TIMEOUT_MINUTES,
+        stop_timeout_s: int | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
+        if stop_timeout_s is not None and stop_timeout_s <= 30:
+            raise ValueError(f"stop_timeout_s must be above 30 (the launcher gets 30 s less), got {stop_timeout_s}")
+        self.stop_timeout_s = stop_timeout_s
         if capacity_block and capacity_reservation_id is None:
             raise ValueError("capacity_block needs capacity_reservation_id (the Capacity Block's cr-... ID)")
         if efa.placement_group is not None and capacity_reservation_id is not None:
@@ -221,7 +228,12 @@ class BatchMultiNodeTraining(Construct):
                         ),
                     )
                 ],
-                user_data=user_data(fsx_path=FSX_PATH, fsx_dns_name=fsx_dns_name, fsx_mount_name=fsx_mount_name),
+                user_data=user_data(
+                    fsx_path=FSX_PATH,
+                    fsx_dns_name=fsx_dns_name,
+                    fsx_mount_name=fsx_mount_name,
+                    stop_timeout_s=stop_timeout_s,
+                ),
                 capacity_reservation_specification=reservation,
                 instance_market_options=market,
             ),
@@ -387,6 +399,16 @@ class BatchMultiNodeTraining(Construct):
                 batch.CfnJobDefinition.EnvironmentProperty(name="NCCL_DEBUG", value="WARN"),
                 batch.CfnJobDefinition.EnvironmentProperty(name="NCCL_SOCKET_IFNAME", value=NCCL_SOCKET_IFNAME),
                 batch.CfnJobDefinition.EnvironmentProperty(name="AWS_REGION", value=Aws.REGION),
+                # The launcher's window for its workers on SIGTERM, inside the agent's stop timeout.
+                *(
+                    [
+                        batch.CfnJobDefinition.EnvironmentProperty(
+                            name="TORCH_ELASTIC_SHUTDOWN_TIMEOUT", value=str(self.stop_timeout_s - 30)
+                        )
+                    ]
+                    if self.stop_timeout_s is not None
+                    else []
+                ),
             ],
             volumes=volumes or None,
             mount_points=mounts or None,

@@ -213,6 +213,8 @@ class HyperPodCluster(Construct):
         self.cluster.node.add_dependency(self.scripts)
         self.cluster.node.add_dependency(self.policy)
         self.cluster_arn = self.cluster.attr_cluster_arn
+        self.cluster_name = cluster_name
+        self.instance_groups = tuple(instance_groups)
 
     def _group(
         self, group: HyperPodInstanceGroup, volume_key: kms.IKey | None, on_create: str

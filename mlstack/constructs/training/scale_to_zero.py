@@ -1,6 +1,6 @@
 """`ScaleToZero`: a function that takes the training capacity to zero (EKS node groups, AWS Batch queues and
-compute environments) when invoked, by `CapacityBlockExpiry`'s rule or a budget's notification topic. Handler:
-runtime/scale_to_zero."""
+compute environments, SageMaker HyperPod instance groups) when invoked, by `CapacityBlockExpiry`'s rule or a
+budget's notification topic. Handler: runtime/scale_to_zero."""
 
 from __future__ import annotations
 
@@ -25,11 +25,16 @@ HANDLER_DIR = resources.runtime_path("scale_to_zero")
 class ScaleToZero(Construct):
     """The function and its least-privilege role: DescribeNodegroup and UpdateNodegroupConfig on `nodegroups`
     only; ListJobs (no resource-level permission in AWS Batch) and TerminateJob on this account's jobs in this
-    region when `job_queues` are given; UpdateComputeEnvironment on `compute_environments` only.
+    region when `job_queues` are given; UpdateComputeEnvironment on `compute_environments` only; DescribeCluster and
+    UpdateCluster on `hyperpod_cluster_arn` only, with iam:PassRole of `hyperpod_execution_roles` to SageMaker
+    (UpdateCluster passes each group's ExecutionRole again: SageMaker Developer Guide, "IAM users for cluster
+    admin", which lists iam:PassRole for HyperPod cluster operations).
 
     Props (keyword; defaults in parentheses): `key` (required: its log group); `cluster_name` and `nodegroups` (none),
     `job_queues` and `compute_environments` (ARNs; none), `notify_topic` and `notify_key` (None: a topic told what
-    was scaled, and the key it is encrypted with), `description`, `removal_policy` (`RETAINED`, the log group).
+    was scaled, and the key it is encrypted with), `hyperpod_cluster_name` and `hyperpod_cluster_arn` (None),
+    `hyperpod_groups` (instance group names to take to 0; none), `hyperpod_execution_roles` (ARNs of the groups'
+    execution roles; none), `description`, `removal_policy` (`RETAINED`, the log group).
     """
 
     def __init__(
@@ -44,12 +49,18 @@ class ScaleToZero(Construct):
         compute_environments: Sequence[str] = (),
         notify_topic: sns.ITopic | None = None,
         notify_key: kms.IKey | None = None,
+        hyperpod_cluster_name: str | None = None,
+        hyperpod_cluster_arn: str | None = None,
+        hyperpod_groups: Sequence[str] = (),
+        hyperpod_execution_roles: Sequence[str] = (),
         description: str = "scale the training capacity on an expiring Capacity Block to zero",
         removal_policy: RemovalPolicy = RETAINED,
     ) -> None:
         super().__init__(scope, construct_id)
         if nodegroups and cluster_name is None:
             raise ValueError("nodegroups need cluster_name (the EKS cluster they belong to)")
+        if hyperpod_groups and (hyperpod_cluster_name is None or hyperpod_cluster_arn is None):
+            raise ValueError("hyperpod_groups need hyperpod_cluster_name and hyperpod_cluster_arn")
         stack = Stack.of(self)
         self.log_group = logs.LogGroup(
             self, "LogGroup", encryption_key=key, retention=logs.RetentionDays.ONE_YEAR, removal_policy=removal_policy
@@ -80,6 +91,20 @@ class ScaleToZero(Construct):
             self.role.add_to_principal_policy(
                 iam.PolicyStatement(actions=["batch:UpdateComputeEnvironment"], resources=list(compute_environments))
             )
+        if hyperpod_groups:
+            assert hyperpod_cluster_arn is not None
+            self.role.add_to_principal_policy(
+                iam.PolicyStatement(
+                    actions=["sagemaker:DescribeCluster", "sagemaker:UpdateCluster"], resources=[hyperpod_cluster_arn]
+                )
+            )
+            self.role.add_to_principal_policy(
+                iam.PolicyStatement(
+                    actions=["iam:PassRole"],
+                    resources=list(hyperpod_execution_roles),
+                    conditions={"StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.com"}},
+                )
+            )
         self.function = python_function(
             self,
             "Function",
@@ -94,6 +119,14 @@ class ScaleToZero(Construct):
                 "JOB_QUEUES": stack.to_json_string(list(job_queues)),
                 "COMPUTE_ENVIRONMENTS": stack.to_json_string(list(compute_environments)),
                 **({"NOTIFY_TOPIC_ARN": notify_topic.topic_arn} if notify_topic is not None else {}),
+                **(
+                    {
+                        "HYPERPOD_CLUSTER": hyperpod_cluster_name or "",
+                        "HYPERPOD_GROUPS": stack.to_json_string(list(hyperpod_groups)),
+                    }
+                    if hyperpod_groups
+                    else {}
+                ),
             },
             description=description,
         )
@@ -111,12 +144,14 @@ class ScaleToZero(Construct):
         function = self.function.node.default_child
         assert isinstance(function, CfnResource)
         skip_guard_on_functions_outside_vpc(
-            function, "calls only the EKS and AWS Batch control-plane APIs; it reaches nothing inside the VPC"
+            function,
+            "calls only the EKS, AWS Batch and SageMaker control-plane APIs; it reaches nothing inside the VPC",
         )
         skip_checkov(
             function,
             {
-                "CKV_AWS_117": "calls only the EKS and AWS Batch control-plane APIs; it reaches nothing in the VPC",
+                "CKV_AWS_117": "calls only the EKS, AWS Batch and SageMaker control-plane APIs; it reaches nothing in "
+                "the VPC",
                 "CKV_AWS_173": "the environment holds resource names and ARNs only, no secret",
                 "CKV_AWS_45": "no secret in the environment: names and ARNs of this stack",
                 "CKV_AWS_116": "invoked asynchronously by an EventBridge rule or an SNS topic, both of which retry "
