@@ -41,6 +41,8 @@ from mlstack.constructs.scanners import skip_guard
 from mlstack.constructs.training.batch_job import retry_strategy, shell_word
 from mlstack.constructs.training.batch_user_data import user_data
 from mlstack.constructs.training.efa import EfaNetworking
+from mlstack.constructs.training.host_agent import host_agent_statements
+from mlstack.constructs.training.metric_names import HostAgent
 
 FSX_PATH = "/fsx"
 TORCHRUN_PORT = 29500
@@ -118,6 +120,8 @@ class BatchMultiNodeTraining(Construct):
     - `update_job_timeout_minutes`: how long a launch-template, AMI or user-data update lets a running job go on
       before Batch replaces its instances (default `UPDATE_JOB_TIMEOUT_MINUTES`, the maximum); jobs are never
       terminated at the start of an update.
+    - `host_agent`: the CloudWatch agent's configuration, namespace and kernel-log group (default none: no agent):
+      a user-data part installs it, the instance role may publish to that namespace and log group only.
     """
 
     def __init__(
@@ -151,6 +155,7 @@ class BatchMultiNodeTraining(Construct):
         queue_priority: int = 1,
         removal_policy: RemovalPolicy = RETAINED,
         update_job_timeout_minutes: int = UPDATE_JOB_TIMEOUT_MINUTES,
+        host_agent: HostAgent | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         if capacity_block and capacity_reservation_id is None:
@@ -183,6 +188,9 @@ class BatchMultiNodeTraining(Construct):
                 reason="the ECS agent on Batch container instances needs it (AWS Batch User Guide, instance role)",
             )
         )
+        if host_agent is not None:
+            for statement in host_agent_statements(host_agent):
+                self.instance_role.add_to_policy(statement)
         profile = iam.CfnInstanceProfile(self, "InstanceProfile", roles=[self.instance_role.role_name])
 
         interfaces = efa.network_interfaces(
@@ -221,7 +229,12 @@ class BatchMultiNodeTraining(Construct):
                         ),
                     )
                 ],
-                user_data=user_data(fsx_path=FSX_PATH, fsx_dns_name=fsx_dns_name, fsx_mount_name=fsx_mount_name),
+                user_data=user_data(
+                    fsx_path=FSX_PATH,
+                    fsx_dns_name=fsx_dns_name,
+                    fsx_mount_name=fsx_mount_name,
+                    host_agent_config=host_agent.config if host_agent is not None else None,
+                ),
                 capacity_reservation_specification=reservation,
                 instance_market_options=market,
             ),
