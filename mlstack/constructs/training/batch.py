@@ -41,7 +41,7 @@ from mlstack.constructs.scanners import skip_guard
 from mlstack.constructs.training.batch_job import retry_strategy, shell_word
 from mlstack.constructs.training.batch_user_data import user_data
 from mlstack.constructs.training.efa import EfaNetworking
-from mlstack.constructs.training.host_agent import host_agent_statements
+from mlstack.constructs.training.host_agent import acknowledge_host_agent, host_agent_statements
 from mlstack.constructs.training.metric_names import HostAgent
 
 FSX_PATH = "/fsx"
@@ -191,6 +191,7 @@ class BatchMultiNodeTraining(Construct):
         if host_agent is not None:
             for statement in host_agent_statements(host_agent):
                 self.instance_role.add_to_policy(statement)
+            acknowledge_host_agent(self.instance_role, host_agent)
         profile = iam.CfnInstanceProfile(self, "InstanceProfile", roles=[self.instance_role.role_name])
 
         interfaces = efa.network_interfaces(

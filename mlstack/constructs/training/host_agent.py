@@ -10,8 +10,9 @@ IAM roles and users for use with the CloudWatch agent", and the `cloudwatch:name
 
 from __future__ import annotations
 
-from aws_cdk import Aws
+from aws_cdk import Acknowledgment, Aws, Validations
 from aws_cdk import aws_iam as iam
+from constructs import IConstruct
 
 from mlstack import resources
 from mlstack.constructs.training.metric_names import HostAgent
@@ -37,3 +38,18 @@ def host_agent_statements(agent: HostAgent) -> list[iam.PolicyStatement]:
             resources=[f"{group}:log-stream:*"],
         ),
     ]
+
+
+def acknowledge_host_agent(policy_owner: IConstruct, agent: HostAgent) -> None:
+    """cdk-nag IAM5 on the two wildcards of `host_agent_statements`, with the bound a reviewer can check."""
+    group = f"arn:<AWS::Partition>:logs:<AWS::Region>:<AWS::AccountId>:log-group:{agent.kernel_log_group_name}"
+    for resource, reason in (
+        ("*", f"cloudwatch:PutMetricData has no resource type; the statement allows namespace {agent.namespace} only"),
+        (
+            f"{group}:log-stream:*",
+            "the agent names its stream after the host ({hostname}); only streams of this one log group",
+        ),
+    ):
+        Validations.of(policy_owner).acknowledge(
+            Acknowledgment(id=f"AwsSolutions-IAM5[Resource::{resource}]", reason=reason)
+        )

@@ -29,7 +29,12 @@ from constructs import Construct
 
 from mlstack.constructs.removal import RETAINED
 from mlstack.constructs.storage.buckets import kms_bucket
-from mlstack.constructs.training.host_agent import HOST_AGENT_FILES, HOST_AGENT_SCRIPT, host_agent_statements
+from mlstack.constructs.training.host_agent import (
+    HOST_AGENT_FILES,
+    HOST_AGENT_SCRIPT,
+    acknowledge_host_agent,
+    host_agent_statements,
+)
 from mlstack.constructs.training.hyperpod_nag import acknowledge_bucket, acknowledge_deployment
 from mlstack.constructs.training.hyperpod_policy import eks_node_statements, volume_key_statements
 from mlstack.constructs.training.metric_names import HostAgent
@@ -202,6 +207,7 @@ class HyperPodCluster(Construct):
         if host_agent is not None:
             for statement in host_agent_statements(host_agent):
                 self.policy.add_statements(statement)
+            acknowledge_host_agent(self.policy, host_agent)
 
         self.cluster = sagemaker.CfnCluster(
             self,
