@@ -6,7 +6,11 @@ services publish today (no CDK import; the construct is `mlstack.constructs.trai
   with enhanced observability metrics",
   https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/Container-Insights-metrics-enhanced-EKS.html).
   Its DCGM exporter is off on these clusters (one DCGM host engine per GPU node: the node monitoring agent's), so
-  there is no per-GPU utilisation, memory, power, temperature or XID/ECC metric; the agent's accelerated-compute
+  there is no per-GPU utilisation, memory, power, temperature or XID/ECC metric (the agent's dcgm-server runs
+  `nv-hostengine -n -b ALL` on hostPort 5555, chart aws/eks-node-monitoring-agent dcgm-daemonset.yaml, so an
+  exporter could read that engine remotely, but the add-on's CloudWatch agent scrapes only its own exporter
+  service over the add-on's TLS; the nvidia-smi host agent of batch/hyperpod-slurm needs no DCGM engine and would
+  fit the EKS node groups' user data, not built here); the agent's accelerated-compute
   metrics, on by default, still count the GPUs pods hold (node_gpu_limit, node_gpu_usage_total,
   node_gpu_reserved_capacity, from the Kubernetes API), and the Neuron monitor gives NeuronCore utilisation and
   ECC events; EFA counters come from the EFA device plugin's devices (node_efa_*).

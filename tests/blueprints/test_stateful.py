@@ -121,6 +121,8 @@ def pins(stack_id: str, config: BlueprintConfig) -> dict[str, str]:
     if stack_id != "TrainingClusterStack":
         return PINNED_LOGICAL_IDS.get(stack_id, {})
     assert config.training is not None
+    if has_host_agent(config.training):
+        return {**TRAINING_PINS_BY_ENGINE[config.training.engine], **HOST_AGENT}
     return TRAINING_PINS_BY_ENGINE[config.training.engine]
 
 
