@@ -44,6 +44,23 @@ _SM_VIA = {"kms:ViaService": "sagemaker.{region}.amazonaws.com", "kms:GrantIsFor
 _ENI = "arn:aws:ec2:{region}:{account}:network-interface/eni-0123456789abcdef0"
 _VPC_CTX = {"ec2:Vpc": "{vpc_arn}", "ec2:Subnet": "{subnet_arn}"}
 
+# Calls of the CloudWatch agent on an engine's own GPU hosts (mlstack.constructs.training.host_agent).
+_HOST_AGENT = [
+    _ctx("cloudwatch:PutMetricData", "*", "cw-agent-ec2", "host_agent", {"cloudwatch:namespace": "{namespace}"}),
+    _c(
+        "logs:CreateLogStream",
+        "arn:aws:logs:{region}:{account}:log-group:{group}:log-stream:{stream}",
+        "cw-agent-ec2",
+        "host_agent",
+    ),
+    _c(
+        "logs:PutLogEvents",
+        "arn:aws:logs:{region}:{account}:log-group:{group}:log-stream:{stream}",
+        "cw-agent-ec2",
+        "host_agent",
+    ),
+]
+
 # Calls of a SageMaker job (processing, training, monitoring) or endpoint in a VPC, made with its role.
 _SAGEMAKER_VPC = [
     _ctx("ec2:CreateNetworkInterface", "{subnet_arn}", "sm-roles", "vpcs", {"ec2:Vpc": "{vpc_arn}"}),
@@ -269,6 +286,7 @@ KINDS: dict[str, tuple[str, list[CallSpec]]] = {
             ),
             _c("ec2:CreateTags", _ENI, "sm-hyperpod", "vpcs"),
             *_SAGEMAKER_VPC,
+            *_HOST_AGENT,
         ],
     ),
     "batch-instance": (
@@ -290,6 +308,7 @@ KINDS: dict[str, tuple[str, list[CallSpec]]] = {
             ),
             _c("logs:CreateLogStream", _LOG_STREAM, "batch-logs", "logs"),
             _c("logs:PutLogEvents", _LOG_STREAM, "batch-logs", "logs"),
+            *_HOST_AGENT,
         ]
         + [_c(c.action, c.resource, "ecr-pull", "images") for c in _IMAGES],
     ),

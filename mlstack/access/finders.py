@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from mlstack.access.handlers import handler_calls, kind_of, sagemaker_jobs_of_handler
+from mlstack.access.host_agent import host_agent_facts
 from mlstack.access.karpenter import KARPENTER_SERVICE_ACCOUNT, karpenter_pools
 from mlstack.access.model import EXECUTION_ID, Facts, Principal, json_gets, merge, pipeline_steps, pipeline_value
 from mlstack.access.principals import Finder
@@ -197,6 +198,7 @@ def hyperpod(f: Finder, stack: str, lid: str, props: Props) -> None:
         ]
         if vpc:
             parts.append(f.vpc(vpc["Subnets"], vpc["SecurityGroupIds"]))
+        parts.append(host_agent_facts(s, stack))
         f.add(group["ExecutionRole"], "hyperpod", f"cluster {cluster} group {group['InstanceGroupName']}", *parts)
 
 
@@ -214,7 +216,8 @@ def compute_environment(f: Finder, stack: str, lid: str, props: Props) -> None:
             for role in s.resolve(stack, p["Properties"]["Roles"]):
                 arn = f"arn:aws:iam::{s.account}:role/{role}"
                 logs = f.logs("/aws/batch/job", "train/default/0123456789abcdef")
-                f.add(arn, "batch-instance", f"compute environment {lid}", {"agent": [{}]}, logs, *images)
+                agent = host_agent_facts(s, stack)
+                f.add(arn, "batch-instance", f"compute environment {lid}", {"agent": [{}]}, logs, agent, *images)
 
 
 def _containers(props: Props) -> list[dict[str, Any]]:

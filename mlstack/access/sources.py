@@ -123,6 +123,10 @@ SOURCES: dict[str, tuple[str, str]] = {
         "Container Insights prerequisites (CloudWatch agent permissions)",
         "https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/Container-Insights-prerequisites.html",
     ),
+    "cw-agent-ec2": (
+        "Create IAM roles to use with the CloudWatch agent on Amazon EC2 instances (PutMetricData, log streams)",
+        "https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/create-iam-roles-for-cloudwatch-agent.html",
+    ),
     "eks-kubeconfig": (
         "Connect kubectl to an EKS cluster (aws eks update-kubeconfig needs eks:DescribeCluster)",
         "https://docs.aws.amazon.com/eks/latest/userguide/create-kubeconfig.html",

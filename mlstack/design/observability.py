@@ -6,17 +6,20 @@ services publish today (no CDK import; the construct is `mlstack.constructs.trai
   with enhanced observability metrics",
   https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/Container-Insights-metrics-enhanced-EKS.html).
   Its DCGM exporter is off on these clusters (one DCGM host engine per GPU node: the node monitoring agent's), so
-  there is no per-GPU utilisation, memory, power, temperature or XID/ECC metric; the agent's accelerated-compute
+  there is no per-GPU utilisation, memory, power, temperature or XID/ECC metric (the agent's dcgm-server runs
+  `nv-hostengine -n -b ALL` on hostPort 5555, chart aws/eks-node-monitoring-agent dcgm-daemonset.yaml, so an
+  exporter could read that engine remotely, but the add-on's CloudWatch agent scrapes only its own exporter
+  service over the add-on's TLS; the nvidia-smi host agent of batch/hyperpod-slurm needs no DCGM engine and would
+  fit the EKS node groups' user data, not built here); the agent's accelerated-compute
   metrics, on by default, still count the GPUs pods hold (node_gpu_limit, node_gpu_usage_total,
   node_gpu_reserved_capacity, from the Kubernetes API), and the Neuron monitor gives NeuronCore utilisation and
   ECC events; EFA counters come from the EFA device plugin's devices (node_efa_*).
 - Fluent Bit of the same add-on writes container stdout to /aws/containerinsights/<cluster>/application, each
   event a JSON object whose `log` is the line and, when the line is JSON, `log_processed` the parsed line (chart
   values: kubernetes filter `Merge_Log On`, `Merge_Log_Key log_processed`, aws-observability/helm-charts).
-- batch: the job's awslogs driver writes each line as one event of the job log group; no agent on the hosts
-  publishes GPU or EFA metrics.
-- hyperpod-slurm: job output goes to Slurm's files on FSx, not to CloudWatch; no agent publishes GPU or EFA
-  metrics.
+- batch: the job's awslogs driver writes each line as one event of the job log group; the hosts run the
+  CloudWatch agent (per-GPU nvidia-smi, EFA counters, the kernel log's Xid lines: `mlstack.design.host_metrics`).
+- hyperpod-slurm: job output goes to Slurm's files on FSx, not to CloudWatch; the GPU nodes run the same agent.
 - FSx for Lustre publishes AWS/FSx metrics per FileSystemId every minute (FSx for Lustre User Guide, "Amazon FSx
   for Lustre metrics and dimensions", https://docs.aws.amazon.com/fsx/latest/LustreGuide/fs-metrics.html).
 """
@@ -30,12 +33,14 @@ from mlstack.constructs.training.metric_names import (
     FSX,
     FSX_ID,
     Alarm,
+    HostAgent,
     Metric,
     ObservabilityDesign,
     StepLog,
     StepMetric,
     Widget,
 )
+from mlstack.design.host_metrics import host_agent, host_widgets_and_alarms
 
 CI_PAGE = "https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/Container-Insights-metrics-enhanced-EKS.html"
 FSX_PAGE = "https://docs.aws.amazon.com/fsx/latest/LustreGuide/fs-metrics.html"
@@ -77,13 +82,24 @@ def observability_design(config: BlueprintConfig) -> ObservabilityDesign:
     alarms: list[Alarm] = []
     omitted: list[str] = []
     kubernetes = engine in ("eks", "hyperpod-eks")
+    agent: HostAgent | None = None
     if kubernetes:
         _container_insights(config, training, widgets, alarms, omitted)
     else:
-        omitted.append(
-            f"GPU, Neuron and EFA metrics: no agent on {engine} hosts publishes them to CloudWatch today "
-            "(node health, utilisation and error counters are left off the dashboard; no idle or GPU-error alarm)"
-        )
+        agent = host_agent(config, training)
+        if agent is not None:
+            more_widgets, more_alarms = host_widgets_and_alarms(config, training, agent, IDLE_PERCENT, IDLE_MINUTES)
+            widgets += more_widgets
+            alarms += more_alarms
+            omitted.append(
+                f"node health: {engine} publishes no node-condition metric (HyperPod and Batch replace failed "
+                "nodes themselves); GPU Xid errors are counted from the kernel log instead"
+            )
+        else:
+            omitted.append(
+                f"accelerator and EFA metrics: no NVIDIA GPU on this {engine} cluster, and the agent's nvidia-smi "
+                "input is the only accelerator source configured (no idle or GPU-error alarm)"
+            )
     step_log = _step_log(config, training)
     if step_log is not None:
         namespace = step_log.namespace
@@ -113,6 +129,7 @@ def observability_design(config: BlueprintConfig) -> ObservabilityDesign:
         step_log=step_log,
         step_metrics=STEP_METRICS if step_log is not None else (),
         omitted=tuple(omitted),
+        host_agent=agent,
     )
 
 

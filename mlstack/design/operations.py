@@ -85,6 +85,23 @@ def operations_resources(config: BlueprintConfig) -> list[OperationsResource]:
                 OperationsResource(STACK, "AWS::IAM::Policy", "IAM policy", "its handler's calls"),
                 OperationsResource(STACK, "AWS::Logs::LogGroup", "Log group", "its handler, 365 days, KMS"),
             ]
+    agent = design.host_agent
+    if agent is not None:
+        rows += [
+            OperationsResource(
+                STACK,
+                "AWS::Logs::LogGroup",
+                "Log group",
+                f"{agent.kernel_log_group_name} (the GPU hosts' kernel log, CloudWatch agent): "
+                f"{training.cluster.log_retention_days} days, KMS",
+            ),
+            OperationsResource(
+                STACK,
+                "AWS::Logs::MetricFilter",
+                "Metric filter",
+                f"NVIDIA Xid lines in {agent.kernel_log_group_name} -> {agent.namespace}: {agent.xid_metric}",
+            ),
+        ]
     budget = budget_design(config)
     if budget is not None:
         notes = [f"{p}%" for p in budget.thresholds_percent]

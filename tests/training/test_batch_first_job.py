@@ -115,8 +115,9 @@ def test_amazon_linux_2023_gpu_ami_and_dnf(net: Network) -> None:
 def test_fsx_is_mounted_in_its_own_part_before_efa_and_efa_installs_only_when_missing(net: Network) -> None:
     text = _user_data(net)
     parts = [p for p in text.split("--==MLSTACK-BATCH==") if "#!/bin/bash" in p and "ECS_CONTAINER_STOP" not in p]
-    assert len(parts) == 2
-    fsx, host = parts
+    assert len(parts) == 3  # the third: the CloudWatch agent (tests/training/test_host_metrics.py)
+    fsx, host, agent = parts
+    assert "install_cloudwatch_agent" not in fsx + host and "amazon-cloudwatch-agent" in agent
     assert "mount " in fsx and "retry" in fsx and "efa_installer" not in fsx
     assert _fsx_id(net) in fsx  # the DNS and mount names come from the file system
     assert "efa_installer.sh" in host and "mount " not in host

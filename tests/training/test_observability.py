@@ -93,17 +93,22 @@ def test_fsx_free_capacity_alarm_is_ten_percent_of_the_blueprint_capacity() -> N
     assert (fsx.threshold, fsx.comparison) == (10, "LessThanThreshold")
 
 
-def test_slurm_watches_fsx_only_and_says_why() -> None:
+def test_slurm_watches_the_host_agent_and_fsx_and_says_what_is_left_out() -> None:
     _, design = _design("hyperpod-slurm-training")
-    assert [a.construct_id for a in design.alarms] == ["FsxFreeCapacityLow"]
+    assert [a.construct_id for a in design.alarms] == [
+        "AcceleratorsIdle",
+        "GpuErrors",
+        "EfaErrors",
+        "FsxFreeCapacityLow",
+    ]
     assert design.step_log is None
     assert any("Slurm writes job output to files" in line for line in design.omitted)
-    assert any("no agent on hyperpod-slurm hosts" in line for line in design.omitted)
+    assert any("no node-condition metric" in line for line in design.omitted)
 
 
 def test_batch_reads_step_lines_from_the_job_log_group() -> None:
     _, design = _design("batch-training")
-    assert sorted(_alarms(design)) == ["FsxFreeCapacityLow", "JobStalled"]
+    assert sorted(_alarms(design)) == ["AcceleratorsIdle", "EfaErrors", "FsxFreeCapacityLow", "GpuErrors", "JobStalled"]
     assert design.step_log == StepLog(
         log_group_name=None, create=False, field_prefix="$.", namespace="mlstack/batch-training"
     )

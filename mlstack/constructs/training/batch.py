@@ -41,6 +41,8 @@ from mlstack.constructs.scanners import skip_guard
 from mlstack.constructs.training.batch_job import retry_strategy, shell_word
 from mlstack.constructs.training.batch_user_data import user_data
 from mlstack.constructs.training.efa import EfaNetworking
+from mlstack.constructs.training.host_agent import acknowledge_host_agent, host_agent_statements
+from mlstack.constructs.training.metric_names import HostAgent
 
 FSX_PATH = "/fsx"
 TORCHRUN_PORT = 29500
@@ -121,6 +123,8 @@ class BatchMultiNodeTraining(Construct):
     - `stop_timeout_s`: SIGTERM to SIGKILL of a stopped job's container (the ECS agent's, set in the user data), and
       the launcher's window for its workers 30 s less (TORCH_ELASTIC_SHUTDOWN_TIMEOUT); default None: the agent's
       30 s and torchrun's own.
+    - `host_agent`: the CloudWatch agent's configuration, namespace and kernel-log group (default none: no agent):
+      a user-data part installs it, the instance role may publish to that namespace and log group only.
     """
 
     def __init__(
@@ -155,6 +159,7 @@ class BatchMultiNodeTraining(Construct):
         removal_policy: RemovalPolicy = RETAINED,
         update_job_timeout_minutes: int = UPDATE_JOB_TIMEOUT_MINUTES,
         stop_timeout_s: int | None = None,
+        host_agent: HostAgent | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         if stop_timeout_s is not None and stop_timeout_s <= 30:
@@ -190,6 +195,10 @@ class BatchMultiNodeTraining(Construct):
                 reason="the ECS agent on Batch container instances needs it (AWS Batch User Guide, instance role)",
             )
         )
+        if host_agent is not None:
+            for statement in host_agent_statements(host_agent):
+                self.instance_role.add_to_policy(statement)
+            acknowledge_host_agent(self.instance_role, host_agent)
         profile = iam.CfnInstanceProfile(self, "InstanceProfile", roles=[self.instance_role.role_name])
 
         interfaces = efa.network_interfaces(
@@ -233,6 +242,7 @@ class BatchMultiNodeTraining(Construct):
                     fsx_dns_name=fsx_dns_name,
                     fsx_mount_name=fsx_mount_name,
                     stop_timeout_s=stop_timeout_s,
+                    host_agent_config=host_agent.config if host_agent is not None else None,
                 ),
                 capacity_reservation_specification=reservation,
                 instance_market_options=market,

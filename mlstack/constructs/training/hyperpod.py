@@ -29,8 +29,15 @@ from constructs import Construct
 
 from mlstack.constructs.removal import RETAINED
 from mlstack.constructs.storage.buckets import kms_bucket
+from mlstack.constructs.training.host_agent import (
+    HOST_AGENT_FILES,
+    HOST_AGENT_SCRIPT,
+    acknowledge_host_agent,
+    host_agent_statements,
+)
 from mlstack.constructs.training.hyperpod_nag import acknowledge_bucket, acknowledge_deployment
 from mlstack.constructs.training.hyperpod_policy import eks_node_statements, volume_key_statements
+from mlstack.constructs.training.metric_names import HostAgent
 
 NodeRole = Literal["controller", "login", "compute"]
 SCRIPTS_PREFIX = "lifecycle/"
@@ -96,6 +103,9 @@ class HyperPodCluster(Construct):
     - `node_provisioning_mode`: `Continuous` or none (default: HyperPod's standard mode). The SageMaker API
       (CreateCluster NodeProvisioningMode) supports `Continuous` only for EKS-orchestrated clusters.
     - `removal_policy`: of the script bucket (default `RETAINED`).
+    - `host_agent`: the CloudWatch agent's configuration for the GPU nodes (default none): uploaded with
+      `install_cloudwatch_agent.sh` beside the scripts (`HOST_AGENT_FILES`, which on_create.sh runs when present);
+      the execution role may publish to its namespace and kernel-log group only.
     """
 
     def __init__(
@@ -119,6 +129,7 @@ class HyperPodCluster(Construct):
         workloads: Path | None = None,
         volume_key: kms.IKey | None = None,
         node_provisioning_mode: Literal["Continuous"] | None = None,
+        host_agent: HostAgent | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         if node_provisioning_mode == "Continuous" and eks_cluster_arn is None:
@@ -163,6 +174,10 @@ class HyperPodCluster(Construct):
         if eks_cluster_arn is None:
             parameters = slurm_parameters(instance_groups, fsx_dns_name, fsx_mount_name, fsx_mount_path)
             sources.append(s3deploy.Source.json_data(PARAMETERS_FILE, parameters))
+        if host_agent is not None:
+            script, config = HOST_AGENT_FILES
+            sources.append(s3deploy.Source.data(script, HOST_AGENT_SCRIPT.read_text(encoding="utf-8")))
+            sources.append(s3deploy.Source.data(config, host_agent.config))
         self.scripts = s3deploy.BucketDeployment(
             self,
             "LifecycleScriptsUpload",
@@ -189,6 +204,10 @@ class HyperPodCluster(Construct):
             description="HyperPod nodes: read the lifecycle scripts, ENIs in the cluster subnet, logs, metrics, SSM",
         )
         self._grant_node_permissions(key, subnet, security_groups, eks_cluster_arn, volume_key)
+        if host_agent is not None:
+            for statement in host_agent_statements(host_agent):
+                self.policy.add_statements(statement)
+            acknowledge_host_agent(self.policy, host_agent)
 
         self.cluster = sagemaker.CfnCluster(
             self,

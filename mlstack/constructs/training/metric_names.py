@@ -113,3 +113,17 @@ class ObservabilityDesign:
     step_log: StepLog | None
     step_metrics: tuple[StepMetric, ...] = ()
     omitted: tuple[str, ...] = field(default=())
+    host_agent: HostAgent | None = None
+
+
+@dataclass(frozen=True)
+class HostAgent:
+    """The CloudWatch agent on an engine's own hosts (Batch container instances, HyperPod Slurm nodes): its JSON
+    configuration, the namespace it publishes to (the one `cloudwatch:PutMetricData` is allowed on) and the log
+    group it sends the kernel log to, where a metric filter counts NVIDIA Xid lines as `xid_metric`."""
+
+    config: str
+    namespace: str
+    kernel_log_group_name: str
+    xid_metric: str = "GpuXidErrors"
+    xid_pattern: str = '"NVRM: Xid"'

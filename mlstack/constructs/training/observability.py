@@ -13,8 +13,9 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
+from mlstack.constructs.network.ml_vpc import retention
 from mlstack.constructs.removal import RETAINED
-from mlstack.constructs.training.metric_names import FSX_ID, Alarm, Metric, StepLog, StepMetric, Widget
+from mlstack.constructs.training.metric_names import FSX_ID, Alarm, HostAgent, Metric, StepLog, StepMetric, Widget
 from mlstack.constructs.training.shared_log_group import SharedLogGroup
 
 
@@ -28,7 +29,9 @@ class TrainingObservability(Construct):
     when `step_log.log_group_name` is None), `file_system_id` (the FSx file system's ID for metrics whose
     FileSystemId is `FSX_ID`), `key` and `log_retention_days` (365) for a log group this construct makes ready
     (`step_log.create`: a `SharedLogGroup`, since Fluent Bit may have created it first), `removal_policy`
-    (`RETAINED`, that custom resource's handler log group).
+    (`RETAINED`, that custom resource's handler log group and the kernel-log group); `host_agent` (None): the
+    CloudWatch agent of the engine's own hosts, for which this creates the kernel-log group (`key`, retention) and
+    the metric filter counting its NVIDIA Xid lines.
     """
 
     def __init__(
@@ -47,6 +50,7 @@ class TrainingObservability(Construct):
         key: kms.IKey | None = None,
         log_retention_days: int = 365,
         removal_policy: RemovalPolicy = RETAINED,
+        host_agent: HostAgent | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self._file_system_id = file_system_id
@@ -72,6 +76,32 @@ class TrainingObservability(Construct):
                 if self.shared_log_group is not None:
                     # A metric filter on a group that does not exist yet fails: wait for the custom resource.
                     self.metric_filters[-1].node.add_dependency(self.shared_log_group.resource)
+        self.host_log_group: logs.LogGroup | None = None
+        if host_agent is not None:
+            if key is None:
+                raise ValueError("host_agent needs key (the KMS key the kernel-log group is encrypted with)")
+            # Created by the stack, not by the agent (its hosts may not create groups): it must exist before the
+            # first node boots, and it keeps a key and a retention.
+            self.host_log_group = logs.LogGroup(
+                self,
+                "HostKernelLog",
+                log_group_name=host_agent.kernel_log_group_name,
+                encryption_key=key,
+                retention=retention(log_retention_days),
+                removal_policy=removal_policy,
+            )
+            self.metric_filters.append(
+                logs.MetricFilter(
+                    self,
+                    "GpuXidFilter",
+                    log_group=self.host_log_group,
+                    filter_pattern=logs.FilterPattern.literal(host_agent.xid_pattern),
+                    metric_namespace=host_agent.namespace,
+                    metric_name=host_agent.xid_metric,
+                    metric_value="1",
+                    unit=cloudwatch.Unit.COUNT,
+                )
+            )
         action = cw_actions.SnsAction(topic)
         self.alarms: list[cloudwatch.Alarm] = []
         for spec in alarms:

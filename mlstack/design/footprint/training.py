@@ -28,6 +28,7 @@ from mlstack.design.footprint.parts import (
     provider_framework,
     role,
 )
+from mlstack.design.host_metrics import has_host_agent
 from mlstack.design.karpenter import pools
 from mlstack.design.kueue import queues
 from mlstack.design.training import node_group_designs
@@ -114,10 +115,11 @@ def node_security_group() -> Footprint:
     return Counter({SECURITY_GROUP: 1, INGRESS: 1})
 
 
-def batch_training() -> Footprint:
+def batch_training(*, host_agent: bool = False) -> Footprint:
     """`BatchMultiNodeTraining`: compute environment, queue, job definition, launch template, instance profile,
     instance and job roles, job log group, and the rules it adds to the VPC default group (the job containers'
-    group: all TCP from and to itself, HTTPS out)."""
+    group: all TCP from and to itself, HTTPS out). `host_agent`: the instance role has a policy of its own (the
+    CloudWatch agent's statements)."""
     return (
         Counter(
             {
@@ -131,7 +133,7 @@ def batch_training() -> Footprint:
                 EGRESS: 2,
             }
         )
-        + role(policy=False)
+        + role(policy=host_agent)
         + role(policy=False)
     )
 
@@ -203,7 +205,9 @@ def training_stack(config: BlueprintConfig, training: TrainingConfig) -> Footpri
         first = training.node_groups[0]
         placement = engine == "batch" and first.efa and first.uses_placement_group
         found = efa_networking(placement_group=placement) + node_security_group() + _fsx(training, closed=1, open_=1)
-        found += hyperpod_cluster() if engine == "hyperpod-slurm" else batch_training()
+        found += (
+            hyperpod_cluster() if engine == "hyperpod-slurm" else batch_training(host_agent=has_host_agent(training))
+        )
     if engine in ("eks", "hyperpod-eks") and training.cluster.admin_host:
         found += admin_host()
     return found
