@@ -149,5 +149,6 @@ class HyperPodTrainingStack(TrainingEngineStack):
             workloads=WORKLOADS_DIR,
             eks_cluster_arn=None,
             **volume_encryption(hyperpod, training.engine, network.key),
+            autoscaling=False,
         )
         self.operations = add_operations(self, network, fsx=self.fsx)

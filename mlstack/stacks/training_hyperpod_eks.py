@@ -33,7 +33,9 @@ from mlstack.k8s.kube import LABEL_PREFIX
 from mlstack.stacks.network import NetworkStack
 from mlstack.stacks.training import admin_host, cluster_props, fsx_props
 from mlstack.stacks.training_base import TrainingEngineStack
+from mlstack.design.hyperpod_governance import autoscaling, continuous_provisioning
 from mlstack.stacks.training_hyperpod import FSX_MOUNT_PATH, volume_encryption, worker_groups
+from mlstack.stacks.training_hyperpod_elastic import add_hyperpod_pools, add_task_governance
 from mlstack.stacks.training_image import add_first_job
 from mlstack.stacks.training_ops import add_operations
 
@@ -135,7 +137,10 @@ class HyperPodEksTrainingStack(TrainingEngineStack):
             fsx_mount_name=None,
             fsx_mount_path=FSX_MOUNT_PATH,
             workloads=None,
-            **volume_encryption(hyperpod, training.engine, network.key),
+            volume_key=volume_encryption(hyperpod, training.engine, network.key)["volume_key"],
+            # Continuous provisioning: for a customer-managed volume key, and always with autoscaling.
+            node_provisioning_mode="Continuous" if continuous_provisioning(training) else None,
+            autoscaling=autoscaling(training) is not None,
         )
         # Like managed node groups: a node that joins before the CNI, kube-proxy and Pod Identity agent add-ons
         # exist cannot give its pods IPs.
@@ -144,6 +149,8 @@ class HyperPodEksTrainingStack(TrainingEngineStack):
         # HyperPod checks for its chart's agents when it creates the cluster (SageMaker HyperPod docs: without the
         # chart "the creation process" may fail).
         self.hyperpod.cluster.node.add_dependency(self.hyperpod_chart.install)
+        self.task_governance = add_task_governance(self, blueprint, self.cluster, self.hyperpod, namespace_manifest)
+        self.hyperpod_pools = add_hyperpod_pools(blueprint, self.cluster, self.hyperpod)
         self.operations = add_operations(self, network, fsx=self.fsx, cluster=self.cluster)
 
 
