@@ -86,9 +86,7 @@ class TeamQuota:
     def borrow_percent(self) -> int | None:
         """BorrowLimit: the largest borrowing limit as a percent of its quota (rounded up, 1-500); None when the
         absolute limits say all (a team with no nominal quota borrows by its absolute limits only)."""
-        percents = [
-            math.ceil(100 * a.borrow / a.accelerators) for a in self.allocations if a.borrow and a.accelerators
-        ]
+        percents = [math.ceil(100 * a.borrow / a.accelerators) for a in self.allocations if a.borrow and a.accelerators]
         unlimited = any(a.borrow is None for a in self.allocations)
         if unlimited:
             return MAX_BORROW_PERCENT
@@ -130,9 +128,7 @@ def governance(training: TrainingConfig) -> Governance | None:
             nominal, borrow = merged.get(ml, [0, 0])
             limit = None if borrow is None or quota.borrowing_limit is None else borrow + quota.borrowing_limit
             merged[ml] = [(nominal or 0) + quota.accelerators, limit]
-        allocations = tuple(
-            Allocation(ml, int(n or 0), per_node[ml], b) for ml, (n, b) in sorted(merged.items())
-        )
+        allocations = tuple(Allocation(ml, int(n or 0), per_node[ml], b) for ml, (n, b) in sorted(merged.items()))
         teams.append(TeamQuota(team.name, int(team.weight), team.priority, allocations))
     return Governance(ADDON, tuple(teams), tuple(PRIORITY_WEIGHTS.items()))
 

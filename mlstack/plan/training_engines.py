@@ -28,6 +28,7 @@ from mlstack.plan.training import (
     job_sections,
     quota_family,
 )
+from mlstack.plan.training_hyperpod_elastic import plan_hyperpod_elastic
 
 STACK = "TrainingClusterStack"
 BATCH_IMAGE_TYPE = "ECS_AL2023_NVIDIA"
@@ -44,6 +45,8 @@ def plan_training_engine(config: BlueprintConfig, plan: Plan) -> None:
         _plan_eks_control_plane(config, training, plan)
     if training.engine in HYPERPOD_ENGINES:
         _plan_hyperpod(config, training, plan)
+    if training.engine == "hyperpod-eks":
+        plan.details.setdefault("sections", []).extend(plan_hyperpod_elastic(config, plan))
     elif training.engine == "batch":
         _plan_batch(config, training, plan)
     _plan_fsx(config, training, plan)

@@ -28,12 +28,12 @@ from mlstack.constructs.training.cluster import TrainingCluster
 from mlstack.constructs.training.efa import EfaNetworking
 from mlstack.constructs.training.hyperpod import HyperPodCluster, HyperPodInstanceGroup
 from mlstack.constructs.training.hyperpod_chart import HyperPodDependencies
+from mlstack.design.hyperpod_governance import autoscaling, continuous_provisioning
 from mlstack.k8s.job import FSX_CLAIM
 from mlstack.k8s.kube import LABEL_PREFIX
 from mlstack.stacks.network import NetworkStack
 from mlstack.stacks.training import admin_host, cluster_props, fsx_props
 from mlstack.stacks.training_base import TrainingEngineStack
-from mlstack.design.hyperpod_governance import autoscaling, continuous_provisioning
 from mlstack.stacks.training_hyperpod import FSX_MOUNT_PATH, volume_encryption, worker_groups
 from mlstack.stacks.training_hyperpod_elastic import add_hyperpod_pools, add_task_governance
 from mlstack.stacks.training_image import add_first_job
