@@ -96,15 +96,17 @@ def team_problems(training: TrainingConfig) -> list[str]:
     for group in training.node_groups:
         accel = group.instance.accelerator
         if accel is not None:
-            capacity[group.instance_type] = capacity.get(group.instance_type, 0) + group_nodes(training, group) * (
-                accel.count
-            )
+            capacity[f"ml.{group.instance.name}"] = capacity.get(f"ml.{group.instance.name}", 0) + group_nodes(
+                training, group
+            ) * (accel.count)
     allocated: dict[str, int] = {}
     for team in training.teams:
         for quota in team.quotas:
             group = groups.get(quota.node_group)
             if group is not None and group.instance.accelerator is not None:
-                allocated[group.instance_type] = allocated.get(group.instance_type, 0) + quota.accelerators
+                allocated[f"ml.{group.instance.name}"] = (
+                    allocated.get(f"ml.{group.instance.name}", 0) + quota.accelerators
+                )
     for instance_type, total in sorted(allocated.items()):
         if total > capacity[instance_type]:
             problems.append(

@@ -129,13 +129,12 @@ def test_karpenter_pool_starts_empty(tmp_path: Path) -> None:
     assert "a Karpenter pool starts empty" in _error(tmp_path, data)
 
 
-def test_karpenter_only_on_engine_eks(tmp_path: Path) -> None:
+def test_karpenter_only_on_engines_with_eks(tmp_path: Path) -> None:
     data = _base()
-    data["training"]["engine"] = "hyperpod-eks"
-    data["training"]["cluster"].update(kubernetes_version="1.34", support_type="EXTENDED")
+    data["training"]["engine"] = "batch"
     data["training"].pop("teams")
     data["training"]["job"].pop("team")
-    assert "capacity_manager: karpenter runs on engine eks" in _error(tmp_path, data)
+    assert "capacity_manager: karpenter runs on engines eks and hyperpod-eks, not batch" in _error(tmp_path, data)
 
 
 def test_karpenter_settings_need_karpenter(tmp_path: Path) -> None:

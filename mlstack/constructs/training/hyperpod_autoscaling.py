@@ -55,18 +55,27 @@ def autoscaling_role(scope: Construct, volume_key: kms.IKey | None) -> tuple[iam
         )
     ]
     if volume_key is not None:
-        statements.append(
+        via = {"kms:ViaService": "sagemaker.*.amazonaws.com"}
+        # Two statements where the page has one: kms:GrantIsForAWSResource is a condition key of CreateGrant only
+        # (AWS KMS condition keys), so under one statement DescribeKey would never be allowed.
+        statements += [
             iam.PolicyStatement(
                 sid="VolumeKeyGrants",
-                actions=["kms:CreateGrant", "kms:DescribeKey"],
+                actions=["kms:CreateGrant"],
                 resources=[volume_key.key_arn],
                 conditions={
-                    "StringLike": {"kms:ViaService": "sagemaker.*.amazonaws.com"},
+                    "StringLike": via,
                     "Bool": {"kms:GrantIsForAWSResource": "true"},
                     "ForAllValues:StringEquals": {"kms:GrantOperations": list(GRANT_OPERATIONS)},
                 },
-            )
-        )
+            ),
+            iam.PolicyStatement(
+                sid="DescribeVolumeKey",
+                actions=["kms:DescribeKey"],
+                resources=[volume_key.key_arn],
+                conditions={"StringLike": via},
+            ),
+        ]
     policy = iam.Policy(scope, "AutoscalingPolicy", statements=statements)
     policy.attach_to_role(role)
     Validations.of(policy).acknowledge(
