@@ -96,17 +96,15 @@ def team_problems(training: TrainingConfig) -> list[str]:
     for group in training.node_groups:
         accel = group.instance.accelerator
         if accel is not None:
-            capacity[f"ml.{group.instance.name}"] = capacity.get(f"ml.{group.instance.name}", 0) + group_nodes(
-                training, group
-            ) * (accel.count)
+            ml = f"ml.{group.instance.name}"
+            capacity[ml] = capacity.get(ml, 0) + group_nodes(training, group) * accel.count
     allocated: dict[str, int] = {}
     for team in training.teams:
         for quota in team.quotas:
-            group = groups.get(quota.node_group)
-            if group is not None and group.instance.accelerator is not None:
-                allocated[f"ml.{group.instance.name}"] = (
-                    allocated.get(f"ml.{group.instance.name}", 0) + quota.accelerators
-                )
+            quota_group = groups.get(quota.node_group)
+            if quota_group is not None and quota_group.instance.accelerator is not None:
+                ml = f"ml.{quota_group.instance.name}"
+                allocated[ml] = allocated.get(ml, 0) + quota.accelerators
     for instance_type, total in sorted(allocated.items()):
         if total > capacity[instance_type]:
             problems.append(

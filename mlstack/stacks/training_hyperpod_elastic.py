@@ -33,7 +33,7 @@ def add_task_governance(
     governed = HyperPodTaskGovernance(
         stack,
         "TaskGovernance",
-        cluster=cluster.cluster,
+        cluster=cluster.cluster_ref,
         hyperpod_cluster_arn=hyperpod.cluster_arn,
         name=blueprint.name,
         priority_classes=design.priority_classes,

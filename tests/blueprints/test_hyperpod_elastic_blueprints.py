@@ -13,8 +13,8 @@ import pytest
 
 from mlstack.access import cli as access_cli
 from mlstack.access.evaluate import evaluate
-from mlstack.k8s.job import render_job
 from mlstack.constructs.training import versions
+from mlstack.k8s.job import render_job
 from tests.synth import Session
 from tests.training.crds import schema
 
@@ -26,8 +26,8 @@ CFN_SCHEMAS = Path(jsonschema.__file__).parents[1] / "cfnlint" / "data" / "schem
 def template(session: Session) -> dict[str, Any]:
     if NAME not in session.blueprints:
         pytest.skip(f"{NAME} is not in this session (MLSTACK_TEST_BLUEPRINTS)")
-    templates: dict[str, Any] = session.blueprints[NAME].templates
-    return templates["TrainingClusterStack"]
+    found: dict[str, Any] = session.blueprints[NAME].templates["TrainingClusterStack"]
+    return found
 
 
 def _of(template: dict[str, Any], kind: str) -> dict[str, dict[str, Any]]:

@@ -141,7 +141,7 @@ class HyperPodTaskGovernance(Construct):
                 Acknowledgment(
                     id="CloudFormation-Validate::F3006",
                     reason=(
-                        "AWS::SageMaker::ComputeQuota is a CloudFormation type (resource schema in cfn-lint 1.58, which "
+                        "AWS::SageMaker::ComputeQuota is a CloudFormation type (its schema is in cfn-lint 1.58, which "
                         "validates these properties) that the schemas bundled with aws-cdk-lib 2.275 predate"
                     ),
                 )
