@@ -18,6 +18,7 @@ from typing import Any
 
 from aws_cdk import RemovalPolicy
 from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_eks_v2 as eks_v2
 from constructs import Construct
 
 from mlstack.config import BlueprintConfig
@@ -28,7 +29,7 @@ from mlstack.constructs.training.cluster import TrainingCluster
 from mlstack.constructs.training.efa import EfaNetworking
 from mlstack.constructs.training.hyperpod import HyperPodCluster, HyperPodInstanceGroup
 from mlstack.constructs.training.hyperpod_chart import HyperPodDependencies
-from mlstack.design.hyperpod_governance import autoscaling, continuous_provisioning
+from mlstack.design.hyperpod_governance import autoscaling, continuous_provisioning, governance
 from mlstack.k8s.job import FSX_CLAIM
 from mlstack.k8s.kube import LABEL_PREFIX
 from mlstack.stacks.network import NetworkStack
@@ -86,9 +87,21 @@ class HyperPodEksTrainingStack(TrainingEngineStack):
         groups: list[ec2.ISecurityGroup] = [self.efa.security_group, eks.cluster_security_group]
 
         namespace = training.job.namespace
-        namespace_manifest = self.cluster.add_manifest(
-            "JobNamespace", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
-        )
+        namespace_doc = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+        if governance(training) is None:
+            namespace_manifest = self.cluster.add_manifest("JobNamespace", namespace_doc)
+        else:
+            # HyperPod task governance creates the team's namespace with its compute allocation and deletes it with
+            # it: the stack adopts it (kubectl apply, not create, after the allocation: `add_task_governance`) and
+            # leaves its deletion to HyperPod.
+            namespace_manifest = eks_v2.KubernetesManifest(
+                eks,
+                "manifest-JobNamespace",
+                cluster=eks,
+                manifest=[namespace_doc],
+                overwrite=True,
+                removal_policy=RemovalPolicy.RETAIN,
+            )
         self.job_image = add_first_job(self, blueprint, self.cluster, namespace_manifest)
         self.fsx: FsxLustre | None = None
         if training.fsx is not None:
