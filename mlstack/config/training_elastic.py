@@ -51,7 +51,8 @@ class PoolConfig(StrictModel):
 
 
 class KarpenterConfig(StrictModel):
-    """Karpenter on the EKS engine: how its training pools scale in and drain (they never interrupt a job)."""
+    """Karpenter on the EKS engine (or HyperPod's managed Karpenter on hyperpod-eks, without `pools`): how its
+    training pools scale in and drain (they never interrupt a job)."""
 
     consolidate_after_minutes: int = Field(default=30, ge=10, le=1440)
     """An empty node is removed this long after its last pod left (consolidation `WhenEmpty` only): at least ten
