@@ -24,6 +24,7 @@ from constructs import Construct
 from mlstack.config import BlueprintConfig
 from mlstack.config.training import TrainingConfig
 from mlstack.config.training_engines import HyperPodConfig
+from mlstack.constructs.removal import RETAINED
 from mlstack.constructs.storage.fsx_lustre import FsxLustre
 from mlstack.constructs.training.cluster import TrainingCluster
 from mlstack.constructs.training.efa import EfaNetworking
@@ -97,10 +98,11 @@ class HyperPodEksTrainingStack(TrainingEngineStack):
             namespace_manifest = eks_v2.KubernetesManifest(
                 eks,
                 "manifest-JobNamespace",
-                cluster=eks,
+                cluster=self.cluster.cluster_ref,
                 manifest=[namespace_doc],
                 overwrite=True,
-                removal_policy=RemovalPolicy.RETAIN,
+                # Kept on delete and update, not when its own first create rolls back (nor does the allocation).
+                removal_policy=RETAINED,
             )
         self.job_image = add_first_job(self, blueprint, self.cluster, namespace_manifest)
         self.fsx: FsxLustre | None = None

@@ -132,7 +132,7 @@ def test_governance_is_created_in_order(template: dict[str, Any]) -> None:
     assert research in namespace["DependsOn"]
     # HyperPod made the namespace: the stack applies (not creates) it and never deletes it.
     assert namespace["Properties"]["Overwrite"] is True
-    assert namespace["DeletionPolicy"] == "Retain"
+    assert namespace["DeletionPolicy"] == "RetainExceptOnCreate"
     assert json.loads(namespace["Properties"]["Manifest"])[0]["metadata"]["name"] == "hyperpod-ns-research"
     # No self-installed Kueue: the add-on refuses to install over one.
     releases = {r["Properties"]["Release"] for r in _of(template, "Custom::AWSCDK-EKS-HelmChart").values()}
