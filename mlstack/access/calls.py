@@ -289,6 +289,23 @@ KINDS: dict[str, tuple[str, list[CallSpec]]] = {
             *_HOST_AGENT,
         ],
     ),
+    "hyperpod-autoscaler": (
+        "SageMaker HyperPod autoscaling cluster role (managed Karpenter adds and removes nodes)",
+        [
+            # A pending pod: HyperPod's Karpenter adds a node to the instance group, and removes it once empty.
+            _c("sagemaker:BatchAddClusterNodes", "{cluster_arn}", "sm-hyperpod-autoscaling", "scaled_clusters"),
+            _c("sagemaker:BatchDeleteClusterNodes", "{cluster_arn}", "sm-hyperpod-autoscaling", "scaled_clusters"),
+            # The new node's EBS volume with the customer-managed key: SageMaker grants it with this role.
+            _ctx("kms:CreateGrant", "{key}", "sm-hyperpod-autoscaling", "volume_keys", _SM_VIA),
+            _ctx(
+                "kms:DescribeKey",
+                "{key}",
+                "sm-hyperpod-autoscaling",
+                "volume_keys",
+                {"kms:ViaService": "sagemaker.{region}.amazonaws.com"},
+            ),
+        ],
+    ),
     "batch-instance": (
         "AWS Batch container instance role (ECS agent)",
         [
@@ -398,6 +415,7 @@ ASSUMED_BY: dict[str, str] = {
     "sagemaker-pipeline": "sagemaker.amazonaws.com",
     "sagemaker-endpoint": "sagemaker.amazonaws.com",
     "hyperpod": "sagemaker.amazonaws.com",
+    "hyperpod-autoscaler": "hyperpod.sagemaker.amazonaws.com",
     "lambda": "lambda.amazonaws.com",
     "step-functions": "states.amazonaws.com",
     "events-target": "events.amazonaws.com",

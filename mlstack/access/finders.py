@@ -200,6 +200,21 @@ def hyperpod(f: Finder, stack: str, lid: str, props: Props) -> None:
             parts.append(f.vpc(vpc["Subnets"], vpc["SecurityGroupIds"]))
         parts.append(host_agent_facts(s, stack))
         f.add(group["ExecutionRole"], "hyperpod", f"cluster {cluster} group {group['InstanceGroupName']}", *parts)
+    if props.get("ClusterRole") and s.resolve(stack, props.get("AutoScaling", {})).get("Mode") == "Enable":
+        # The cluster's ARN carries a generated 12-character ID.
+        facts: Facts = {
+            "scaled_clusters": [{"cluster_arn": f"arn:aws:sagemaker:{s.region}:{s.account}:cluster/a1b2c3d4e5f6"}]
+        }
+        keys = {
+            str(v["EbsVolumeConfig"]["VolumeKmsKeyId"])
+            for group in s.resolve(stack, props.get("InstanceGroups", []))
+            for v in group.get("InstanceStorageConfigs", [])
+            if v.get("EbsVolumeConfig", {}).get("VolumeKmsKeyId")
+        }
+        facts["volume_keys"] = [{"key": f._key_arn(key)} for key in sorted(keys)]
+        f.add(
+            str(s.resolve(stack, props["ClusterRole"])), "hyperpod-autoscaler", f"cluster {cluster} autoscaling", facts
+        )
 
 
 def compute_environment(f: Finder, stack: str, lid: str, props: Props) -> None:

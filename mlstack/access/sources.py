@@ -28,6 +28,10 @@ SOURCES: dict[str, tuple[str, str]] = {
         "IAM role for SageMaker HyperPod",
         "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-prerequisites-iam.html",
     ),
+    "sm-hyperpod-autoscaling": (
+        "Create an IAM role for HyperPod autoscaling with Karpenter",
+        "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-autoscaling-iam.html",
+    ),
     "kms-via": (
         "AWS KMS condition keys: kms:ViaService",
         "https://docs.aws.amazon.com/kms/latest/developerguide/conditions-kms.html",

@@ -141,12 +141,14 @@ class TrainingConfig(StrictModel):
     capacity_manager: CapacityManager = "node_groups"
     """`node_groups` (default): fixed-size managed node groups. `karpenter` (engine eks): Karpenter launches each
     accelerated group's nodes for pending jobs, up to max_size, and removes them once empty
-    (`mlstack/config/training_elastic.py`)."""
+    (`mlstack/config/training_elastic.py`); on engine hyperpod-eks, HyperPod's managed Karpenter does that with the
+    instance groups (`mlstack/config/training_hyperpod_rules.py`)."""
     karpenter: KarpenterConfig | None = None
     """capacity_manager karpenter: drain and scale-in settings, pool overrides (defaults when omitted)."""
     teams: list[TeamConfig] = Field(default_factory=list)
     """Kueue: a ClusterQueue per team with quotas in accelerators, in one cohort with fair sharing; jobs wait in
-    their team's queue until all their nodes' worth of quota is free."""
+    their team's queue until all their nodes' worth of quota is free. On engine hyperpod-eks: HyperPod task
+    governance, a compute allocation per team (`mlstack/design/hyperpod_governance.py`)."""
 
     @model_validator(mode="before")
     @classmethod

@@ -51,7 +51,8 @@ class PoolConfig(StrictModel):
 
 
 class KarpenterConfig(StrictModel):
-    """Karpenter on the EKS engine: how its training pools scale in and drain (they never interrupt a job)."""
+    """Karpenter on the EKS engine (or HyperPod's managed Karpenter on hyperpod-eks, without `pools`): how its
+    training pools scale in and drain (they never interrupt a job)."""
 
     consolidate_after_minutes: int = Field(default=30, ge=10, le=1440)
     """An empty node is removed this long after its last pod left (consolidation `WhenEmpty` only): at least ten
@@ -94,3 +95,24 @@ class TeamConfig(StrictModel):
     """Fair-sharing weight: a team with twice the weight gets twice the share of borrowed capacity."""
     priority: Priority = "training"
     """The default WorkloadPriorityClass of the team's jobs."""
+
+
+HYPERPOD_NAMESPACE_PREFIX = "hyperpod-ns-"
+"""HyperPod task governance runs a team's jobs in namespace `hyperpod-ns-<team>`, which it creates with the team's
+compute allocation, and queues them in that namespace's LocalQueue `hyperpod-ns-<team>-localqueue`; a job names its
+priority class as `<class>-priority` (SageMaker HyperPod docs, "Example HyperPod task governance AWS CLI commands":
+https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-operate-console-ui-governance-cli.html)."""
+
+
+def hyperpod_team_namespace(team: str) -> str:
+    """The namespace task governance creates for `team` (CloudFormation AWS::SageMaker::ComputeQuota TeamName:
+    "Materialized as Kubernetes namespace 'hyperpod-ns-<TeamName>'")."""
+    return f"{HYPERPOD_NAMESPACE_PREFIX}{team}"
+
+
+def hyperpod_local_queue(team: str) -> str:
+    return f"{hyperpod_team_namespace(team)}-localqueue"
+
+
+def hyperpod_priority_class(priority: str) -> str:
+    return f"{priority}-priority"

@@ -9,6 +9,7 @@ from __future__ import annotations
 from mlstack.catalog import get_instance
 from mlstack.config.training import NodeGroupConfig, TrainingConfig
 from mlstack.config.training_elastic import PoolConfig
+from mlstack.config.training_hyperpod_rules import autoscaling_problems, group_nodes, team_problems
 
 
 def group_capacity_types(group: NodeGroupConfig) -> list[str]:
@@ -60,26 +61,40 @@ def elastic_problems(training: TrainingConfig) -> list[str]:
     karpenter = training.karpenter
     if karpenter is not None and training.capacity_manager != "karpenter":
         problems.append("training.karpenter: set only with capacity_manager: karpenter; add it or remove karpenter")
-    if training.capacity_manager == "karpenter" and training.engine != "eks":
+    if training.capacity_manager == "karpenter" and training.engine not in ("eks", "hyperpod-eks"):
         problems.append(
-            f"training.capacity_manager: karpenter runs on engine eks, not {training.engine}; use node_groups "
-            "(HyperPod scales its own instance groups)"
+            f"training.capacity_manager: karpenter runs on engines eks and hyperpod-eks, not {training.engine}; use "
+            "node_groups"
         )
     pools = {p.node_group: p for p in (karpenter.pools if karpenter else [])}
     for name in pools:
         if name not in groups:
             problems.append(f"training.karpenter.pools: {name!r} is not a node group; use one of {names}")
-    if training.capacity_manager == "karpenter":
+    if training.capacity_manager == "karpenter" and training.engine == "eks":
         for group in training.node_groups:
             problems += _pool_problems(training, group, pools.get(group.name))
+    if training.capacity_manager == "karpenter" and training.engine == "hyperpod-eks":
+        problems += [p for g in training.node_groups for p in _start_empty(g)]
+    problems += autoscaling_problems(training)
     problems += _team_problems(training)
+    problems += team_problems(training)
     return problems
 
 
-def pool_limit(group: NodeGroupConfig) -> int:
-    """Accelerators a pool (or node group) may hold at most: max_size x accelerators per node."""
+def _start_empty(group: NodeGroupConfig) -> list[str]:
+    if not (group.desired_size or group.min_size):
+        return []
+    return [
+        f"node group {group.name!r}: desired_size/min_size with capacity_manager karpenter; HyperPod autoscaling "
+        "starts each instance group at 0 nodes and scales it down to 0 otherwise (max_size stays its limit): set "
+        "desired_size and min_size to 0"
+    ]
+
+
+def pool_limit(group: NodeGroupConfig, nodes: int | None = None) -> int:
+    """Accelerators a pool (or node group) may hold at most: max_size (or `nodes`) x accelerators per node."""
     accel = group.instance.accelerator
-    return group.max_size * (accel.count if accel is not None else 0)
+    return (group.max_size if nodes is None else nodes) * (accel.count if accel is not None else 0)
 
 
 def _team_problems(training: TrainingConfig) -> list[str]:
@@ -93,10 +108,10 @@ def _team_problems(training: TrainingConfig) -> list[str]:
                 "remove job.team"
             )
         return problems
-    if training.engine != "eks":
+    if training.engine not in ("eks", "hyperpod-eks"):
         problems.append(
-            f"training.teams: Kueue queues are for engine eks, not {training.engine} (HyperPod task governance "
-            "replaces Kueue there and is not built yet); remove teams"
+            f"training.teams: team queues run on engines eks (Kueue) and hyperpod-eks (HyperPod task governance), not "
+            f"{training.engine}; remove teams"
         )
     team_names = [t.name for t in teams]
     for dupe in sorted({n for n in team_names if team_names.count(n) > 1}):
@@ -117,15 +132,18 @@ def _team_problems(training: TrainingConfig) -> list[str]:
                     "accelerators to share; quota accelerator groups only"
                 )
                 continue
-            limit = pool_limit(group)
+            nodes = group_nodes(training, group)
+            limit = pool_limit(group, nodes)
             if quota.accelerators > limit:
+                size = "max_size" if nodes == group.max_size else "desired_size (the instance count)"
+                per_node = group.instance.accelerator.count
                 problems.append(
                     f"training.teams[{team.name}].quotas[{group.name}].accelerators: {quota.accelerators} is more "
-                    f"than node group {group.name!r} can provide ({limit} = max_size {group.max_size} x "
-                    f"{limit // group.max_size}); lower it or raise max_size"
+                    f"than node group {group.name!r} can provide ({limit} = {size} {nodes} x {per_node}); lower it "
+                    f"or raise {size.split()[0]}"
                 )
             nominal[group.name] = nominal.get(group.name, 0) + quota.accelerators
-    for name, total in sorted(nominal.items()):
+    for name, total in sorted(nominal.items()) if training.engine == "eks" else ():
         limit = pool_limit(groups[name])
         if total > limit:
             problems.append(
@@ -135,10 +153,10 @@ def _team_problems(training: TrainingConfig) -> list[str]:
     if training.job.team is not None and training.job.team not in team_names:
         problems.append(f"training.job.team: {training.job.team!r} is not a team; use one of {', '.join(team_names)}")
     job_team = next((t for t in teams if t.name == (training.job.team or team_names[0])), None)
-    if job_team is not None and training.job_group.name not in {q.node_group for q in team.quotas}:
+    if job_team is not None and training.job_group.name not in {q.node_group for q in job_team.quotas}:
         problems.append(
-            f"training.job: team {job_team.name!r} has no quota on node group {training.job_group.name!r}, so Kueue "
-            "never admits its job; add a quota for that group or pick another job.team"
+            f"training.job: team {job_team.name!r} has no quota on node group {training.job_group.name!r}, so its "
+            "queue never admits the job; add a quota for that group or pick another job.team"
         )
     return problems
 

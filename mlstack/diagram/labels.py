@@ -338,6 +338,8 @@ def _flatten_steps(steps: list[Any], parent: str | None = None) -> list[dict[str
 def _hyperpod(app: App, key: Key, r: dict[str, Any]) -> Described:
     p = _props(r)
     lines = ["SageMaker HyperPod cluster", "EKS orchestrator" if p.get("Orchestrator", {}).get("Eks") else "Slurm"]
+    if p.get("AutoScaling", {}).get("Mode") == "Enable":
+        lines.append(f"autoscaling: {p['AutoScaling'].get('AutoScalerType')}, {p.get('NodeProvisioningMode')}")
     children = [
         Child(
             f"g{index}",
@@ -350,6 +352,23 @@ def _hyperpod(app: App, key: Key, r: dict[str, Any]) -> Described:
         for index, g in enumerate(p.get("InstanceGroups", []))
     ]
     return Described("cluster", lines, children=children)
+
+
+def _compute_quota(app: App, key: Key, r: dict[str, Any]) -> Described:
+    p = _props(r)
+    resources = p.get("ComputeQuotaConfig", {}).get("ComputeQuotaResources", [])
+    quota = ", ".join(f"{_text(q.get('Accelerators'))} x {_text(q.get('InstanceType'))}" for q in resources)
+    return Described(
+        "k8s",
+        ["HyperPod task governance", f"team {_text(p.get('ComputeQuotaTarget', {}).get('TeamName'))}: {quota}"],
+        group="governance",
+    )
+
+
+def _scheduler_config(app: App, key: Key, r: dict[str, Any]) -> Described:
+    classes = _props(r).get("SchedulerConfig", {}).get("PriorityClasses", [])
+    order = " > ".join(f"{_text(c.get('Name'))} {_text(c.get('Weight'))}" for c in classes)
+    return Described("k8s", ["HyperPod task governance", f"cluster policy: {order}"], group="governance")
 
 
 _INTERESTING = ("InstanceType", "InstanceTypes", "InstanceCount", "MinvCpus", "MaxvCpus", "Priority", "Engine")
@@ -404,6 +423,8 @@ _DESCRIBE: dict[str, Callable[[App, Key, dict[str, Any]], Described]] = {
     "AWS::SageMaker::Endpoint": _endpoint,
     "AWS::SageMaker::Pipeline": _pipeline,
     "AWS::SageMaker::Cluster": _hyperpod,
+    "AWS::SageMaker::ComputeQuota": _compute_quota,
+    "AWS::SageMaker::ClusterSchedulerConfig": _scheduler_config,
     "AWS::ApplicationAutoScaling::ScalableTarget": _scalable_target,
     "AWS::ApplicationAutoScaling::ScalingPolicy": _scaling_policy,
     "AWS::CloudWatch::Alarm": _alarm,

@@ -19,10 +19,17 @@ import copy
 from typing import Any
 
 from mlstack.config.training import TrainingConfig
+from mlstack.config.training_hyperpod_rules import hyperpod_autoscaling
+from mlstack.design.hyperpod_governance import governance
+from mlstack.design.kueue import PRIORITY_LABEL, QUEUE_LABEL
 
 AUTO_RESUME = "sagemaker.amazonaws.com/enable-job-auto-resume"
 MAX_RETRY = "sagemaker.amazonaws.com/job-max-retry-count"
 HEALTH_LABEL = "sagemaker.amazonaws.com/node-health-status"
+_HEALTHY = {
+    "weight": 100,
+    "preference": {"matchExpressions": [{"key": HEALTH_LABEL, "operator": "In", "values": ["Schedulable"]}]},
+}
 CONTAINER = "pytorch"
 """The container name the training operator looks for (its default port and environment go there)."""
 
@@ -31,7 +38,12 @@ def render_pytorchjob(training: TrainingConfig, pod: dict[str, Any]) -> dict[str
     """The PyTorchJob: one Master (node rank 0) and `nodes - 1` Workers, each pod `pod`."""
     nodes = training.job.nodes or training.job_group.max_size
     pod = copy.deepcopy(pod)
-    pod["nodeSelector"] = {**pod["nodeSelector"], HEALTH_LABEL: "Schedulable"}
+    if hyperpod_autoscaling(training):
+        # Karpenter launches a node for a pending pod only when the pool's nodes would carry every label the pod
+        # requires, and HyperPod's health agent sets this one after the node joins: a preference, not a selector.
+        pod["affinity"] = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [_HEALTHY]}}
+    else:
+        pod["nodeSelector"] = {**pod["nodeSelector"], HEALTH_LABEL: "Schedulable"}
     container = pod["containers"][0]
     container["name"] = CONTAINER
     command = container["command"]
@@ -46,19 +58,30 @@ def render_pytorchjob(training: TrainingConfig, pod: dict[str, Any]) -> dict[str
         "--master-port=$(MASTER_PORT)",
         *command[at + 1 :],
     ]
+    template: dict[str, Any] = {"spec": pod}
+    if hyperpod_autoscaling(training):
+        # Karpenter never drains a node for consolidation while a pod with this annotation runs on it.
+        template["metadata"] = {"annotations": {"karpenter.sh/do-not-disrupt": "true"}}
     replicas: dict[str, Any] = {
-        "Master": {"replicas": 1, "restartPolicy": "OnFailure", "template": {"spec": copy.deepcopy(pod)}}
+        "Master": {"replicas": 1, "restartPolicy": "OnFailure", "template": copy.deepcopy(template)}
     }
     if nodes > 1:
-        replicas["Worker"] = {"replicas": nodes - 1, "restartPolicy": "OnFailure", "template": {"spec": pod}}
+        replicas["Worker"] = {"replicas": nodes - 1, "restartPolicy": "OnFailure", "template": template}
+    metadata: dict[str, Any] = {
+        "name": training.job.name,
+        "namespace": training.job.namespace,
+        "annotations": {AUTO_RESUME: "true", MAX_RETRY: str(training.job.max_retries)},
+    }
+    governed = governance(training)
+    if governed is not None:
+        # HyperPod task governance queues the job in its team's LocalQueue at the team's priority class (SageMaker
+        # HyperPod docs, "Example HyperPod task governance AWS CLI commands": both labels on the job).
+        team = governed.team(training.job.team)
+        metadata["labels"] = {QUEUE_LABEL: team.local_queue, PRIORITY_LABEL: team.priority_class}
     return {
         "apiVersion": "kubeflow.org/v1",
         "kind": "PyTorchJob",
-        "metadata": {
-            "name": training.job.name,
-            "namespace": training.job.namespace,
-            "annotations": {AUTO_RESUME: "true", MAX_RETRY: str(training.job.max_retries)},
-        },
+        "metadata": metadata,
         "spec": {
             "nprocPerNode": nproc.split("=", 1)[1],
             "pytorchReplicaSpecs": replicas,

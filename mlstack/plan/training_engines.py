@@ -12,6 +12,7 @@ from mlstack.catalog.quotes import FSX_UNPRICED, eks_control_plane_quote, instan
 from mlstack.config import BlueprintConfig
 from mlstack.config.training import HYPERPOD_KUBERNETES_VERSIONS, TrainingConfig
 from mlstack.config.training_engines import HYPERPOD_ENGINES, BatchConfig, HyperPodConfig
+from mlstack.config.training_hyperpod_rules import hyperpod_autoscaling
 from mlstack.constructs.training.versions import (
     HYPERPOD_CHART_NAMESPACE,
     HYPERPOD_CHART_PATH,
@@ -28,6 +29,7 @@ from mlstack.plan.training import (
     job_sections,
     quota_family,
 )
+from mlstack.plan.training_hyperpod_elastic import plan_hyperpod_elastic
 
 STACK = "TrainingClusterStack"
 BATCH_IMAGE_TYPE = "ECS_AL2023_NVIDIA"
@@ -44,6 +46,8 @@ def plan_training_engine(config: BlueprintConfig, plan: Plan) -> None:
         _plan_eks_control_plane(config, training, plan)
     if training.engine in HYPERPOD_ENGINES:
         _plan_hyperpod(config, training, plan)
+    if training.engine == "hyperpod-eks":
+        plan.details.setdefault("sections", []).extend(plan_hyperpod_elastic(config, plan))
     elif training.engine == "batch":
         _plan_batch(config, training, plan)
     _plan_fsx(config, training, plan)
@@ -82,8 +86,14 @@ def _plan_hyperpod(config: BlueprintConfig, training: TrainingConfig, plan: Plan
         plan.resources.append(Resource(STACK, "Instance group", f"{name}: {ml}", count))
         plan.costs.append(Cost(f"{ml} {name} (HyperPod)", count, *instance_quote(ml, config.env.region, "hyperpod")))
         counts[ml] = counts.get(ml, 0) + count
+    if hyperpod_autoscaling(training):
+        # Autoscaled instance groups start at 0 nodes and grow to max_size: the quota must hold the maximum.
+        counts = {}
+        for g in training.node_groups:
+            counts[f"ml.{g.instance_type}"] = counts.get(f"ml.{g.instance_type}", 0) + g.max_size
     for ml, count in sorted(counts.items()):
-        plan.quotas.append(Quota("sagemaker", f"{ml} for cluster usage", "unknown", count, "instances"))
+        unit = "instances (at max_size)" if hyperpod_autoscaling(training) else "instances"
+        plan.quotas.append(Quota("sagemaker", f"{ml} for cluster usage", "unknown", count, unit))
     plan.warnings.append(
         "HyperPod ml.* prices and SageMaker quota codes are not in the catalog: price each instance group on the "
         "SageMaker pricing page and find each quota by its name (e.g. 'ml.p5.48xlarge for cluster usage', not "

@@ -151,6 +151,7 @@ class HyperPodTrainingStack(TrainingEngineStack):
             eks_cluster_arn=None,
             **volume_encryption(hyperpod, training.engine, network.key),
             host_agent=host_agent(blueprint, training),
+            autoscaling=False,
         )
         self.operations = add_operations(self, network, fsx=self.fsx, hyperpod=self.cluster)
         kernel_log = self.operations.observability.host_log_group

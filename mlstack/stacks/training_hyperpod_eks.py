@@ -18,22 +18,26 @@ from typing import Any
 
 from aws_cdk import RemovalPolicy
 from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_eks_v2 as eks_v2
 from constructs import Construct
 
 from mlstack.config import BlueprintConfig
 from mlstack.config.training import TrainingConfig
 from mlstack.config.training_engines import HyperPodConfig
+from mlstack.constructs.removal import RETAINED
 from mlstack.constructs.storage.fsx_lustre import FsxLustre
 from mlstack.constructs.training.cluster import TrainingCluster
 from mlstack.constructs.training.efa import EfaNetworking
 from mlstack.constructs.training.hyperpod import HyperPodCluster, HyperPodInstanceGroup
 from mlstack.constructs.training.hyperpod_chart import HyperPodDependencies
+from mlstack.design.hyperpod_governance import autoscaling, continuous_provisioning, governance
 from mlstack.k8s.job import FSX_CLAIM
 from mlstack.k8s.kube import LABEL_PREFIX
 from mlstack.stacks.network import NetworkStack
 from mlstack.stacks.training import admin_host, cluster_props, fsx_props
 from mlstack.stacks.training_base import TrainingEngineStack
 from mlstack.stacks.training_hyperpod import FSX_MOUNT_PATH, volume_encryption, worker_groups
+from mlstack.stacks.training_hyperpod_elastic import add_hyperpod_pools, add_task_governance
 from mlstack.stacks.training_image import add_first_job
 from mlstack.stacks.training_ops import add_operations
 
@@ -84,9 +88,22 @@ class HyperPodEksTrainingStack(TrainingEngineStack):
         groups: list[ec2.ISecurityGroup] = [self.efa.security_group, eks.cluster_security_group]
 
         namespace = training.job.namespace
-        namespace_manifest = self.cluster.add_manifest(
-            "JobNamespace", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
-        )
+        namespace_doc = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+        if governance(training) is None:
+            namespace_manifest = self.cluster.add_manifest("JobNamespace", namespace_doc)
+        else:
+            # HyperPod task governance creates the team's namespace with its compute allocation and deletes it with
+            # it: the stack adopts it (kubectl apply, not create, after the allocation: `add_task_governance`) and
+            # leaves its deletion to HyperPod.
+            namespace_manifest = eks_v2.KubernetesManifest(
+                eks,
+                "manifest-JobNamespace",
+                cluster=self.cluster.cluster_ref,
+                manifest=[namespace_doc],
+                overwrite=True,
+                # Kept on delete and update, not when its own first create rolls back (nor does the allocation).
+                removal_policy=RETAINED,
+            )
         self.job_image = add_first_job(self, blueprint, self.cluster, namespace_manifest)
         self.fsx: FsxLustre | None = None
         if training.fsx is not None:
@@ -135,7 +152,10 @@ class HyperPodEksTrainingStack(TrainingEngineStack):
             fsx_mount_name=None,
             fsx_mount_path=FSX_MOUNT_PATH,
             workloads=None,
-            **volume_encryption(hyperpod, training.engine, network.key),
+            volume_key=volume_encryption(hyperpod, training.engine, network.key)["volume_key"],
+            # Continuous provisioning: for a customer-managed volume key, and always with autoscaling.
+            node_provisioning_mode="Continuous" if continuous_provisioning(training) else None,
+            autoscaling=autoscaling(training) is not None,
             host_agent=None,  # EKS nodes report through the cluster's Container Insights add-on
         )
         # Like managed node groups: a node that joins before the CNI, kube-proxy and Pod Identity agent add-ons
@@ -145,6 +165,8 @@ class HyperPodEksTrainingStack(TrainingEngineStack):
         # HyperPod checks for its chart's agents when it creates the cluster (SageMaker HyperPod docs: without the
         # chart "the creation process" may fail).
         self.hyperpod.cluster.node.add_dependency(self.hyperpod_chart.install)
+        self.task_governance = add_task_governance(self, blueprint, self.cluster, self.hyperpod, namespace_manifest)
+        self.hyperpod_pools = add_hyperpod_pools(blueprint, self.cluster, self.hyperpod)
         self.operations = add_operations(self, network, fsx=self.fsx, cluster=self.cluster, hyperpod=self.hyperpod)
 
 

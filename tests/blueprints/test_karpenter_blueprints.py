@@ -23,7 +23,9 @@ from tests.training.crds import schema
 KARPENTER = [
     n
     for n in selected_blueprints()
-    if (t := load(BLUEPRINTS_DIR / f"{n}.yaml").training) is not None and t.capacity_manager == "karpenter"
+    if (t := load(BLUEPRINTS_DIR / f"{n}.yaml").training) is not None
+    and t.capacity_manager == "karpenter"
+    and t.engine == "eks"
 ]
 
 

@@ -15,6 +15,7 @@ LAYERS = (
     "training",
     "training_engines",
     "training_elastic",
+    "training_hyperpod_elastic",
     "operations",
     "inference",
     "inference_eks",

@@ -28,9 +28,9 @@ def plans() -> dict[str, Plan]:
     return {name: build_plan(blueprint_config.load(name), today=DAY) for name in SHIPPED}
 
 
-def test_eighteen_blueprints_are_shipped() -> None:
-    # 16, then eks-karpenter-training (issue 26) and eks-llm-serving (issue 27)
-    assert len(SHIPPED) == 18
+def test_nineteen_blueprints_are_shipped() -> None:
+    # 16, then eks-karpenter-training (issue 26), eks-llm-serving (issue 27), hyperpod-eks-teams (issue 26)
+    assert len(SHIPPED) == 19
 
 
 def test_no_plan_prices_with_an_undated_rate(plans: dict[str, Plan]) -> None:

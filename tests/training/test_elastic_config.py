@@ -129,13 +129,12 @@ def test_karpenter_pool_starts_empty(tmp_path: Path) -> None:
     assert "a Karpenter pool starts empty" in _error(tmp_path, data)
 
 
-def test_karpenter_only_on_engine_eks(tmp_path: Path) -> None:
+def test_karpenter_only_on_engines_with_eks(tmp_path: Path) -> None:
     data = _base()
-    data["training"]["engine"] = "hyperpod-eks"
-    data["training"]["cluster"].update(kubernetes_version="1.34", support_type="EXTENDED")
+    data["training"]["engine"] = "batch"
     data["training"].pop("teams")
     data["training"]["job"].pop("team")
-    assert "capacity_manager: karpenter runs on engine eks" in _error(tmp_path, data)
+    assert "capacity_manager: karpenter runs on engines eks and hyperpod-eks, not batch" in _error(tmp_path, data)
 
 
 def test_karpenter_settings_need_karpenter(tmp_path: Path) -> None:
@@ -154,3 +153,27 @@ def test_every_error_is_one_line(tmp_path: Path) -> None:
     data = _pool(_base(), availability_zones=["use1-az4", "use1-az6"])
     line = next(line for line in _error(tmp_path, data).splitlines() if "EFA pool across" in line)
     assert "; " in line  # problem; fix
+
+
+def _second_group(data: dict[str, Any]) -> dict[str, Any]:
+    data["training"]["node_groups"].append(
+        {"name": "g6", "instance_type": "g6.12xlarge", "desired_size": 0, "min_size": 0, "max_size": 2, "efa": False}
+    )
+    data["training"]["max_nodes"] = 6
+    return data
+
+
+def test_job_team_quota_is_the_job_teams(tmp_path: Path) -> None:
+    """The rule reads the job's team, not the last team listed: research (the job's) has a p5 quota, product only
+    a g6 one, and the blueprint is fine."""
+    data = _second_group(_base())
+    data["training"]["teams"][1]["quotas"] = [{"node_group": "g6", "accelerators": 8}]
+    bp = _load(tmp_path, data)
+    assert bp.training.job.team == "research"
+
+
+def test_job_team_without_a_quota_on_the_job_group(tmp_path: Path) -> None:
+    data = _second_group(_base())
+    data["training"]["teams"][0]["quotas"] = [{"node_group": "g6", "accelerators": 8}]
+    message = _error(tmp_path, data)
+    assert "training.job: team 'research' has no quota on node group 'p5', so its queue never admits the job" in message

@@ -35,6 +35,7 @@ from mlstack.constructs.training.host_agent import (
     acknowledge_host_agent,
     host_agent_statements,
 )
+from mlstack.constructs.training.hyperpod_autoscaling import autoscaling_config, autoscaling_role, check_autoscaling
 from mlstack.constructs.training.hyperpod_nag import acknowledge_bucket, acknowledge_deployment
 from mlstack.constructs.training.hyperpod_policy import eks_node_statements, volume_key_statements
 from mlstack.constructs.training.metric_names import HostAgent
@@ -102,6 +103,8 @@ class HyperPodCluster(Construct):
       (`kms:CreateGrant`, added here) when it scales, adds or patches nodes.
     - `node_provisioning_mode`: `Continuous` or none (default: HyperPod's standard mode). The SageMaker API
       (CreateCluster NodeProvisioningMode) supports `Continuous` only for EKS-orchestrated clusters.
+    - `autoscaling`: HyperPod's managed Karpenter adds and removes the instance groups' nodes, with a cluster role
+      of its own (`hyperpod_autoscaling`); needs the EKS orchestrator and Continuous provisioning (default False).
     - `removal_policy`: of the script bucket (default `RETAINED`).
     - `host_agent`: the CloudWatch agent's configuration for the GPU nodes (default none): uploaded with
       `install_cloudwatch_agent.sh` beside the scripts (`HOST_AGENT_FILES`, which on_create.sh runs when present);
@@ -130,8 +133,11 @@ class HyperPodCluster(Construct):
         volume_key: kms.IKey | None = None,
         node_provisioning_mode: Literal["Continuous"] | None = None,
         host_agent: HostAgent | None = None,
+        autoscaling: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
+        if autoscaling:
+            check_autoscaling(eks_cluster_arn, node_provisioning_mode)
         if node_provisioning_mode == "Continuous" and eks_cluster_arn is None:
             raise ValueError(
                 "node_provisioning_mode: HyperPod supports Continuous only for EKS-orchestrated clusters; omit it "
@@ -208,6 +214,7 @@ class HyperPodCluster(Construct):
             for statement in host_agent_statements(host_agent):
                 self.policy.add_statements(statement)
             acknowledge_host_agent(self.policy, host_agent)
+        scaler = autoscaling_role(self, volume_key) if autoscaling else None
 
         self.cluster = sagemaker.CfnCluster(
             self,
@@ -215,6 +222,8 @@ class HyperPodCluster(Construct):
             cluster_name=cluster_name,
             node_recovery=node_recovery,
             node_provisioning_mode=node_provisioning_mode,
+            auto_scaling=autoscaling_config() if scaler else None,
+            cluster_role=scaler[0].role_arn if scaler else None,
             vpc_config=sagemaker.CfnCluster.VpcConfigProperty(
                 security_group_ids=[g.security_group_id for g in security_groups], subnets=[subnet.subnet_id]
             ),
@@ -230,7 +239,7 @@ class HyperPodCluster(Construct):
         # HyperPod runs the scripts from S3 as soon as CreateCluster launches nodes: they and the role's policy
         # must exist first.
         self.cluster.node.add_dependency(self.scripts)
-        self.cluster.node.add_dependency(self.policy)
+        self.cluster.node.add_dependency(self.policy, *(scaler[1:] if scaler else ()))
         self.cluster_arn = self.cluster.attr_cluster_arn
         self.cluster_name = cluster_name
         self.instance_groups = tuple(instance_groups)

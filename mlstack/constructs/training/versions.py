@@ -171,3 +171,16 @@ CLOUDWATCH_OBSERVABILITY = "amazon-cloudwatch-observability"
 CLOUDWATCH_NAMESPACE = "amazon-cloudwatch"
 CLOUDWATCH_AGENT_SERVICE_ACCOUNT = "cloudwatch-agent"
 """Namespace and service account of the add-on's CloudWatch agent (the Pod Identity association's subject)."""
+
+HYPERPOD_TASK_GOVERNANCE = "amazon-sagemaker-hyperpod-taskgovernance"
+HYPERPOD_TASK_GOVERNANCE_VERSION = "v1.6.0-eksbuild.1"
+"""EKS add-on of HyperPod task governance (engine hyperpod-eks with teams): it installs Kueue and the objects HyperPod
+manages (ClusterQueues, LocalQueues, WorkloadPriorityClasses, ResourceFlavors). Pinned, unlike the add-ons above: v1.6
+packages Kueue v0.19.2, the same Kueue as `KUEUE` ("Upgrade the task governance add-on"), and an add-on upgrade can
+need a CRD migration (v1.3 to v1.5 did), so a new deploy must not pick whatever is newest. Check it exists for the
+cluster's Kubernetes version with `aws eks describe-addon-versions --addon-name
+amazon-sagemaker-hyperpod-taskgovernance` [INFERRED that v1.6 supports 1.34: the docs list no matrix]."""
+HYPERPOD_HEALTH_AGENT = "1.0.1892.0_1.0.424.0"
+"""The health-monitoring agent image tag of the HyperPod chart at HYPERPOD_CLI_COMMIT (charts/health-monitoring-agent
+templates/_helpers.tpl default). HyperPod autoscaling needs 1.0.742.0_1.0.241.0 or later ("Autoscaling on SageMaker
+HyperPod EKS", prerequisites)."""

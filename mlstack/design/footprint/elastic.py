@@ -1,4 +1,5 @@
-"""The elastic part of `TrainingClusterStack` (engine eks): the `Karpenter` construct and its pools, and `Kueue`.
+"""The elastic part of `TrainingClusterStack`: on engine eks the `Karpenter` construct and its pools, and `Kueue`; on
+hyperpod-eks HyperPod task governance and HyperPod autoscaling (`mlstack.design.hyperpod_governance`).
 
 `KARPENTER_PARTS` is the one list of what `Karpenter` creates besides its pools, with the plan's words for each
 (`mlstack.plan.training_elastic` lists these rows); the pools and queues come from `mlstack.design.karpenter` and
@@ -25,6 +26,7 @@ from mlstack.design.footprint.parts import (
     Footprint,
     efa_networking,
 )
+from mlstack.design.hyperpod_governance import Autoscaling, Governance
 from mlstack.design.karpenter import Pool
 from mlstack.design.kueue import Queues
 
@@ -82,3 +84,23 @@ def karpenter(pools: Sequence[Pool]) -> Footprint:
 def kueue(design: Queues | None) -> Footprint:
     """`Kueue`: its chart and one manifest of flavors, queues and priority classes; nothing without teams."""
     return Counter() if design is None else Counter({HELM_CHART: 1, KUBERNETES_RESOURCE: 1})
+
+
+ADDON = "AWS::EKS::Addon"
+SCHEDULER_CONFIG = "AWS::SageMaker::ClusterSchedulerConfig"
+COMPUTE_QUOTA = "AWS::SageMaker::ComputeQuota"
+
+
+def task_governance(design: Governance | None) -> Footprint:
+    """`HyperPodTaskGovernance`: the add-on, the cluster policy, a compute allocation per team; nothing without."""
+    if design is None:
+        return Counter()
+    return Counter({ADDON: 1, SCHEDULER_CONFIG: 1, COMPUTE_QUOTA: len(design.teams)})
+
+
+def hyperpod_autoscaling(design: Autoscaling | None) -> Footprint:
+    """`HyperPodCluster(autoscaling=True)`'s cluster role and policy, and `add_hyperpod_pools`' one manifest of
+    HyperpodNodeClasses and NodePools; nothing without autoscaling."""
+    if design is None:
+        return Counter()
+    return Counter({ROLE: 1, POLICY: 1, KUBERNETES_RESOURCE: 1})

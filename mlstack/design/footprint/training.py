@@ -8,7 +8,7 @@ from collections import Counter
 from mlstack.config import BlueprintConfig
 from mlstack.config.training import TrainingConfig
 from mlstack.constructs.training.versions import ADDONS
-from mlstack.design.footprint.elastic import karpenter, kueue
+from mlstack.design.footprint.elastic import hyperpod_autoscaling, karpenter, kueue, task_governance
 from mlstack.design.footprint.parts import (
     ACCESS_ENTRY,
     EGRESS,
@@ -29,6 +29,7 @@ from mlstack.design.footprint.parts import (
     role,
 )
 from mlstack.design.host_metrics import has_host_agent
+from mlstack.design.hyperpod_governance import autoscaling, governance
 from mlstack.design.karpenter import pools
 from mlstack.design.kueue import queues
 from mlstack.design.training import node_group_designs
@@ -190,6 +191,7 @@ def _hyperpod_eks(training: TrainingConfig) -> Footprint:
     # FSx clients: the EFA group (closed) and the EKS cluster group (open).
     found += efa_networking(placement_group=False) + _fsx(training, closed=1, open_=1)
     found += hyperpod_dependencies() + hyperpod_cluster()
+    found += task_governance(governance(training)) + hyperpod_autoscaling(autoscaling(training))
     return found + _job_manifests(training, disruption_budget=False)
 
 

@@ -1,0 +1,72 @@
+"""The elastic part of the hyperpod-eks `TrainingClusterStack`: HyperPod task governance with the blueprint's teams,
+and HyperPod's managed Karpenter pools. Decisions come from `mlstack.design.hyperpod_governance`; this module maps
+them to the constructs' props and orders them after the HyperPod cluster they name."""
+
+from __future__ import annotations
+
+from aws_cdk import aws_eks_v2 as eks
+
+from mlstack.config import BlueprintConfig
+from mlstack.constructs.training.cluster import TrainingCluster
+from mlstack.constructs.training.hyperpod import HyperPodCluster
+from mlstack.constructs.training.hyperpod_governance import HyperPodTaskGovernance, TeamAllocation
+from mlstack.constructs.training.versions import HYPERPOD_TASK_GOVERNANCE_VERSION
+from mlstack.design.hyperpod_governance import autoscaling, governance
+from mlstack.k8s.hyperpod_karpenter import hyperpod_pool_manifests
+from mlstack.stacks.base import MlStack
+
+
+def add_task_governance(
+    stack: MlStack,
+    blueprint: BlueprintConfig,
+    cluster: TrainingCluster,
+    hyperpod: HyperPodCluster,
+    namespace_manifest: eks.KubernetesManifest,
+) -> HyperPodTaskGovernance | None:
+    """Task governance for the blueprint's teams; None without teams. The job namespace is the job team's
+    `hyperpod-ns-<team>`, which HyperPod creates with that team's allocation: the stack's own Namespace manifest
+    (which then only adopts it) waits for the allocation."""
+    training = blueprint.training
+    design = governance(training) if training is not None else None
+    if design is None or training is None:
+        return None
+    governed = HyperPodTaskGovernance(
+        stack,
+        "TaskGovernance",
+        cluster=cluster.cluster_ref,
+        hyperpod_cluster_arn=hyperpod.cluster_arn,
+        name=blueprint.name,
+        priority_classes=design.priority_classes,
+        teams=[
+            TeamAllocation(
+                name=t.name,
+                resources=[(a.instance_type, a.accelerators) for a in t.allocations],
+                weight=t.weight,
+                strategy="Lend" if t.strategy == "Lend" else "LendAndBorrow",
+                borrow_percent=t.borrow_percent,
+                absolute_borrow=t.absolute_borrow,
+                preempt="LowerPriority",
+            )
+            for t in design.teams
+        ],
+        fair_share=True,
+        addon_version=HYPERPOD_TASK_GOVERNANCE_VERSION,
+    )
+    # Kueue's controller runs on the system nodes; the allocations name the HyperPod cluster.
+    governed.addon.node.add_dependency(cluster.system_nodes, hyperpod.cluster)
+    namespace_manifest.node.add_dependency(governed.quotas[design.team(training.job.team).name])
+    return governed
+
+
+def add_hyperpod_pools(
+    blueprint: BlueprintConfig, cluster: TrainingCluster, hyperpod: HyperPodCluster
+) -> eks.KubernetesManifest | None:
+    """The HyperpodNodeClass + NodePool of every instance group; None without autoscaling. HyperPod installs the
+    HyperpodNodeClass CRD once the cluster's autoscaling is in service ("Create a NodeClass"): after the cluster."""
+    training = blueprint.training
+    design = autoscaling(training) if training is not None else None
+    if design is None or training is None:
+        return None
+    manifest = cluster.add_manifest("HyperPodPools", *hyperpod_pool_manifests(training, design))
+    manifest.node.add_dependency(hyperpod.cluster)
+    return manifest
