@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from aws_cdk import Acknowledgment, Aws, Fn, RemovalPolicy, Stack, Validations
+from aws_cdk import Aws, Fn, RemovalPolicy
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -36,17 +36,18 @@ from mlstack.constructs.training.host_agent import (
     host_agent_statements,
 )
 from mlstack.constructs.training.hyperpod_autoscaling import autoscaling_config, autoscaling_role, check_autoscaling
-from mlstack.constructs.training.hyperpod_nag import acknowledge_bucket, acknowledge_deployment
-from mlstack.constructs.training.hyperpod_policy import eks_node_statements, volume_key_statements
+from mlstack.constructs.training.hyperpod_nag import (
+    acknowledge_bucket,
+    acknowledge_deployment,
+    acknowledge_execution_policy,
+)
+from mlstack.constructs.training.hyperpod_policy import eks_node_statements, execution_statements, volume_key_statements
 from mlstack.constructs.training.metric_names import HostAgent
 
 NodeRole = Literal["controller", "login", "compute"]
 SCRIPTS_PREFIX = "lifecycle/"
 PARAMETERS_FILE = "provisioning_parameters.json"
 DEEP_HEALTH_CHECKS = ("InstanceStress", "InstanceConnectivity")
-ARN_PREFIX = "arn:<AWS::Partition>"
-ARN_SCOPE = "<AWS::Region>:<AWS::AccountId>"
-"""How cdk-nag writes the pseudo parameters of an ARN in a finding ID."""
 
 
 @dataclass(frozen=True)
@@ -281,85 +282,7 @@ class HyperPodCluster(Construct):
         eks_cluster_arn: str | None,
         volume_key: kms.IKey | None,
     ) -> None:
-        stack = Stack.of(self)
-        ec2_arn = f"arn:{Aws.PARTITION}:ec2:{Aws.REGION}:{Aws.ACCOUNT_ID}"
-        interfaces = f"{ec2_arn}:network-interface/*"
-        clusters_logs = f"arn:{Aws.PARTITION}:logs:{Aws.REGION}:{Aws.ACCOUNT_ID}:log-group:/aws/sagemaker/Clusters/*"
-        statements = [
-            iam.PolicyStatement(
-                sid="ReadLifecycleScripts",
-                actions=["s3:GetObject"],
-                resources=[self.bucket.arn_for_objects(f"{SCRIPTS_PREFIX}*")],
-            ),
-            iam.PolicyStatement(
-                sid="ListLifecycleScripts",
-                actions=["s3:ListBucket"],
-                resources=[self.bucket.bucket_arn],
-                # The prefix with and without its trailing slash: HyperPod's listing request is not documented.
-                conditions={"StringLike": {"s3:prefix": [SCRIPTS_PREFIX.rstrip("/"), f"{SCRIPTS_PREFIX}*"]}},
-            ),
-            iam.PolicyStatement(sid="DecryptScripts", actions=["kms:Decrypt"], resources=[key.key_arn]),
-            # The node ENIs HyperPod creates in the cluster subnet with the cluster's security groups.
-            iam.PolicyStatement(
-                sid="CreateNodeInterfaces",
-                actions=["ec2:CreateNetworkInterface"],
-                resources=[
-                    interfaces,
-                    f"{ec2_arn}:subnet/{subnet.subnet_id}",
-                    *(f"{ec2_arn}:security-group/{g.security_group_id}" for g in security_groups),
-                ],
-            ),
-            iam.PolicyStatement(
-                sid="ManageNodeInterfaces",
-                actions=[
-                    "ec2:CreateNetworkInterfacePermission",
-                    "ec2:DeleteNetworkInterface",
-                    "ec2:DeleteNetworkInterfacePermission",
-                    "ec2:CreateTags",
-                ],
-                resources=[interfaces],
-            ),
-            # DetachNetworkInterface authorizes on the instance as well as on the interface (Service Authorization
-            # Reference, Amazon EC2): HyperPod's instances live in a SageMaker service account, so their ARNs name
-            # that account, not ours.
-            iam.PolicyStatement(
-                sid="DetachNodeInterfaces",
-                actions=["ec2:DetachNetworkInterface"],
-                resources=[interfaces, f"arn:{Aws.PARTITION}:ec2:{Aws.REGION}:*:instance/*"],
-            ),
-            iam.PolicyStatement(
-                sid="DescribeNetwork",
-                actions=[
-                    "ec2:DescribeNetworkInterfaces",
-                    "ec2:DescribeVpcs",
-                    "ec2:DescribeDhcpOptions",
-                    "ec2:DescribeSubnets",
-                    "ec2:DescribeSecurityGroups",
-                ],
-                resources=["*"],
-            ),
-            iam.PolicyStatement(
-                sid="ClusterLogs",
-                actions=["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
-                resources=[clusters_logs, f"{clusters_logs}:log-stream:*"],
-            ),
-            iam.PolicyStatement(
-                sid="ClusterMetrics",
-                actions=["cloudwatch:PutMetricData"],
-                resources=["*"],
-                conditions={"StringLike": {"cloudwatch:namespace": "/aws/sagemaker/Clusters*"}},
-            ),
-            iam.PolicyStatement(
-                sid="SessionManager",
-                actions=[
-                    "ssmmessages:CreateControlChannel",
-                    "ssmmessages:CreateDataChannel",
-                    "ssmmessages:OpenControlChannel",
-                    "ssmmessages:OpenDataChannel",
-                ],
-                resources=["*"],
-            ),
-        ]
+        statements = execution_statements(self.bucket, key, subnet, security_groups, SCRIPTS_PREFIX)
         if eks_cluster_arn is not None:
             statements += eks_node_statements(eks_cluster_arn)
         if volume_key is not None:
@@ -367,37 +290,7 @@ class HyperPodCluster(Construct):
         policy = iam.Policy(self, "ExecutionPolicy", statements=statements)
         policy.attach_to_role(self.role)
         self.policy = policy
-        bucket = stack.get_logical_id(self.bucket.node.default_child)  # type: ignore[arg-type]
-        logs_group = f"{ARN_PREFIX}:logs:{ARN_SCOPE}:log-group:/aws/sagemaker/Clusters/*"
-        reasons = {
-            f"AwsSolutions-IAM5[Resource::<{bucket}.Arn>/{SCRIPTS_PREFIX}*]": (
-                "nodes read every lifecycle script under the prefix this construct uploads"
-            ),
-            "AwsSolutions-IAM5[Resource::*]": (
-                "EC2 Describe* calls take no resource ARN; PutMetricData is conditioned on the /aws/sagemaker/Clusters "
-                "namespace; Session Manager channels have no resource ARN (SageMaker HyperPod prerequisites, IAM role "
-                "for HyperPod); ecr:GetAuthorizationToken takes no resource ARN (EKS nodes only)"
-            ),
-            f"AwsSolutions-IAM5[Resource::{ARN_PREFIX}:ecr:<AWS::Region>:*:repository/*]": (
-                "EKS nodes pull the HyperPod agents' and EKS add-ons' images from AWS-owned ECR repositories in the "
-                "region, whose account IDs differ by region"
-            ),
-            f"AwsSolutions-IAM5[Resource::{ARN_PREFIX}:ec2:{ARN_SCOPE}:network-interface/*]": (
-                "the node ENIs HyperPod creates in the cluster subnet; their IDs are not known in advance"
-            ),
-            f"AwsSolutions-IAM5[Resource::{ARN_PREFIX}:ec2:{ARN_SCOPE}:security-group/*]": (
-                "EKS nodes only: the VPC CNI sets the node's security groups on the pod ENIs it creates "
-                "(ModifyNetworkInterfaceAttribute authorizes on them); scoped to this account and region"
-            ),
-            f"AwsSolutions-IAM5[Resource::{ARN_PREFIX}:ec2:<AWS::Region>:*:instance/*]": (
-                "DetachNetworkInterface authorizes on the HyperPod instance too, which lives in a SageMaker service "
-                "account whose ID and instance IDs are not known in advance; the interface is scoped to this account"
-            ),
-            f"AwsSolutions-IAM5[Resource::{logs_group}]": "HyperPod's own log group per cluster (its name has the ID)",
-            f"AwsSolutions-IAM5[Resource::{logs_group}:log-stream:*]": "one log stream per node and script",
-        }
-        for rule_id, reason in reasons.items():
-            Validations.of(policy).acknowledge(Acknowledgment(id=rule_id, reason=reason))
+        acknowledge_execution_policy(policy, self.bucket, SCRIPTS_PREFIX)
 
 
 HyperPodSlurmCluster = HyperPodCluster

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from aws_cdk import Acknowledgment, CfnResource, Stack, Token, Validations
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_deployment as s3deploy
 
@@ -99,3 +100,44 @@ def acknowledge_deployment(deployment: s3deploy.BucketDeployment, bucket: s3.Buc
             ]
         },
     )
+
+
+ARN_PREFIX = "arn:<AWS::Partition>"
+ARN_SCOPE = "<AWS::Region>:<AWS::AccountId>"
+"""How cdk-nag writes the pseudo parameters of an ARN in a finding ID."""
+
+
+def acknowledge_execution_policy(policy: iam.Policy, bucket: s3.Bucket, scripts_prefix: str) -> None:
+    """cdk-nag findings on the execution role's policy (`hyperpod_policy.execution_statements` and the EKS node
+    statements), each with its bound."""
+    bucket_id = Stack.of(policy).get_logical_id(bucket.node.default_child)  # type: ignore[arg-type]
+    logs_group = f"{ARN_PREFIX}:logs:{ARN_SCOPE}:log-group:/aws/sagemaker/Clusters/*"
+    reasons = {
+        f"AwsSolutions-IAM5[Resource::<{bucket_id}.Arn>/{scripts_prefix}*]": (
+            "nodes read every lifecycle script under the prefix this construct uploads"
+        ),
+        "AwsSolutions-IAM5[Resource::*]": (
+            "EC2 Describe* calls take no resource ARN; PutMetricData is conditioned on the /aws/sagemaker/Clusters "
+            "namespace; Session Manager channels have no resource ARN (SageMaker HyperPod prerequisites, IAM role "
+            "for HyperPod); ecr:GetAuthorizationToken takes no resource ARN (EKS nodes only)"
+        ),
+        f"AwsSolutions-IAM5[Resource::{ARN_PREFIX}:ecr:<AWS::Region>:*:repository/*]": (
+            "EKS nodes pull the HyperPod agents' and EKS add-ons' images from AWS-owned ECR repositories in the "
+            "region, whose account IDs differ by region"
+        ),
+        f"AwsSolutions-IAM5[Resource::{ARN_PREFIX}:ec2:{ARN_SCOPE}:network-interface/*]": (
+            "the node ENIs HyperPod creates in the cluster subnet; their IDs are not known in advance"
+        ),
+        f"AwsSolutions-IAM5[Resource::{ARN_PREFIX}:ec2:{ARN_SCOPE}:security-group/*]": (
+            "EKS nodes only: the VPC CNI sets the node's security groups on the pod ENIs it creates "
+            "(ModifyNetworkInterfaceAttribute authorizes on them); scoped to this account and region"
+        ),
+        f"AwsSolutions-IAM5[Resource::{ARN_PREFIX}:ec2:<AWS::Region>:*:instance/*]": (
+            "DetachNetworkInterface authorizes on the HyperPod instance too, which lives in a SageMaker service "
+            "account whose ID and instance IDs are not known in advance; the interface is scoped to this account"
+        ),
+        f"AwsSolutions-IAM5[Resource::{logs_group}]": "HyperPod's own log group per cluster (its name has the ID)",
+        f"AwsSolutions-IAM5[Resource::{logs_group}:log-stream:*]": "one log stream per node and script",
+    }
+    for rule_id, reason in reasons.items():
+        Validations.of(policy).acknowledge(Acknowledgment(id=rule_id, reason=reason))
