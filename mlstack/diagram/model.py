@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mlstack.diagram.cfn import App, Key
-from mlstack.diagram.labels import EDGE_TARGET_KINDS, GROUPED_LINE_WIDTH, HIDDEN_TYPES, Described, describe
+from mlstack.diagram.described import Described
+from mlstack.diagram.labels import EDGE_TARGET_KINDS, GROUPED_LINE_WIDTH, HIDDEN_TYPES, describe
 
 
 @dataclass
