@@ -268,12 +268,21 @@ def _workload_images(f: Finder, stack: str) -> list[str]:
     """The ECR images of the Deployments the stack applies (containers and init containers), once each."""
     found: list[str] = []
     for obj in _manifests(f, stack):
-        spec = obj.get("spec", {}).get("template", {}).get("spec", {}) if obj.get("kind") == "Deployment" else {}
-        for container in [*spec.get("initContainers", []), *spec.get("containers", [])]:
-            image = str(container.get("image", ""))
-            if ".dkr.ecr." in image and image not in found:
-                found.append(image)
+        for spec in _pod_specs(obj):
+            for container in [*spec.get("initContainers", []), *spec.get("containers", [])]:
+                image = str(container.get("image", ""))
+                if ".dkr.ecr." in image and image not in found:
+                    found.append(image)
     return found
+
+
+def _pod_specs(obj: dict[str, Any]) -> list[dict[str, Any]]:
+    """The pod specs of a Deployment, or of a LeaderWorkerSet's leader and workers (multi-node vLLM servers)."""
+    spec, kind = obj.get("spec", {}), obj.get("kind")
+    templates = [spec.get("template", {})] if kind == "Deployment" else []
+    if kind == "LeaderWorkerSet":
+        templates = [t for k, t in spec.get("leaderWorkerTemplate", {}).items() if k.endswith("Template")]
+    return [t.get("spec", {}) for t in templates]
 
 
 def _workload_facts(f: Finder, stack: str, namespace: str, account: str) -> tuple[str, list[Facts]] | None:
@@ -293,14 +302,14 @@ def _workload_facts(f: Finder, stack: str, namespace: str, account: str) -> tupl
         return ("mountpoint-s3", parts) if parts else None
     parts = []
     for obj in objects:
-        spec = obj.get("spec", {}).get("template", {}).get("spec", {}) if obj.get("kind") == "Deployment" else {}
-        if obj.get("metadata", {}).get("namespace") != namespace or spec.get("serviceAccountName") != account:
-            continue
-        for container in [*spec.get("initContainers", []), *spec.get("containers", [])]:
-            for env in container.get("env", []):
-                if env.get("name") == "SECRET_ARN":
-                    secret = str(env.get("value"))
-                    parts.append({"secrets": [{"secret": secret}], "secret_keys": f.secret_keys(secret)})
+        for spec in _pod_specs(obj):
+            if obj.get("metadata", {}).get("namespace") != namespace or spec.get("serviceAccountName") != account:
+                continue
+            for container in [*spec.get("initContainers", []), *spec.get("containers", [])]:
+                for env in container.get("env", []):
+                    if env.get("name") == "SECRET_ARN":
+                        secret = str(env.get("value"))
+                        parts.append({"secrets": [{"secret": secret}], "secret_keys": f.secret_keys(secret)})
     return ("secret-reader", parts) if parts else None
 
 

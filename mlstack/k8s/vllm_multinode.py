@@ -12,8 +12,8 @@ server, one pod per node, each with every GPU and every EFA interface of its nod
   taint; the image (the AWS DLC vLLM image) carries the EFA libraries and aws-ofi-nccl (aws/deep-learning-containers
   docker/vllm/Dockerfile installs EFA 1.47.0), so NCCL between the stages uses EFA.
 - The endpoint's Service selects the leaders only (the workers carry `app.kubernetes.io/name: vllm-worker`): the
-  OpenAI API, /health and /metrics are served there. KEDA scales the LWS's groups (its scale subresource,
-  `spec.replicas`).
+  OpenAI API, /health and /metrics are served there. KEDA scales the LWS's groups through its scale subresource
+  (`spec.replicas`; the KEDA chart's default `rbac.scaledRefKinds` lets the operator scale any kind that has one).
 """
 
 from __future__ import annotations

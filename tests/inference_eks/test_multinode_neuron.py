@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from mlstack.access.cli import stacks_of
+from mlstack.access.finders import _pod_specs
 from mlstack.config import BLUEPRINTS_DIR, load
 from mlstack.constructs.training import versions
 from mlstack.design.serving_eks import server_designs
@@ -240,3 +241,13 @@ def test_the_stack_installs_lws_with_wait_and_applies_the_group_after_its_efa_no
         for t in templates
     )
     assert sum(1 for r in resources.values() if r["Type"] == "AWS::EC2::PlacementGroup") == 1
+
+
+def test_access_reads_the_leader_and_worker_pods_of_a_leader_worker_set(manifests: list[dict[str, Any]]) -> None:
+    # `mlstack access` follows the images and the API-key secret of the pods the stack applies: a multi-node
+    # endpoint's pods are in the LeaderWorkerSet's templates, not in a Deployment.
+    lws = _named(manifests, "LeaderWorkerSet", "vllm-chat-pp")
+    leader, worker = _pod_specs(lws)
+    assert leader["initContainers"][0]["env"][0]["name"] == "SECRET_ARN"
+    assert worker["containers"][0]["image"].startswith("763104351884.dkr.ecr.")
+    assert _pod_specs({"kind": "Service", "spec": {}}) == []
