@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import copy
 import json
+import os
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +21,7 @@ from mlstack.access.finders import _pod_specs
 from mlstack.config import BLUEPRINTS_DIR, load
 from mlstack.constructs.training import versions
 from mlstack.design.serving_eks import server_designs
+from mlstack.design.serving_multinode import leader_script, worker_script
 from mlstack.design.serving_neuron import COMPILED_DIR
 from mlstack.errors import BlueprintError
 from mlstack.k8s.vllm_multinode import LWS_API
@@ -251,3 +254,34 @@ def test_access_reads_the_leader_and_worker_pods_of_a_leader_worker_set(manifest
     assert leader["initContainers"][0]["env"][0]["name"] == "SECRET_ARN"
     assert worker["containers"][0]["image"].startswith("763104351884.dkr.ecr.")
     assert _pod_specs({"kind": "Service", "spec": {}}) == []
+
+
+def test_the_leader_waits_for_every_ray_node_then_serves_and_workers_retry_the_head(tmp_path: Path) -> None:
+    # The scripts run under /bin/sh with stand-ins for `ray`, `python3` (the node count Ray reports: 1, then 2)
+    # and `vllm`, as LeaderWorkerSet starts them (LWS_GROUP_SIZE / LWS_LEADER_ADDRESS set).
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    log = tmp_path / "log"
+    stubs = {
+        "ray": f'echo "ray $*" >> {log}; '
+        f'if [ "$1" = start ] && [ -n "$FAIL_ONCE" ] && [ ! -e {tmp_path}/failed ]; then '
+        f"touch {tmp_path}/failed; exit 1; fi",
+        "python3": f"n=$(cat {tmp_path}/n 2>/dev/null || echo 0); n=$((n+1)); echo $n > {tmp_path}/n; echo $n",
+        "vllm": f'echo "vllm $*" >> {log}',
+        "sleep": "true",
+    }
+    for name, body in stubs.items():
+        (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
+        (bin_dir / name).chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "LWS_GROUP_SIZE": "2", "LWS_LEADER_ADDRESS": "l"}
+    script = leader_script('exec vllm serve "$@"')
+    subprocess.run(["/bin/sh", "-c", script, "--", "/models", "--pipeline-parallel-size", "2"], env=env, check=True)
+    lines = log.read_text().splitlines()
+    assert lines == [
+        "ray start --head --port=6379 --disable-usage-stats",
+        "vllm serve /models --pipeline-parallel-size 2",
+    ]
+    assert (tmp_path / "n").read_text().strip() == "2"  # asked twice: 1 node, then both
+    log.unlink()
+    subprocess.run(["/bin/sh", "-c", worker_script()], env={**env, "FAIL_ONCE": "1"}, check=True)
+    assert log.read_text().splitlines() == ["ray start --address=l:6379 --disable-usage-stats --block"] * 2
