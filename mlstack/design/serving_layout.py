@@ -98,7 +98,7 @@ def _multi_node(
     if not it.efa_supported:
         raise LayoutError(
             f"{it.name} has no EFA, and one server over {fit} nodes exchanges activations between them every token; "
-            "pick an instance with EFA (g5/g6/g6e 8xlarge and up, p4d, p5) or one that holds the model alone"
+            "pick an instance with EFA (g5/g6/g6e 8xlarge and up, p4d or p5 types) or one that holds the model alone"
         )
     shape = shape_for_params(params)
     if shape.heads % acc.count:

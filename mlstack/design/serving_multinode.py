@@ -28,7 +28,7 @@ def leader_script(serve: str) -> str:
         "print(sum(1 for n in ray.nodes() if n['Alive']))\""
     )
     return (
-        f"ray start --head --port={RAY_PORT} --disable-usage-stats && "
+        f"ray start --head --port={RAY_PORT} --include-dashboard=false --disable-usage-stats && "
         f'until [ "$({count} 2>/dev/null || echo 0)" -ge "$LWS_GROUP_SIZE" ]; do '
         'echo "waiting for $LWS_GROUP_SIZE Ray nodes"; sleep 5; done; '
         f"{serve}"

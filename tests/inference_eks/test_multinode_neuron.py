@@ -278,7 +278,7 @@ def test_the_leader_waits_for_every_ray_node_then_serves_and_workers_retry_the_h
     subprocess.run(["/bin/sh", "-c", script, "--", "/models", "--pipeline-parallel-size", "2"], env=env, check=True)
     lines = log.read_text().splitlines()
     assert lines == [
-        "ray start --head --port=6379 --disable-usage-stats",
+        "ray start --head --port=6379 --include-dashboard=false --disable-usage-stats",
         "vllm serve /models --pipeline-parallel-size 2",
     ]
     assert (tmp_path / "n").read_text().strip() == "2"  # asked twice: 1 node, then both

@@ -112,10 +112,12 @@ LWS = Chart(
     release="lws",
     chart="lws",
     repository="oci://registry.k8s.io/lws/charts/lws",
-    version="0.10.0",
+    version="v0.10.0",
     namespace="lws-system",
     source="github.com/kubernetes-sigs/lws release v0.10.0 (2026-08-11; API leaderworkerset.x-k8s.io/v1); OCI chart, "
-    'release name and namespace as in LWS docs, "Installation", Install by Helm (CHART_VERSION=0.10.0)',
+    'release name and namespace as in LWS docs, "Installation", Install by Helm. The chart is pushed with the git tag '
+    "as its version (hack/push-chart.sh: `helm package --version v0.10.0`), so the OCI tag keeps the `v`; Helm also "
+    "resolves the docs' `--version 0.10.0` to it",
 )
 """LeaderWorkerSet: multi-node vLLM servers (one leader and its workers per server). Its CRD is in the chart's
 `crds/` (installed once, never upgraded by Helm: a version bump applies the new CRD first, LWS docs "Upgrade by
