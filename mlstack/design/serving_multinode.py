@@ -9,10 +9,12 @@ at start), as upstream's `examples/online_serving/multi-node-serving.sh` does.
 
 from __future__ import annotations
 
-__all__ = ["RAY_PORT", "leader_script", "multinode_args", "worker_script"]
+__all__ = ["MULTINODE_START_S", "RAY_PORT", "leader_script", "multinode_args", "worker_script"]
 
 RAY_PORT = 6379
 """The Ray head's GCS port on the leader (Ray's default)."""
+MULTINODE_START_S = 600
+"""Startup allowance a group adds: the leader serves only once every worker has pulled the image and joined."""
 
 
 def multinode_args(nodes: int) -> list[str]:

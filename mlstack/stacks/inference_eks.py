@@ -29,6 +29,7 @@ from mlstack.constructs.training import versions
 from mlstack.constructs.training.admin_host import ClusterAdminHost
 from mlstack.constructs.training.cluster import TrainingCluster
 from mlstack.design.serving_eks import PORT, SERVICE_ACCOUNT, ServerDesign, server_designs, serving_cluster_name
+from mlstack.design.serving_multinode import MULTINODE_START_S
 from mlstack.design.serving_neuron import COMPILE_BUDGET_S
 from mlstack.k8s.vllm import namespace_manifests, scaled_object, server_deployment, server_service, weights_volume
 from mlstack.k8s.vllm_multinode import leader_worker_set
@@ -258,9 +259,13 @@ class EksInferenceStack(MlStack):
             image=image,
             secret_arn=self.api_key.secret_arn,
             region=region,
-            startup_seconds=int(300 + 10 * weights_gib) + (COMPILE_BUDGET_S if neuron else 0),
+            # + the Neuron compilation; + the workers' image pull and Ray start, which the leader waits for
+            startup_seconds=int(300 + 10 * weights_gib)
+            + (COMPILE_BUDGET_S if neuron else 0)
+            + (MULTINODE_START_S if multinode else 0),
             cpu_per_server=max(1, it.vcpus // (2 * servers)),
-            memory_gib_per_server=max(4, int(it.memory_gib * 0.6 / servers)),
+            # Neuron compiles the model and loads the checkpoint in host memory first: a larger share of the node.
+            memory_gib_per_server=max(4, int(it.memory_gib * (0.8 if neuron else 0.6) / servers)),
             weights_claim=pair[1]["metadata"]["name"],
             compile_cache_gib=int(weights_gib * 1.2) + 8 if neuron else 0,
         )

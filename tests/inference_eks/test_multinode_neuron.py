@@ -174,6 +174,9 @@ def test_the_group_runs_rays_head_on_the_leader_and_every_pod_has_the_nodes_efa(
     # the API key and the probes on the leader only (the workers serve no HTTP)
     assert leader["initContainers"][0]["name"] == "api-key" and "initContainers" not in worker
     assert lead["readinessProbe"]["httpGet"]["path"] == "/health" and "readinessProbe" not in work
+    # the leader's startup probe also waits for the workers' image pulls and Ray start (10 minutes more)
+    startup = lead["startupProbe"]
+    assert startup["periodSeconds"] * startup["failureThreshold"] >= 300 + 600
 
 
 def test_the_service_and_keda_reach_the_leaders_only(manifests: list[dict[str, Any]]) -> None:
