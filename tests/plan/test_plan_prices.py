@@ -29,8 +29,8 @@ def plans() -> dict[str, Plan]:
 
 
 def test_eighteen_blueprints_are_shipped() -> None:
-    # 16, then eks-karpenter-training (issue 26) and eks-llm-serving (issue 27)
-    assert len(SHIPPED) == 18
+    # 16, then eks-karpenter-training (issue 26), eks-llm-serving and eks-llm-serving-multinode (issue 27)
+    assert len(SHIPPED) == 19
 
 
 def test_no_plan_prices_with_an_undated_rate(plans: dict[str, Plan]) -> None:
