@@ -134,8 +134,8 @@ class EksEndpointConfig(StrictModel):
     root_volume_gib: int = Field(default=200, ge=50, le=16384)
     nodes: int | None = Field(default=None, ge=1, le=MAX_NODES)
     """Nodes one server spans (multi-node: tensor parallel over each node's GPUs, pipeline parallel over the nodes,
-    run by a LeaderWorkerSet; EFA instances only). Default: 1 when the model fits one node, else the fewest nodes
-    that hold it (`mlstack.design.serving_layout`)."""
+    run by a LeaderWorkerSet; EFA instances and `capacity_manager: node_groups` only). Default: 1 when the model fits
+    one node, else the fewest nodes that hold it (`mlstack.design.serving_layout`)."""
 
     @field_validator("instance_type")
     @classmethod

@@ -171,7 +171,7 @@ def stack_parts(config: EksInferenceConfig) -> list[Part]:
     """Every resource of the stack by CloudFormation type: the plan's rows and the stack's footprint
     (`mlstack.design.footprint`, which tests/plan/test_footprint.py holds equal to the synthesized template)."""
     n = len(config.endpoints)
-    groups = 0 if config.capacity_manager == "karpenter" else n  # Karpenter's pools: `serving_pools.pool_parts`
+    groups = 0 if config.capacity_manager == "karpenter" else n  # pools instead: `footprint.inference` adds them
     admin = 1 if config.cluster.admin_host else 0
     admins = len(config.cluster.admin_principal_arns)
     designs = server_designs(config)
