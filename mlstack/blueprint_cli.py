@@ -42,7 +42,7 @@ def register(sub: Any) -> None:
 
 def _load_all() -> list[tuple[Path, BlueprintConfig | BlueprintError]]:
     result: list[tuple[Path, BlueprintConfig | BlueprintError]] = []
-    for path in sorted(blueprint_config.BLUEPRINTS_DIR.glob("*.yaml")):
+    for path in sorted(blueprint_config.BLUEPRINTS_DIR.glob("*.yaml"), key=lambda p: p.stem):
         try:
             result.append((path, blueprint_config.load(path)))
         except BlueprintError as err:

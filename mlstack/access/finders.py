@@ -16,6 +16,7 @@ from mlstack.access.karpenter import KARPENTER_SERVICE_ACCOUNT, karpenter_pools
 from mlstack.access.model import EXECUTION_ID, Facts, Principal, json_gets, merge, pipeline_steps, pipeline_value
 from mlstack.access.principals import Finder
 from mlstack.access.resolve import Stacks
+from mlstack.access.workloads import workload_facts, workload_images
 
 Props = dict[str, Any]
 
@@ -258,7 +259,7 @@ def nodegroup(f: Finder, stack: str, lid: str, props: Props) -> None:
         f.image(f"{EKS_ADDON_ACCOUNT}.dkr.ecr.{s.region}.amazonaws.com/{image}:latest") for image in EKS_ADDON_IMAGES
     ]
     # The kubelet also pulls the ECR images of the stack's own Deployments (the vLLM servers' DLC image).
-    images += [f.image(image) for image in _workload_images(f, stack)]
+    images += [f.image(image) for image in workload_images(f, stack)]
     parts: list[Facts] = [{"agent": [{}]}, *images]
     if any(r["Type"] == "AWS::EKS::PodIdentityAssociation" for r in s.resources(stack).values()):
         parts.append({"pod_identity": [{"cluster": cluster}]})
@@ -267,59 +268,6 @@ def nodegroup(f: Finder, stack: str, lid: str, props: Props) -> None:
 
 # Service accounts of the agents whose calls the table knows, by the kind of their calls.
 POD_AGENTS = {"aws-node": "vpc-cni", "cloudwatch-agent": "cloudwatch-agent"}
-MOUNTPOINT_DRIVER = "s3.csi.aws.com"
-
-
-def _manifests(f: Finder, stack: str) -> list[dict[str, Any]]:
-    """Every Kubernetes object the stack applies (aws_eks_v2 KubernetesResource `Manifest`, a JSON list)."""
-    found: list[dict[str, Any]] = []
-    for r in f.stacks.resources(stack).values():
-        if r["Type"] == "Custom::AWSCDK-EKS-KubernetesResource":
-            try:
-                found += json.loads(f.stacks.text(stack, r["Properties"]["Manifest"]))
-            except (ValueError, KeyError):
-                continue
-    return found
-
-
-def _workload_images(f: Finder, stack: str) -> list[str]:
-    """The ECR images of the Deployments the stack applies (containers and init containers), once each."""
-    found: list[str] = []
-    for obj in _manifests(f, stack):
-        spec = obj.get("spec", {}).get("template", {}).get("spec", {}) if obj.get("kind") == "Deployment" else {}
-        for container in [*spec.get("initContainers", []), *spec.get("containers", [])]:
-            image = str(container.get("image", ""))
-            if ".dkr.ecr." in image and image not in found:
-                found.append(image)
-    return found
-
-
-def _workload_facts(f: Finder, stack: str, namespace: str, account: str) -> tuple[str, list[Facts]] | None:
-    """What the cluster's workloads do with a service account, read from the manifests the stack applies: the
-    Mountpoint driver reads every S3 prefix a `s3.csi.aws.com` volume mounts; a pod of `account` reads the Secrets
-    Manager secret its containers name in `SECRET_ARN`."""
-    objects = _manifests(f, stack)
-    if account == "s3-csi-driver-sa" and namespace == "kube-system":
-        parts: list[Facts] = []
-        for pv in objects:
-            csi = pv.get("spec", {}).get("csi", {}) if pv.get("kind") == "PersistentVolume" else {}
-            if csi.get("driver") != MOUNTPOINT_DRIVER:
-                continue
-            bucket = csi.get("volumeAttributes", {}).get("bucketName", "")
-            prefix = next((o[7:] for o in pv["spec"].get("mountOptions", []) if o.startswith("prefix ")), "")
-            parts.append(f.s3(f"s3://{bucket}/{prefix}", prefix=True, kind="in"))
-        return ("mountpoint-s3", parts) if parts else None
-    parts = []
-    for obj in objects:
-        spec = obj.get("spec", {}).get("template", {}).get("spec", {}) if obj.get("kind") == "Deployment" else {}
-        if obj.get("metadata", {}).get("namespace") != namespace or spec.get("serviceAccountName") != account:
-            continue
-        for container in [*spec.get("initContainers", []), *spec.get("containers", [])]:
-            for env in container.get("env", []):
-                if env.get("name") == "SECRET_ARN":
-                    secret = str(env.get("value"))
-                    parts.append({"secrets": [{"secret": secret}], "secret_keys": f.secret_keys(secret)})
-    return ("secret-reader", parts) if parts else None
 
 
 def pod_identity(f: Finder, stack: str, lid: str, props: Props) -> None:
@@ -335,7 +283,7 @@ def pod_identity(f: Finder, stack: str, lid: str, props: Props) -> None:
     if account == KARPENTER_SERVICE_ACCOUNT:
         cluster = s.text(stack, props["ClusterName"])
         f.add(role, "karpenter", f"{account} on {cluster}", {"pools": karpenter_pools(s, stack, cluster)})
-    workload = _workload_facts(f, stack, s.text(stack, props["Namespace"]), account)
+    workload = workload_facts(f, stack, s.text(stack, props["Namespace"]), account)
     if workload is not None:
         f.add(role, workload[0], f"service account {account}", *workload[1])
     kind = POD_AGENTS.get(account)
@@ -355,7 +303,7 @@ def access_entry(f: Finder, stack: str, lid: str, props: Props) -> None:
         f.image(f"{EKS_ADDON_ACCOUNT}.dkr.ecr.{s.region}.amazonaws.com/{image}:latest") for image in EKS_ADDON_IMAGES
     ]
     # Karpenter's nodes run the stack's Deployments too (the vLLM servers of a serving pool): their kubelet pulls them.
-    images += [f.image(image) for image in _workload_images(f, stack)]
+    images += [f.image(image) for image in workload_images(f, stack)]
     parts: list[Facts] = [{"agent": [{}]}, *images, {"pod_identity": [{"cluster": cluster}]}]
     f.add(s.text(stack, props["PrincipalArn"]), "eks-node", f"access entry {lid} (EC2_LINUX)", *parts)
 

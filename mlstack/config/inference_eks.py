@@ -4,12 +4,14 @@ Same shape as the SageMaker section (`model`, `endpoints` with `name`, `mode`, `
 serving adds: the cluster (the training layer's `cluster` and `system_node_group` settings), the serving image,
 and per endpoint the EC2 GPU type, its replica range and the queue depth it scales on. Rules checked here, each
 with the fix in the message:
-- the instance type is in the catalog and has NVIDIA GPUs (the vLLM CUDA image; Neuron needs its own image);
+- the instance type is in the catalog and has NVIDIA GPUs (the vLLM CUDA image) or Neuron chips of NeuronCore-v2
+  and later (inf2, trn1, trn2: the Neuron vLLM image; inf1 serves no decoder LLM);
 - the model, with the KV cache of `traffic.tokens.concurrency` sequences of context + output tokens, fits in
-  one instance at some tensor-parallel degree (`mlstack.design.serving.replica_layout`), and an explicit
-  `tensor_parallel` divides the instance's GPUs;
+  one instance at some tensor-parallel degree, or else over the fewest EFA nodes (`nodes`), and an explicit
+  `tensor_parallel` divides the instance's GPUs (NeuronCores on Neuron) (`mlstack.design.serving_layout`);
 - min <= max replicas; endpoint names unique; autoscaling and node pools as `mlstack.config.inference_eks_pools`
-  checks them (Karpenter lifts the fixed-node limit on max_replicas).
+  checks them (Karpenter lifts the fixed-node limit on max_replicas; a server over several nodes needs fixed node
+  groups).
 """
 
 from __future__ import annotations
@@ -19,16 +21,17 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from mlstack.catalog import get_instance
-from mlstack.catalog.memory import GIB
 from mlstack.config.base import StrictModel, pascal_id
 from mlstack.config.inference_eks_pools import ActiveHoursConfig, ServingKarpenterConfig, scaling_problem
 from mlstack.config.inference_model import TokenWorkloadConfig, TrafficConfig
 from mlstack.config.training_cluster import ClusterConfig, SystemNodeGroupConfig
-from mlstack.design.serving import HEADROOM, Workload, replica_layout
+from mlstack.design.serving import Workload
+from mlstack.design.serving_layout import MAX_NODES, EndpointLayout, LayoutError, endpoint_layout
 from mlstack.errors import CatalogError
 
 __all__ = [
     "DLC_ACCOUNT",
+    "NEURON_VLLM_IMAGE",
     "EksEndpointConfig",
     "EksInferenceConfig",
     "EksModelConfig",
@@ -55,6 +58,13 @@ republish a tag with security patches of the same vLLM release; set `image.diges
 (`aws ecr describe-images --registry-id 763104351884 --repository-name vllm --image-ids imageTag=<tag>`)."""
 
 
+NEURON_VLLM_IMAGE = "public.ecr.aws/neuron/pytorch-inference-vllm-neuronx"
+NEURON_VLLM_TAG = "0.16.0-neuronx-py312-sdk2.31.1-ubuntu24.04"
+"""vLLM 0.16.0 on Neuron SDK 2.31.1 (vllm-neuronx over NxD Inference), the newest Neuron vLLM image whose supported
+instances include inf2 and trn1 (aws-neuron/deep-learning-containers README, table "vllm-inference-neuronx": the
+0.21 and 0.24 images list trn2/trn3 only). Pulled from ECR Public through the NAT gateway (no credentials)."""
+
+
 def dlc_repository(region: str) -> str:
     """The vLLM DLC repository in `region` (DLC images are in the regions of "Available Images")."""
     return f"{DLC_ACCOUNT}.dkr.ecr.{region}.amazonaws.com/vllm"
@@ -68,8 +78,13 @@ class VllmImageConfig(StrictModel):
     """Default: `763104351884.dkr.ecr.<env.region>.amazonaws.com/vllm`."""
     tag: str = Field(default=VLLM_TAG, pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
     digest: str | None = Field(default=None, pattern=r"^sha256:[0-9a-f]{64}$")
+    neuron_repository: str = NEURON_VLLM_IMAGE
+    """The image of Neuron (inf2/trn1) endpoints: the AWS Neuron vLLM Deep Learning Container."""
+    neuron_tag: str = Field(default=NEURON_VLLM_TAG, pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 
-    def reference(self, region: str) -> str:
+    def reference(self, region: str, *, neuron: bool = False) -> str:
+        if neuron:
+            return f"{self.neuron_repository}:{self.neuron_tag}"
         repository = self.repository or dlc_repository(region)
         return f"{repository}:{self.tag}" + (f"@{self.digest}" if self.digest else "")
 
@@ -108,14 +123,19 @@ class EksEndpointConfig(StrictModel):
     name: str = Field(pattern=_NAME)
     mode: Literal["realtime"] = "realtime"
     instance_type: str
-    """EC2 GPU instance type (no `ml.` prefix), e.g. g6e.xlarge."""
+    """EC2 GPU or Neuron instance type (no `ml.` prefix), e.g. g6e.xlarge or inf2.8xlarge."""
     tensor_parallel: int | None = Field(default=None, ge=1, le=64)
-    """GPUs per server. Default: the degree `mlstack advise --task infer` picks for the model and workload."""
+    """GPUs per server (NeuronCores on inf2/trn1: 2 per chip). Default: the degree `mlstack advise --task infer`
+    picks for the model and workload."""
     autoscaling: EksScalingConfig = Field(default_factory=EksScalingConfig)
     traffic: TrafficConfig | None = None
     """Plan assumptions; `traffic.tokens` sizes --max-model-len, --max-num-seqs and the memory check (default
     4096 prompt + 256 output tokens, 8 sequences)."""
     root_volume_gib: int = Field(default=200, ge=50, le=16384)
+    nodes: int | None = Field(default=None, ge=1, le=MAX_NODES)
+    """Nodes one server spans (multi-node: tensor parallel over each node's GPUs, pipeline parallel over the nodes,
+    run by a LeaderWorkerSet; EFA instances and `capacity_manager: node_groups` only). Default: 1 when the model fits
+    one node, else the fewest nodes that hold it (`mlstack.design.serving_layout`)."""
 
     @field_validator("instance_type")
     @classmethod
@@ -126,9 +146,9 @@ class EksEndpointConfig(StrictModel):
             it = get_instance(value)
         except CatalogError as err:
             raise ValueError(str(err).replace("\n", "; ")) from None
-        if it.accelerator is None or it.accelerator.kind != "gpu":
+        if it.accelerator is None:
             raise ValueError(
-                f"{value} has no NVIDIA GPU; the vLLM image here is the CUDA build (pick a g5/g6/g6e/p4/p5 type)"
+                f"{value} has no NVIDIA GPU or Neuron accelerator; vLLM serves on g5/g6/g6e/p4/p5 or inf2/trn1 types"
             )
         return it.name
 
@@ -154,6 +174,17 @@ class EksEndpointConfig(StrictModel):
     @property
     def construct_id(self) -> str:
         return pascal_id(self.name)
+
+    def layout(self, model: EksModelConfig) -> EndpointLayout:
+        """How one server of `model` is laid out on this endpoint's instances (raises `LayoutError`)."""
+        return endpoint_layout(
+            model.parameters_billion,
+            model.precision,
+            get_instance(self.instance_type),
+            self.workload,
+            tensor_parallel=self.tensor_parallel,
+            nodes=self.nodes,
+        )
 
 
 class EksInferenceConfig(StrictModel):
@@ -197,36 +228,25 @@ class EksInferenceConfig(StrictModel):
                 raise ValueError(problem)
             it = get_instance(e.instance_type)
             assert it.accelerator is not None
-            layout = replica_layout(model.parameters_billion * 1e9, model.precision, it, e.workload)
-            if layout is None:
-                t = e.tokens
+            try:
+                layout = e.layout(model)
+            except LayoutError as err:
+                raise ValueError(f"endpoint {e.name!r}: {err}") from None
+            if pooled and layout.nodes > 1:
+                # A serving pool has no EFA interfaces, no single zone and no placement group, which the group's
+                # pipeline stages need between their nodes.
                 raise ValueError(
-                    f"endpoint {e.name!r}: {model.parameters_billion:g}B parameters at {model.precision} with the KV "
-                    f"cache of {t.concurrency} sequences of {t.context_tokens + t.output_tokens} tokens fit on no "
-                    f"tensor-parallel degree of {e.instance_type} ({it.accelerator.count}x "
-                    f"{it.accelerator.memory_gib:g} GiB); pick a larger instance (`mlstack advise --task infer`) "
-                    "or lower traffic.tokens.concurrency"
+                    f"endpoint {e.name!r} spans {layout.nodes} nodes (LeaderWorkerSet): its nodes need EFA in one "
+                    "placement group, which the Karpenter serving pools do not give; use capacity_manager: node_groups"
                 )
-            tp = e.tensor_parallel
-            if tp is not None and it.accelerator.count % tp:
-                raise ValueError(
-                    f"endpoint {e.name!r}: tensor_parallel {tp} does not divide the "
-                    f"{it.accelerator.count} GPUs of {e.instance_type}; use a divisor or leave it unset"
-                )
-            servers = it.accelerator.count // (tp or layout.tensor_parallel)
+            servers = layout.servers_per_node
             hold = -(-e.autoscaling.min_replicas // servers) * servers
             top = e.autoscaling.max_replicas
             if not pooled and top is not None and top > hold:
                 raise ValueError(
                     f"endpoint {e.name!r}: autoscaling max_replicas {top} exceeds the {hold} server(s) its "
-                    f"{hold // servers} {e.instance_type} node(s) hold ({servers} per node; a fixed node group adds no "
-                    f"nodes); set max_replicas <= {hold}, or inference.capacity_manager: karpenter to add nodes"
-                )
-            per_gpu = layout.need_bytes_per_device * layout.tensor_parallel / (tp or layout.tensor_parallel)
-            if per_gpu > layout.device_bytes * (1 - HEADROOM):
-                raise ValueError(
-                    f"endpoint {e.name!r}: tensor_parallel {tp} leaves {per_gpu / GIB:,.1f} GiB of weights and KV "
-                    f"cache per GPU, more than {1 - HEADROOM:.0%} of {it.accelerator.memory_gib:g} GiB; raise "
-                    f"tensor_parallel (the advisor picks {layout.tensor_parallel}) or leave it unset"
+                    f"{hold // servers * layout.nodes} {e.instance_type} node(s) hold ({servers} per node; a fixed "
+                    f"node group adds no nodes); set max_replicas <= {hold}"
+                    + ("" if layout.nodes > 1 else ", or inference.capacity_manager: karpenter to add nodes")
                 )
         return self

@@ -10,9 +10,12 @@ Sizing rules (each from the memory and serving models `mlstack advise --task inf
   the GPU's memory, plus `ACTIVATION_RESERVE` for activations and the sampler, at most `MAX_UTILIZATION`: vLLM
   preallocates its KV cache from what this fraction leaves after the weights, so the fraction is what bounds the
   cache to the workload's size while leaving the rest of the GPU to CUDA graphs and NCCL buffers;
-- nodes: `ceil(min_replicas / servers per node)` to `ceil(max_replicas / servers per node)`; a fixed node group
-  keeps the first (the config holds max_replicas to what it holds), a Karpenter pool launches up to the second
-  (`mlstack.design.serving_pools`).
+- nodes: `ceil(min_replicas / servers per node)` to `ceil(max_replicas / servers per node)`, each x the nodes one
+  server spans; a fixed node group keeps the first (the config holds max_replicas to what it holds), a Karpenter
+  pool launches up to the second (`mlstack.design.serving_pools`; single-node servers only);
+- layout (`mlstack.design.serving_layout`): a server over several nodes when one node cannot hold the model
+  (`--pipeline-parallel-size` = nodes, `mlstack.design.serving_multinode`); on Neuron the degree counts
+  NeuronCores and the flags are `mlstack.design.serving_neuron`'s.
 """
 
 from __future__ import annotations
@@ -23,7 +26,9 @@ from dataclasses import dataclass
 from mlstack.catalog import get_instance
 from mlstack.catalog.memory import GIB
 from mlstack.config.inference_eks import EksEndpointConfig, EksInferenceConfig
-from mlstack.design.serving import ServingFigures, estimate_instance, replica_layout
+from mlstack.design.serving import ServingFigures
+from mlstack.design.serving_multinode import multinode_args
+from mlstack.design.serving_neuron import neuron_args
 
 __all__ = [
     "ACTIVATION_RESERVE",
@@ -75,9 +80,26 @@ class ServerDesign:
     gpu_gib: float
     target_requests_waiting: float
     figures: ServingFigures | None
+    accelerator: str = "gpu"
+    """`gpu` or `neuron` (`mlstack.design.serving_layout`)."""
+    devices_per_pod: int = 1
+    """GPUs or Neuron chips each server pod requests."""
+    pipeline_parallel: int = 1
+    """Nodes one server spans (> 1: a LeaderWorkerSet of that many pods, `mlstack.k8s.vllm_multinode`)."""
 
     def vllm_args(self, model_name: str) -> list[str]:
         """The server's command-line flags (besides the API key, read from its file at start)."""
+        if self.accelerator == "neuron":
+            return [*self._common_args(model_name), *neuron_args(self.max_num_seqs)]
+        extra = [] if self.pipeline_parallel == 1 else multinode_args(self.pipeline_parallel)
+        return [
+            *self._common_args(model_name),
+            "--gpu-memory-utilization",
+            f"{self.gpu_memory_utilization:.2f}",
+            *extra,
+        ]
+
+    def _common_args(self, model_name: str) -> list[str]:
         return [
             MODEL_DIR,
             "--served-model-name",
@@ -92,8 +114,6 @@ class ServerDesign:
             str(self.max_model_len),
             "--max-num-seqs",
             str(self.max_num_seqs),
-            "--gpu-memory-utilization",
-            f"{self.gpu_memory_utilization:.2f}",
         ]
 
 
@@ -101,36 +121,35 @@ def _design(config: EksInferenceConfig, endpoint: EksEndpointConfig) -> ServerDe
     model = config.model
     it = get_instance(endpoint.instance_type)
     assert it.accelerator is not None
-    params = model.parameters_billion * 1e9
-    layout = replica_layout(params, model.precision, it, endpoint.workload)
-    if layout is None:  # the config validator rejects this blueprint first
-        raise ValueError(f"endpoint {endpoint.name!r}: the model fits on no tensor-parallel degree")
-    tp = endpoint.tensor_parallel or layout.tensor_parallel  # the config validator checked that it fits
-    need = layout.need_bytes_per_device * layout.tensor_parallel / tp
-    device = it.accelerator.memory_gib * GIB
-    servers = it.accelerator.count // tp
+    layout = endpoint.layout(model)  # the config validator rejected every layout error first
+    need = layout.need_bytes_per_device
+    device = layout.device_bytes
+    servers = layout.servers_per_node
     scaling = endpoint.autoscaling
-    nodes = math.ceil(scaling.min_replicas / servers)
-    top = scaling.max_replicas or nodes * servers
+    hosts = math.ceil(scaling.min_replicas / servers)  # nodes (groups of nodes when a server spans several)
+    top = scaling.max_replicas or hosts * servers
     tokens = endpoint.tokens
     utilization = min(MAX_UTILIZATION, math.ceil((need / device + ACTIVATION_RESERVE) * 100) / 100)
     return ServerDesign(
         endpoint=endpoint.name,
         instance_type=it.name,
         gpus_per_node=it.accelerator.count,
-        tensor_parallel=tp,
+        tensor_parallel=layout.tensor_parallel,
         servers_per_node=servers,
         min_replicas=scaling.min_replicas,
         max_replicas=top,
-        min_nodes=nodes,
-        max_nodes=math.ceil(top / servers),
+        min_nodes=hosts * layout.nodes,
+        max_nodes=math.ceil(top / servers) * layout.nodes,
         max_model_len=tokens.context_tokens + tokens.output_tokens,
         max_num_seqs=tokens.concurrency,
         gpu_memory_utilization=utilization,
         need_gib_per_gpu=need / GIB,
         gpu_gib=it.accelerator.memory_gib,
         target_requests_waiting=scaling.target_requests_waiting,
-        figures=estimate_instance(model.parameters_billion, model.precision, it.name, endpoint.workload, tp),
+        figures=layout.figures,
+        accelerator=layout.kind,
+        devices_per_pod=layout.devices_per_pod,
+        pipeline_parallel=layout.nodes,
     )
 
 
@@ -152,9 +171,18 @@ def stack_parts(config: EksInferenceConfig) -> list[Part]:
     """Every resource of the stack by CloudFormation type: the plan's rows and the stack's footprint
     (`mlstack.design.footprint`, which tests/plan/test_footprint.py holds equal to the synthesized template)."""
     n = len(config.endpoints)
-    groups = 0 if config.capacity_manager == "karpenter" else n  # Karpenter's pools: `serving_pools.pool_parts`
+    groups = 0 if config.capacity_manager == "karpenter" else n  # pools instead: `footprint.inference` adds them
     admin = 1 if config.cluster.admin_host else 0
     admins = len(config.cluster.admin_principal_arns)
+    designs = server_designs(config)
+    efa = sum(1 for d in designs if d.pipeline_parallel > 1)  # an EfaNetworking per multi-node endpoint
+    kinds = {d.accelerator for d in designs}
+    charts = [
+        *(["NVIDIA device plugin"] if "gpu" in kinds else []),
+        *(["Neuron device plugin"] if "neuron" in kinds else []),
+        "KEDA",
+        *(["EFA device plugin", "LeaderWorkerSet"] if efa else []),
+    ]
     return [
         Part("AWS::EKS::Cluster", 1, "serving cluster (private endpoint unless asked, KMS secrets, 5 log types)"),
         Part("AWS::Logs::LogGroup", 3, "control-plane logs and the two kubectl-provider function logs (KMS)"),
@@ -170,9 +198,14 @@ def stack_parts(config: EksInferenceConfig) -> list[Part]:
         ),
         Part("AWS::EKS::Nodegroup", 1 + groups, "system nodes and one GPU node group per endpoint"),
         Part("AWS::EC2::LaunchTemplate", groups + admin, "GPU node groups (IMDSv2, encrypted root) and the admin host"),
-        Part("AWS::EC2::SecurityGroup", 1 + admin, "control plane (aws_eks_v2) and the admin host (no inbound)"),
-        Part("AWS::EC2::SecurityGroupIngress", 2 * admin, "admin host to the API server"),
-        Part("AWS::EC2::SecurityGroupEgress", 2 * admin, "admin host to the API server"),
+        Part(
+            "AWS::EC2::SecurityGroup",
+            1 + admin + efa,
+            "control plane (aws_eks_v2), the admin host (no inbound), EFA peers per multi-node endpoint",
+        ),
+        Part("AWS::EC2::SecurityGroupIngress", 2 * admin + efa, "admin host to the API server; EFA self rule"),
+        Part("AWS::EC2::SecurityGroupEgress", 2 * admin + efa, "admin host to the API server; EFA self rule"),
+        Part("AWS::EC2::PlacementGroup", efa, "cluster placement group per multi-node endpoint"),
         Part(
             "AWS::IAM::Role",
             8 + admin + groups,
@@ -190,11 +223,11 @@ def stack_parts(config: EksInferenceConfig) -> list[Part]:
         Part("AWS::S3::Bucket", 2, "model weights (project key, TLS only, versioned, logged) and its access logs"),
         Part("AWS::S3::BucketPolicy", 2, "TLS only"),
         Part("AWS::SecretsManager::Secret", 1, "API key (project key)"),
-        Part("Custom::AWSCDK-EKS-HelmChart", 2, "NVIDIA device plugin, KEDA"),
+        Part("Custom::AWSCDK-EKS-HelmChart", len(charts), ", ".join(charts)),
         Part(
             "Custom::AWSCDK-EKS-KubernetesResource",
             1 + 3 * n,
-            "namespace + service account; per endpoint the "
-            "weights volume, the server Deployment + internal NLB Service, the KEDA ScaledObject",
+            "namespace + service account; per endpoint the weights volume, the server Deployment (LeaderWorkerSet "
+            "when multi-node) + internal NLB Service, the KEDA ScaledObject",
         ),
     ]

@@ -15,7 +15,10 @@ before it stops, and what a scale-from-zero costs in time.
   server stops: KEDA's scale-in, a rollout, Karpenter consolidating or replacing a node (an eviction), a node
   group update.
 - Cold start (scale from zero, or a server on a new node): node launch and join, the image pull, the weights read
-  through Mountpoint, CUDA graph capture. The startup probe allows `startup_seconds`; the plan prints both.
+  through Mountpoint, CUDA graph capture (on Neuron the model's compilation; over several nodes the workers' start).
+  The startup probe allows `server_startup_seconds`; the plan prints both.
+- Neuron endpoints get pools like GPU ones: the Neuron taint, limits in `aws.amazon.com/neuron` chips. A server over
+  several nodes does not (the config rejects it: its nodes need EFA in one placement group).
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ from mlstack.config.inference_eks import EksInferenceConfig
 from mlstack.config.inference_eks_pools import ServingKarpenterConfig
 from mlstack.design.karpenter import Pool
 from mlstack.design.serving_eks import ServerDesign, server_designs
+from mlstack.design.serving_multinode import MULTINODE_START_S
+from mlstack.design.serving_neuron import COMPILE_BUDGET_S
 from mlstack.k8s.kube import LABEL_PREFIX, accelerator_resource, accelerator_taint_key
 
 __all__ = [
@@ -34,6 +39,7 @@ __all__ = [
     "DRAIN_DELAY_S",
     "NODE_LAUNCH_S",
     "drain_seconds",
+    "server_startup_seconds",
     "serving_pools",
     "startup_seconds",
     "termination_grace_seconds",
@@ -58,6 +64,16 @@ def startup_seconds(weights_gib: float) -> int:
     return int(300 + 10 * weights_gib)
 
 
+def server_startup_seconds(design: ServerDesign, weights_gib: float) -> int:
+    """`startup_seconds` plus the first compilation on Neuron and, over several nodes, the workers' image pull and
+    Ray join, which the leader waits for."""
+    return (
+        startup_seconds(weights_gib)
+        + (COMPILE_BUDGET_S if design.accelerator == "neuron" else 0)
+        + (MULTINODE_START_S if design.pipeline_parallel > 1 else 0)
+    )
+
+
 def drain_seconds(design: ServerDesign) -> int:
     """Longest the preStop hook waits for requests to finish: one request of max-model-len tokens at the time per
     output token (and its first token), between 60 s and `MAX_DRAIN_S`."""
@@ -78,7 +94,7 @@ def _pool(
 ) -> Pool:
     spec = next(e for e in config.endpoints if e.name == design.endpoint)
     it = get_instance(design.instance_type)
-    assert it.accelerator is not None  # the config allows GPU types only
+    assert it.accelerator is not None  # GPU or Neuron: taint, resource and labels follow the accelerator's kind
     taint = accelerator_taint_key(it)
     kinds = tuple(settings.capacity_types)
     return Pool(

@@ -29,6 +29,8 @@ from mlstack.k8s.vllm import SCALE_IN_WINDOW_S
 
 __all__ = ["SERVING_DISRUPTION_BUDGET", "disruption_budget", "serving_pool_manifests", "serving_triggers"]
 
+LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
+"""The label LeaderWorkerSet puts on every pod of a set (LWS docs, "Concepts": labels)."""
 SERVING_DISRUPTION_BUDGET = "1"
 """Nodes of a pool Karpenter may disrupt at once, for any reason."""
 
@@ -47,15 +49,21 @@ def serving_pool_manifests(pool: Pool, refs: NodeClassRefs) -> list[dict[str, An
 
 
 def disruption_budget(deployment: dict[str, Any]) -> dict[str, Any]:
-    """The PodDisruptionBudget of the servers of `deployment` (same name and namespace)."""
+    """The PodDisruptionBudget of the servers of `deployment` (same name and namespace): a Deployment's selector, or
+    every pod of a LeaderWorkerSet (leaders and workers; an evicted worker restarts its whole group)."""
     meta = deployment["metadata"]
+    selector = (
+        copy.deepcopy(deployment["spec"]["selector"])
+        if deployment["kind"] == "Deployment"
+        else {"matchLabels": {LWS_NAME_LABEL: meta["name"]}}
+    )
     return {
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
         "metadata": {"name": meta["name"], "namespace": meta["namespace"], "labels": dict(meta.get("labels", {}))},
         "spec": {
             "maxUnavailable": 1,
-            "selector": copy.deepcopy(deployment["spec"]["selector"]),
+            "selector": selector,
             "unhealthyPodEvictionPolicy": "AlwaysAllow",
         },
     }

@@ -33,7 +33,8 @@ import json
 from typing import Any
 
 from mlstack.design.serving_eks import API_KEY_FILE, MODEL_DIR, PORT, SERVICE_ACCOUNT, ServerDesign
-from mlstack.k8s.kube import GPU_TAINT, LABEL_PREFIX
+from mlstack.design.serving_neuron import COMPILED_DIR, neuron_env
+from mlstack.k8s.kube import GPU_TAINT, LABEL_PREFIX, NEURON_TAINT
 from mlstack.k8s.serving_drain import drain_lifecycle, termination_grace_seconds
 
 __all__ = [
@@ -152,9 +153,11 @@ def server_deployment(
     cpu_per_server: int,
     memory_gib_per_server: int,
     weights_claim: str,
+    compile_cache_gib: int = 0,
 ) -> dict[str, Any]:
     """The vLLM Deployment of one endpoint on its node group (`mlstack.io/node-group: <endpoint>`), mounting the
-    claim `weights_claim` (the PVC of `weights_volume`)."""
+    claim `weights_claim` (the PVC of `weights_volume`). Neuron servers request `aws.amazon.com/neuron` chips and
+    write the compiled model to an emptyDir of `compile_cache_gib`."""
     labels = _labels(design.endpoint)
     fetch = (
         f'aws secretsmanager get-secret-value --region {region} --secret-id "$SECRET_ARN" --query SecretString '
@@ -162,7 +165,9 @@ def server_deployment(
     )
     # vLLM reads --api-key from VLLM_API_KEY: the key stays out of /proc/<pid>/cmdline (`ps` on the node).
     serve = f'VLLM_API_KEY="$(cat {API_KEY_FILE})"; export VLLM_API_KEY; exec vllm serve "$@"'
-    return {
+    neuron = design.accelerator == "neuron"
+    accel = {("aws.amazon.com/neuron" if neuron else "nvidia.com/gpu"): str(design.devices_per_pod)}
+    deployment: dict[str, Any] = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
         "metadata": {"name": f"vllm-{design.endpoint}", "namespace": namespace, "labels": labels},
@@ -179,7 +184,9 @@ def server_deployment(
                     "serviceAccountName": SERVICE_ACCOUNT,
                     "automountServiceAccountToken": False,
                     "nodeSelector": {f"{LABEL_PREFIX}/node-group": design.endpoint},
-                    "tolerations": [{"key": GPU_TAINT, "operator": "Exists", "effect": "NoSchedule"}],
+                    "tolerations": [
+                        {"key": NEURON_TAINT if neuron else GPU_TAINT, "operator": "Exists", "effect": "NoSchedule"}
+                    ],
                     "terminationGracePeriodSeconds": termination_grace_seconds(design),
                     "initContainers": [
                         {
@@ -208,12 +215,9 @@ def server_deployment(
                                 "requests": {
                                     "cpu": str(cpu_per_server),
                                     "memory": f"{memory_gib_per_server}Gi",
-                                    "nvidia.com/gpu": str(design.tensor_parallel),
+                                    **accel,
                                 },
-                                "limits": {
-                                    "memory": f"{memory_gib_per_server}Gi",
-                                    "nvidia.com/gpu": str(design.tensor_parallel),
-                                },
+                                "limits": {"memory": f"{memory_gib_per_server}Gi", **accel},
                             },
                             # Loading the weights and capturing CUDA graphs takes minutes; until then only the
                             # startup probe runs.
@@ -243,6 +247,17 @@ def server_deployment(
             },
         },
     }
+    if neuron:
+        _compile_cache(deployment["spec"]["template"]["spec"], compile_cache_gib)
+    return deployment
+
+
+def _compile_cache(pod: dict[str, Any], size_gib: int) -> None:
+    """Neuron: the compiled model goes to a writable emptyDir on the node's disk (`serving_neuron.COMPILED_DIR`)."""
+    container = pod["containers"][0]
+    container["env"] += neuron_env()
+    container["volumeMounts"].append({"name": "neuron-cache", "mountPath": COMPILED_DIR.rsplit("/", 1)[0]})
+    pod["volumes"].append({"name": "neuron-cache", "emptyDir": {"sizeLimit": f"{size_gib}Gi"}})
 
 
 def server_service(design: ServerDesign, *, namespace: str, vpc_cidr: str) -> dict[str, Any]:
@@ -278,7 +293,11 @@ def scaled_object(design: ServerDesign, *, namespace: str, model_name: str) -> d
         "kind": "ScaledObject",
         "metadata": {"name": name, "namespace": namespace},
         "spec": {
-            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": name},
+            "scaleTargetRef": (
+                {"apiVersion": "apps/v1", "kind": "Deployment", "name": name}
+                if design.pipeline_parallel == 1
+                else {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", "name": name}
+            ),
             "minReplicaCount": design.min_replicas,
             "maxReplicaCount": design.max_replicas,
             "pollingInterval": 15,

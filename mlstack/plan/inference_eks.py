@@ -64,14 +64,19 @@ def plan_inference_eks(config: BlueprintConfig, plan: Plan, serve_checks: Mappin
         "API key: Secrets Manager (project key), read by each server at start into VLLM_API_KEY; clients send "
         "Authorization: Bearer <key> (output ApiKeySecretArn)",
     ]
+    if any(d.accelerator == "neuron" for d in designs):
+        rows.append(f"Neuron image (inf2/trn1 endpoints): {eks.image.reference(region, neuron=True)} (ECR Public)")
     sections: list[tuple[str, list[str]]] = [("Inference on EKS (vLLM)", rows)]
     figures_json: list[dict[str, Any]] = []
-    vcpus = 0
+    vcpus: dict[str, int] = {}
     for design in designs:
         spec = next(e for e in eks.endpoints if e.name == design.endpoint)
+        neuron = design.accelerator == "neuron"
         report = checks.get(design.endpoint)
         figures: ServingFigures | None = measured_figures(report) if report is not None else design.figures
-        hourly = instance_quote(design.instance_type, region).usd
+        node_hourly = instance_quote(design.instance_type, region).usd
+        # A server over several nodes bills all of them: its tokens are priced at that many nodes' rate.
+        hourly = None if node_hourly is None else node_hourly * design.pipeline_parallel
         plan.costs.append(
             _ec2_cost(
                 f"{design.instance_type} {design.endpoint} nodes (min)", design.instance_type, design.min_nodes, region
@@ -79,12 +84,24 @@ def plan_inference_eks(config: BlueprintConfig, plan: Plan, serve_checks: Mappin
         )
         plan.costs.append(Cost(f"{design.endpoint} internal NLB (hours; LCUs extra)", 1, *unpriced(NLB_UNPRICED)))
         erows = [
-            f"{design.instance_type} ({design.gpus_per_node} GPU(s) x {design.gpu_gib:g} GiB): "
-            f"{design.servers_per_node} vLLM server(s) per node at --tensor-parallel-size {design.tensor_parallel}"
+            f"{design.instance_type} ({design.gpus_per_node} {'Neuron chip' if neuron else 'GPU'}(s) x "
+            f"{design.gpu_gib:g} GiB): "
+            + (
+                f"one vLLM server over {design.pipeline_parallel} nodes (LeaderWorkerSet, EFA) at "
+                f"--tensor-parallel-size {design.tensor_parallel} --pipeline-parallel-size {design.pipeline_parallel}"
+                if design.pipeline_parallel > 1
+                else f"{design.servers_per_node} vLLM server(s) per node at --tensor-parallel-size "
+                f"{design.tensor_parallel}" + (" (NeuronCores; Neuron vLLM image)" if neuron else "")
+            )
             + ("" if spec.tensor_parallel else " (the advisor's degree)"),
             f"flags: --max-model-len {design.max_model_len} --max-num-seqs {design.max_num_seqs} "
-            f"--gpu-memory-utilization {design.gpu_memory_utilization:.2f} (memory model: "
-            f"{design.need_gib_per_gpu:,.1f} GiB of weights + KV cache per GPU)",
+            + (
+                f"--num-gpu-blocks-override {design.max_num_seqs} (memory model: "
+                f"{design.need_gib_per_gpu:,.1f} GiB of weights + KV cache per chip; compiled at first start)"
+                if neuron
+                else f"--gpu-memory-utilization {design.gpu_memory_utilization:.2f} (memory model: "
+                f"{design.need_gib_per_gpu:,.1f} GiB of weights + KV cache per GPU)"
+            ),
             f"replicas {design.min_replicas}..{design.max_replicas} (KEDA: one more per "
             f"{design.target_requests_waiting:g} requests waiting, vllm:num_requests_waiting summed over the "
             f"servers, and no fewer than the running requests fill at --max-num-seqs); nodes "
@@ -97,7 +114,7 @@ def plan_inference_eks(config: BlueprintConfig, plan: Plan, serve_checks: Mappin
             figure_row(design.endpoint, figures, hourly, "EC2 on-demand"),
         ]
         erows += pool_rows.get(design.endpoint, [])
-        cost = pool_cost_row(design, hourly, pooled)
+        cost = pool_cost_row(design, node_hourly, pooled)
         if cost is not None:
             erows.append(cost)
         hours = spec.autoscaling.active_hours
@@ -109,25 +126,28 @@ def plan_inference_eks(config: BlueprintConfig, plan: Plan, serve_checks: Mappin
         erows += drain_rows(design, weights_gib, pooled)
         sections.append((f"Endpoint {design.endpoint} (eks)", erows))
         it = get_instance(design.instance_type)
-        vcpus += it.vcpus * design.max_nodes
+        family = quota_family(it)
+        vcpus[family] = vcpus.get(family, 0) + it.vcpus * design.max_nodes
         figures_json.append(
             {
                 "endpoint": design.endpoint,
                 "instance_type": design.instance_type,
                 "tensor_parallel": design.tensor_parallel,
+                "pipeline_parallel": design.pipeline_parallel,
+                "accelerator": design.accelerator,
                 "servers_per_node": design.servers_per_node,
                 "max_model_len": design.max_model_len,
                 "gpu_memory_utilization": design.gpu_memory_utilization,
                 "nodes": [design.min_nodes, design.max_nodes],
-                "per_hour_min": None if hourly is None else round(hourly * design.min_nodes, 4),
-                "per_hour_max": None if hourly is None else round(hourly * design.max_nodes, 4),
+                "per_hour_min": None if node_hourly is None else round(node_hourly * design.min_nodes, 4),
+                "per_hour_max": None if node_hourly is None else round(node_hourly * design.max_nodes, 4),
                 "node_autoscaler": "karpenter" if pooled else None,
                 "serving": {} if figures is None else figures.to_json(hourly),
             }
         )
-    family = quota_family(get_instance(designs[0].instance_type)) if designs else "g"
-    name, code = ON_DEMAND_QUOTAS[family]
-    plan.quotas.append(Quota("ec2", name, code, vcpus, "vCPUs at max nodes"))
+    for family, count in vcpus.items():  # one On-Demand quota per instance family (G and VT, P, Inf, Trn)
+        name, code = ON_DEMAND_QUOTAS[family]
+        plan.quotas.append(Quota("ec2", name, code, count, "vCPUs at max nodes"))
     plan.warnings.append(
         "the NLB of each endpoint Service is created by Kubernetes, outside CloudFormation: delete the Services "
         "(kubectl delete svc -n " + eks.namespace + " --all) before deleting the InferenceStack, or the load "

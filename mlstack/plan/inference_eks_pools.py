@@ -11,8 +11,8 @@ from mlstack.design.serving_eks import ServerDesign
 from mlstack.design.serving_pools import (
     NODE_LAUNCH_S,
     drain_seconds,
+    server_startup_seconds,
     serving_pools,
-    startup_seconds,
     termination_grace_seconds,
 )
 from mlstack.k8s.serving_pools import SERVING_DISRUPTION_BUDGET
@@ -60,10 +60,11 @@ def pool_cost_row(design: ServerDesign, hourly: float | None, pooled: bool) -> s
     if hourly is None:
         return None
     low, high = hourly * design.min_nodes, hourly * design.max_nodes
+    what = "Neuron nodes" if design.accelerator == "neuron" else "GPU nodes"
     if not pooled:
-        return f"GPU nodes: ${low:,.2f}/h (${low * HOURS_PER_MONTH:,.0f}/month) at {design.min_nodes} node(s), fixed"
+        return f"{what}: ${low:,.2f}/h (${low * HOURS_PER_MONTH:,.0f}/month) at {design.min_nodes} node(s), fixed"
     return (
-        f"GPU nodes: ${low:,.2f}/h at {design.min_nodes} node(s) (min_replicas {design.min_replicas}) to "
+        f"{what}: ${low:,.2f}/h at {design.min_nodes} node(s) (min_replicas {design.min_replicas}) to "
         f"${high:,.2f}/h at {design.max_nodes} (max_replicas {design.max_replicas}); on-demand"
     )
 
@@ -75,11 +76,16 @@ def drain_rows(design: ServerDesign, weights_gib: float, pooled: bool) -> list[s
         f"{drain_seconds(design)} s), terminationGracePeriodSeconds {termination_grace_seconds(design)}; "
         "PodDisruptionBudget maxUnavailable 1"
     ]
-    start = startup_seconds(weights_gib)
+    start = server_startup_seconds(design, weights_gib)
     node = f"node launch and join (~{NODE_LAUNCH_S // 60} min, estimate) + " if pooled else ""
+    last = (
+        "the Neuron compilation"
+        if design.accelerator == "neuron"
+        else "CUDA graphs" + (", the workers' start and Ray join" if design.pipeline_parallel > 1 else "")
+    )
     rows.append(
-        f"cold start of a server: {node}image pull, {weights_gib:,.0f} GiB of weights through Mountpoint and CUDA "
-        f"graphs (startup probe allows {start // 60} min): up to ~{(start + (NODE_LAUNCH_S if pooled else 0)) // 60} "
+        f"cold start of a server: {node}image pull, {weights_gib:,.0f} GiB of weights through Mountpoint and {last} "
+        f"(startup probe allows {start // 60} min): up to ~{(start + (NODE_LAUNCH_S if pooled else 0)) // 60} "
         "min before it takes requests"
     )
     return rows

@@ -2,8 +2,10 @@
 
 Built from the training layer's constructs (`TrainingCluster`, its GPU node groups or its `Karpenter` pools,
 `ClusterAdminHost`), without the Kubeflow Trainer; adds the model bucket, the API key secret, the Mountpoint for
-Amazon S3 CSI driver, KEDA and per endpoint the manifests of `mlstack.k8s.vllm`. Sizing comes from
-`mlstack.design.serving_eks` (pools: `mlstack.design.serving_pools`); its part of
+Amazon S3 CSI driver, KEDA and per endpoint the manifests of `mlstack.k8s.vllm` (a LeaderWorkerSet,
+`mlstack.k8s.vllm_multinode`, for a server over several nodes, with the LWS chart and EFA on its nodes; the Neuron
+image on inf2/trn1 nodes). Sizing comes from `mlstack.design.serving_eks` (pools: `mlstack.design.serving_pools`);
+its part of
 `mlstack plan` is `mlstack.plan.inference_eks`.
 """
 
@@ -18,7 +20,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
-from mlstack.catalog import get_instance
+from mlstack.catalog import efa_layout, get_instance
 from mlstack.catalog.memory import GIB, precision_bytes
 from mlstack.config import BlueprintConfig
 from mlstack.config.inference_eks import EksInferenceConfig
@@ -29,9 +31,10 @@ from mlstack.constructs.training.admin_host import ClusterAdminHost
 from mlstack.constructs.training.cluster import TrainingCluster
 from mlstack.design.karpenter import Pool
 from mlstack.design.serving_eks import PORT, SERVICE_ACCOUNT, ServerDesign, server_designs, serving_cluster_name
-from mlstack.design.serving_pools import serving_pools, startup_seconds
+from mlstack.design.serving_pools import server_startup_seconds, serving_pools
 from mlstack.k8s.serving_pools import disruption_budget, serving_triggers
 from mlstack.k8s.vllm import namespace_manifests, scaled_object, server_deployment, server_service, weights_volume
+from mlstack.k8s.vllm_multinode import leader_worker_set
 from mlstack.stacks.base import MlStack
 from mlstack.stacks.inference_eks_pools import add_endpoint_pool, add_serving_karpenter
 from mlstack.stacks.network import NetworkStack
@@ -127,6 +130,10 @@ class EksInferenceStack(MlStack):
         # No admission webhooks: the ScaledObjects are applied right after the chart (installed without waiting),
         # before a webhook pod could answer; KEDA's controller still validates them when it reconciles.
         keda = self.cluster.add_chart(versions.KEDA, {"webhooks": {"enabled": False}})
+        # LeaderWorkerSet for multi-node servers; `wait`: its webhooks fail closed on every LeaderWorkerSet.
+        self.lws = None
+        if any(d.pipeline_parallel > 1 for d in designs):
+            self.lws = self.cluster.add_chart(versions.LWS, {}, wait=True)
         self.admin_host: ClusterAdminHost | None = None
         if config.cluster.admin_host:
             self.admin_host = ClusterAdminHost(
@@ -148,8 +155,8 @@ class EksInferenceStack(MlStack):
 
         base = self.cluster.add_manifest("ServingNamespace", *namespace_manifests(config.namespace))
         weights_gib = config.model.parameters_billion * 1e9 * precision_bytes(config.model.precision) / GIB
-        image = config.image.reference(region)
         for design in designs:
+            image = config.image.reference(region, neuron=design.accelerator == "neuron")
             self._endpoint(
                 design, config, network, base, keda, mountpoint, weights_gib, image, region, str(blueprint.network.cidr)
             )
@@ -224,17 +231,22 @@ class EksInferenceStack(MlStack):
         spec = next(e for e in config.endpoints if e.name == design.endpoint)
         cid = spec.construct_id
         it = get_instance(design.instance_type)
+        multinode = design.pipeline_parallel > 1
+        neuron = design.accelerator == "neuron"
         pool: Pool | None = self.pools.get(design.endpoint)
         nodes: eks.KubernetesManifest | None = None
+        group = None
         if self.karpenter is not None and pool is not None:
+            # Single-node servers only: the config rejects a multi-node endpoint with Karpenter.
             nodes = add_endpoint_pool(self, self.karpenter, pool, network, serving_cluster_name(self.blueprint.name))
         else:
-            self.cluster.add_accelerated_node_group(
+            group = self.cluster.add_accelerated_node_group(
                 design.endpoint,
                 scope=self,
                 instance_type=design.instance_type,
-                subnets=network.network.private_subnets,
-                efa=False,
+                # EFA does not cross subnets: a multi-node group stays in the first private subnet's AZ
+                subnets=network.network.private_subnets[:1] if multinode else network.network.private_subnets,
+                efa=multinode,  # a multi-node server's stages exchange activations over EFA
                 desired_size=design.min_nodes,
                 min_size=design.min_nodes,
                 max_size=design.max_nodes,
@@ -255,18 +267,24 @@ class EksInferenceStack(MlStack):
         volume.node.add_dependency(base)
         volume.node.add_dependency(mountpoint)
         servers = design.servers_per_node
-        server = server_deployment(
+        server: dict[str, Any] = server_deployment(
             design,
             namespace=config.namespace,
             model_name=config.model.name,
             image=image,
             secret_arn=self.api_key.secret_arn,
             region=region,
-            startup_seconds=startup_seconds(weights_gib),
+            # + the Neuron compilation; + the workers' image pull and Ray start, which the leader waits for
+            startup_seconds=server_startup_seconds(design, weights_gib),
             cpu_per_server=max(1, it.vcpus // (2 * servers)),
-            memory_gib_per_server=max(4, int(it.memory_gib * 0.6 / servers)),
+            # Neuron compiles the model and loads the checkpoint in host memory first: a larger share of the node.
+            memory_gib_per_server=max(4, int(it.memory_gib * (0.8 if neuron else 0.6) / servers)),
             weights_claim=pair[1]["metadata"]["name"],
+            compile_cache_gib=int(weights_gib * 1.2) + 8 if neuron else 0,
         )
+        if multinode:
+            efa = sum(1 for nic in efa_layout(it.name) if nic.is_efa)
+            server = leader_worker_set(server, design, efa_interfaces=efa)
         deployment = self.cluster.add_manifest(
             f"{cid}Server",
             server,
@@ -276,6 +294,12 @@ class EksInferenceStack(MlStack):
         if nodes is not None:
             # Deleted before the pool, so Karpenter still drains and terminates the nodes the servers ran on.
             deployment.node.add_dependency(nodes)
+        if multinode:
+            assert self.lws is not None and group is not None
+            deployment.node.add_dependency(self.lws)
+            # LWS's webhook certificates are made by its controller after its pod is ready; the group's nodes take
+            # minutes to join, so applying after them also gives the webhook that time.
+            deployment.node.add_dependency(group.nodegroup)
         deployment.node.add_dependency(volume)
         deployment.node.add_dependency(self.server_identity)  # the init container needs credentials at admission
         deployment.node.add_dependency(self.server_role)

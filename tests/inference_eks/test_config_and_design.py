@@ -59,7 +59,10 @@ def test_the_shipped_blueprint_is_read_as_the_eks_engine_with_one_inference_stac
             "is a SageMaker type; engine eks runs EC2 instances, e.g. g6e.xlarge",
         ),
         (_endpoint(instance_type="m7i.xlarge"), "m7i.xlarge has no NVIDIA GPU"),
-        (_endpoint(instance_type="inf2.xlarge"), "inf2.xlarge has no NVIDIA GPU"),
+        (
+            _endpoint(instance_type="inf1.xlarge"),
+            "inf1.xlarge: Inferentia (inf1, NeuronCore-v1) does not serve decoder",
+        ),
         (_endpoint(instance_type="g6.xlarge"), "fit on no tensor-parallel degree of g6.xlarge"),
         (_endpoint(instance_type="g6e.12xlarge", tensor_parallel=3), "tensor_parallel 3 does not divide the 4 GPUs"),
         (

@@ -1,5 +1,6 @@
-"""The two other shapes of `eks-llm-serving`, synthesized (cdk-nag on) like the shipped blueprints: fixed GPU node
-groups (`capacity_manager: node_groups`) and scale-to-zero on Karpenter (`min_replicas: 0` with `active_hours`).
+"""The other shapes of `eks-llm-serving`, synthesized (cdk-nag on) like the shipped blueprints: fixed GPU node
+groups (`capacity_manager: node_groups`), scale-to-zero on Karpenter (`min_replicas: 0` with `active_hours`) and a
+Neuron (Inferentia2) endpoint on a Karpenter pool.
 Each holds the plan's resources equal to its templates, passes cfn-lint, and applies what its mode needs."""
 
 from __future__ import annotations
@@ -33,7 +34,11 @@ def _to_zero(data: dict[str, Any]) -> None:
     data["inference"]["endpoints"][0]["autoscaling"] = {"min_replicas": 0, "max_replicas": 2, "active_hours": HOURS}
 
 
-VARIANTS = {"serving-fixed": _fixed, "serving-to-zero": _to_zero}
+def _neuron(data: dict[str, Any]) -> None:
+    data["inference"]["endpoints"][0].update(instance_type="inf2.8xlarge")
+
+
+VARIANTS = {"serving-fixed": _fixed, "serving-to-zero": _to_zero, "serving-neuron": _neuron}
 
 
 @pytest.fixture(scope="module")
@@ -103,3 +108,26 @@ def test_scale_to_zero_applies_the_cron_window(variants: Session) -> None:
     assert "replicas" not in next(m for m in docs if m["kind"] == "Deployment")["spec"]
     pool = next(m for m in docs if m["kind"] == "NodePool")["spec"]
     assert pool["limits"] == {"nvidia.com/gpu": "2"}
+
+
+def test_a_neuron_pool_launches_inferentia_nodes_the_server_selects_and_tolerates(variants: Session) -> None:
+    docs = _manifests(variants, "serving-neuron")
+    node = next(m for m in docs if m["kind"] == "NodePool")["spec"]
+    pod = next(m for m in docs if m["kind"] == "Deployment")["spec"]["template"]["spec"]
+    requirements = {r["key"]: r["values"] for r in node["template"]["spec"]["requirements"]}
+    assert requirements["node.kubernetes.io/instance-type"] == ["inf2.8xlarge"]
+    # The cost cap in Neuron chips: max_replicas 2 servers of the one Inferentia2 chip of an inf2.8xlarge.
+    assert node["limits"] == {"aws.amazon.com/neuron": "2"}
+    assert node["template"]["spec"]["taints"] == [
+        {"key": "aws.amazon.com/neuron", "value": "true", "effect": "NoSchedule"}
+    ]
+    assert [t["key"] for t in pod["tolerations"]] == ["aws.amazon.com/neuron"]
+    for key, value in pod["nodeSelector"].items():
+        assert node["template"]["metadata"]["labels"][key] == value
+    assert node["template"]["metadata"]["labels"]["mlstack.io/accelerator-kind"] == "inferentia"
+    assert pod["containers"][0]["resources"]["limits"]["aws.amazon.com/neuron"] == "1"
+    assert "lifecycle" in pod["containers"][0]  # the drain, as on GPU servers
+    # The Neuron device plugin comes with the pool (Karpenter's nodes advertise aws.amazon.com/neuron through it).
+    resources = variants.blueprints["serving-neuron"].templates["InferenceStack"]["Resources"]
+    charts = {r["Properties"]["Release"] for r in resources.values() if r["Type"].endswith("HelmChart")}
+    assert "neuron-helm-chart" in charts and "nvidia-device-plugin" not in charts

@@ -28,9 +28,10 @@ def plans() -> dict[str, Plan]:
     return {name: build_plan(blueprint_config.load(name), today=DAY) for name in SHIPPED}
 
 
-def test_nineteen_blueprints_are_shipped() -> None:
-    # 16, then eks-karpenter-training (issue 26), eks-llm-serving (issue 27), hyperpod-eks-teams (issue 26)
-    assert len(SHIPPED) == 19
+def test_twenty_blueprints_are_shipped() -> None:
+    # 16, then eks-karpenter-training and hyperpod-eks-teams (issue 26), eks-llm-serving and
+    # eks-llm-serving-multinode (issue 27)
+    assert len(SHIPPED) == 20
 
 
 def test_no_plan_prices_with_an_undated_rate(plans: dict[str, Plan]) -> None:

@@ -1,4 +1,5 @@
-"""The CRD schemas of the pinned Karpenter and Kueue releases, for validating the manifests mlstack renders.
+"""The CRD schemas of the pinned Karpenter, Kueue and LeaderWorkerSet releases, for validating the manifests mlstack
+renders.
 
 The CRDs are upstream files, not copied into this repository: they are read from a cache directory
 (`MLSTACK_CRD_CACHE`, default `~/.cache/mlstack/crds`) and fetched into it from the release tags when missing (needs
@@ -23,7 +24,10 @@ _KARPENTER = f"https://raw.githubusercontent.com/aws/karpenter-provider-aws/v{ve
 _KUEUE = (
     f"https://raw.githubusercontent.com/kubernetes-sigs/kueue/v{versions.KUEUE.version}/config/components/crd/bases"
 )
+_LWS_VERSION = versions.LWS.version.removeprefix("v")
+_LWS = f"https://raw.githubusercontent.com/kubernetes-sigs/lws/v{_LWS_VERSION}/config/crd/bases"
 SOURCES: dict[str, tuple[str, str]] = {
+    "LeaderWorkerSet": (f"lws-{_LWS_VERSION}", f"{_LWS}/leaderworkerset.x-k8s.io_leaderworkersets.yaml"),
     "NodePool": (f"karpenter-{versions.KARPENTER.version}", f"{_KARPENTER}/karpenter.sh_nodepools.yaml"),
     "EC2NodeClass": (f"karpenter-{versions.KARPENTER.version}", f"{_KARPENTER}/karpenter.k8s.aws_ec2nodeclasses.yaml"),
     "NodeOverlay": (f"karpenter-{versions.KARPENTER.version}", f"{_KARPENTER}/karpenter.sh_nodeoverlays.yaml"),

@@ -91,6 +91,7 @@ CHARTS = (
     versions.KARPENTER,
     versions.KUEUE,
     versions.KEDA,
+    versions.LWS,
 )
 """Every `versions.Chart` pin (tests hold this list to the module)."""
 

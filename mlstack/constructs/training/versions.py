@@ -108,6 +108,21 @@ KEDA = Chart(
 built on client-go v0.35.5 (kedacore/keda go.mod at v2.20.2), the API of the serving cluster's default Kubernetes
 1.35; 2.17 was built for 1.30-1.32."""
 
+LWS = Chart(
+    release="lws",
+    chart="lws",
+    repository="oci://registry.k8s.io/lws/charts/lws",
+    version="v0.10.0",
+    namespace="lws-system",
+    source="github.com/kubernetes-sigs/lws release v0.10.0 (2026-08-11; API leaderworkerset.x-k8s.io/v1); OCI chart, "
+    'release name and namespace as in LWS docs, "Installation", Install by Helm. The chart is pushed with the git tag '
+    "as its version (hack/push-chart.sh: `helm package --version v0.10.0`), so the OCI tag keeps the `v`; Helm also "
+    "resolves the docs' `--version 0.10.0` to it",
+)
+"""LeaderWorkerSet: multi-node vLLM servers (one leader and its workers per server). Its CRD is in the chart's
+`crds/` (installed once, never upgraded by Helm: a version bump applies the new CRD first, LWS docs "Upgrade by
+Helm"). Its webhooks fail closed on LeaderWorkerSets and their pods, so the chart is installed with `wait`."""
+
 MOUNTPOINT_S3_CSI = "aws-mountpoint-s3-csi-driver"
 """EKS add-on of the Mountpoint for Amazon S3 CSI driver (EKS User Guide, "Mountpoint for Amazon S3 CSI Driver").
 Version: the EKS default for the cluster's Kubernetes version (v2 for the versions allowed here [INFERRED from the
