@@ -53,8 +53,7 @@ def start(dockerfile: str, command: list[str], tmp_path: Path, **env: str) -> su
     shim.parent.mkdir()
     record = tmp_path / "launched.json"
     shim.write_text(
-        "#!/usr/bin/env bash\n"
-        f'printf \'%s\\n\' "$$" "$@" > {record}\n',
+        f'#!/usr/bin/env bash\nprintf \'%s\\n\' "$$" "$@" > {record}\n',
         encoding="utf-8",
     )
     shim.chmod(0o755)
