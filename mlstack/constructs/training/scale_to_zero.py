@@ -175,7 +175,8 @@ class ScaleToZero(Construct):
                 "CKV_AWS_173": "the environment holds resource names and ARNs only, no secret",
                 "CKV_AWS_45": "no secret in the environment: names and ARNs of this stack",
                 "CKV_AWS_116": "invoked asynchronously by an EventBridge rule or an SNS topic, both of which retry "
-                "delivery; the function's log records every call it made",
+                "delivery; the function's log records every call it made"
+                + ("; its Errors alarm tells the alarm topic of a failed call" if failure_topic is not None else ""),
                 "CKV_AWS_115": "no reserved concurrency on purpose: reserving any fails the deploy in accounts whose "
                 "unreserved concurrency would fall below 100 (new accounts); every call is idempotent",
             },
