@@ -8,10 +8,13 @@ rendered jobs), the same train.py arguments as on a cluster: --checkpoint-dir, -
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -179,6 +182,54 @@ def test_workers_still_running_when_the_window_ends_are_killed(tmp_path: Path) -
     assert rc == elastic.RETRY_EXIT and time.monotonic() - sent < 20, stderr[-3000:]
     assert re.search(r"workers \[\d+, \d+\] still running after 3s: killed", stderr), stderr[-3000:]
     assert train.complete_checkpoints(ckpt) == []
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            if entry.name.isdigit() and int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def test_sigterm_during_the_rendezvous_ends_the_launcher_as_a_containers_first_process(tmp_path: Path) -> None:
+    # The container's PID 1 (a new PID namespace, as Docker and the kubelet make): the kernel drops a SIGTERM
+    # sent from outside unless the process handles it. Node 0 of 2 waits in the rendezvous for a node that never
+    # comes (timeout 120 s); torchrun has installed no handler yet. The launcher must exit for a restart at once.
+    unshare = shutil.which("unshare")
+    if unshare is None or subprocess.run([unshare, "--pid", "--fork", "--mount-proc", "true"], check=False).returncode:
+        pytest.skip("no PID namespaces here (unshare --pid --fork --mount-proc)")
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    cmd = [
+        unshare, "--pid", "--fork", "--kill-child", "--mount-proc", sys.executable, str(ELASTIC), "--nnodes=2",
+        "--node_rank=0", "--nproc-per-node=1", "--master_addr=127.0.0.1", f"--master_port={_free_port()}",
+        "--rdzv_conf=timeout=120", str(launch.TRAIN), "--metrics-file", str(tmp_path / "m.jsonl"), *ARGS,
+    ]  # fmt: skip
+    proc = subprocess.Popen(
+        cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    deadline = time.monotonic() + 60
+    while not (init := _children(proc.pid)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(8)  # torchrun parsed its arguments and waits for node 1
+    assert proc.poll() is None, proc.communicate()[1][-3000:]
+    sent = time.monotonic()
+    os.kill(init[0], signal.SIGTERM)
+    try:
+        _, stderr = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.kill(init[0], signal.SIGKILL)  # the one signal a namespace's init cannot drop
+        _, stderr = proc.communicate(timeout=30)
+    rc, took = proc.returncode, time.monotonic() - sent
+    assert rc == elastic.RETRY_EXIT and took < 10, f"rc={rc} after {took:.1f}s: {stderr[-3000:]}"
+    assert "SIGTERM before the workers started: exiting for a restart" in stderr
 
 
 def test_the_stop_window_comes_from_the_launcher_setting_then_torchruns() -> None:

@@ -108,7 +108,10 @@ def operations_resources(config: BlueprintConfig) -> list[OperationsResource]:
         if budget.forecast_percent is not None:
             notes.append(f"forecast {budget.forecast_percent}%")
         if budget.scale_to_zero_at_percent is not None:
-            notes.append(f"{budget.scale_to_zero_at_percent}% -> BudgetScaleToZero")
+            notes.append(
+                f"{budget.scale_to_zero_at_percent}% -> BudgetScaleToZero"
+                + (" and the alarm e-mails" if training.alarm_emails else "")
+            )
             rows += [
                 OperationsResource(STACK, "AWS::SNS::Topic", "SNS topic", "BudgetActionTopic, KMS project key"),
                 OperationsResource(STACK, "AWS::SNS::TopicPolicy", "SNS topic policy", "AWS Budgets may publish"),
@@ -154,4 +157,7 @@ def _function_rows(name: str, what: str, invoker: str) -> list[OperationsResourc
         OperationsResource(STACK, "AWS::IAM::Role", "IAM role", f"{name} (least privilege)"),
         OperationsResource(STACK, "AWS::IAM::Policy", "IAM policy", f"{name}'s calls"),
         OperationsResource(STACK, "AWS::Logs::LogGroup", "Log group", f"{name}, 365 days, KMS"),
+        OperationsResource(
+            STACK, "AWS::CloudWatch::Alarm", "CloudWatch alarm", f"{name} failed (Errors >= 1 in 5 min) -> alarm topic"
+        ),
     ]

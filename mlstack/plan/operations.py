@@ -81,9 +81,9 @@ def restart_notes(config: BlueprintConfig) -> list[str]:
             "restarts: a disruption (drain, eviction, preemption, a node taken away) and a crash share one counter "
             f"(JobSet counts no rule separately): the job fails after job.max_retries ({training.job.max_retries}) + "
             f"{DISRUPTION_RESTARTS} restarts of any kind, so crashes alone may be retried up to that total",
-            "restarts: the first pod to fail decides; an application error (exit 42) on one node can show as a lost "
-            "peer (exit 1) on another first and cost one counted restart before it fails (JobSet v0.12 acts on the "
-            "first failed Job and cannot wait for the others)",
+            "restarts: JobSet v0.12 takes its rules in order over the Jobs failed when it acts, so a disruption "
+            "(first rule: restart) outranks an application error (exit 42: fail) whatever failed first; a lost "
+            "peer (exit 1) matches no rule, so an exit 42 whose peer fails before it costs one counted restart",
         ]
     if training.engine == "batch":
         return [

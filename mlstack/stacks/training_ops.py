@@ -104,6 +104,7 @@ def add_operations(
                 if get_instance(g.instance_type).accelerator is not None
             ],
             hyperpod_execution_roles=[hyperpod.role.role_arn] if hyperpod is not None else [],
+            failure_topic=topic,
             description=f"scale the training capacity to zero at {spec.scale_to_zero_at_percent}% of the budget",
             removal_policy=stack.removal_policy,
         )
@@ -120,6 +121,8 @@ def add_operations(
             forecast_percent=spec.forecast_percent,
             action_topic=action_topic,
             action_percent=spec.scale_to_zero_at_percent,
+            # The alarm e-mails get the scale-down's notification from AWS Budgets itself, as the other thresholds'.
+            action_emails=training.alarm_emails if action_topic is not None else [],
         )
     blocks = capacity_block_reservations(training)
     capacity_block = scale = None
@@ -143,6 +146,7 @@ def add_operations(
             hyperpod_cluster_arn=None,
             hyperpod_groups=[],
             hyperpod_execution_roles=[],
+            failure_topic=topic,
             description="scale the training capacity on an expiring Capacity Block to zero",
             removal_policy=stack.removal_policy,
         )

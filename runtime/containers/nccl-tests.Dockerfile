@@ -23,3 +23,8 @@ RUN apt-get update \
       'AuthorizedKeysFile /home/mpiuser/.ssh/authorized_keys' 'StrictModes no' 'PasswordAuthentication no' \
       >/home/mpiuser/.sshd_config \
  && chown mpiuser:mpiuser /home/mpiuser/.sshd_config
+# No inherited entry point: the base's `bash -m dockerd_entrypoint.sh` ends in `eval "$@"`, which would re-parse
+# the AWS Batch job's `bash -c <node script>` command (Batch replaces only CMD) into `bash -c #...`: see
+# train.Dockerfile. CMD comes back because setting ENTRYPOINT clears the inherited one.
+ENTRYPOINT []
+CMD ["/bin/bash"]

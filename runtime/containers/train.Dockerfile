@@ -15,3 +15,13 @@ RUN pip install --no-cache-dir deepspeed==0.19.8
 COPY __init__.py /opt/mlstack/runtime/__init__.py
 COPY workloads/__init__.py workloads/comm.py workloads/elastic.py workloads/lm.py workloads/train.py /opt/mlstack/runtime/workloads/
 WORKDIR /opt/mlstack
+# The base's ENTRYPOINT (`bash -m dockerd_entrypoint.sh`, which ends in `eval "$@"`) would re-parse an AWS Batch
+# job's command: Batch's `command` replaces only CMD (a job definition has no entry point), and eval turns
+# `bash -c "exec python ..."` into `bash -c exec python ...`, a script that runs nothing and exits 0. Without it,
+# the command is PID 1 itself (the launcher, which handles SIGTERM). The base's entry script only adds telemetry
+# and a CUDA-compat check whose LD_LIBRARY_PATH stays in its own subshell; Kubernetes pods already skip it (their
+# `command` replaces the entry point). Setting ENTRYPOINT clears the inherited CMD (Dockerfile reference,
+# "Understand how CMD and ENTRYPOINT interact"), so CMD gives `docker run -it` its shell back.
+# https://github.com/aws/deep-learning-containers (pytorch/training/docker/build_artifacts/dockerd_entrypoint.sh)
+ENTRYPOINT []
+CMD ["/bin/bash"]

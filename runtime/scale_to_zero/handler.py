@@ -24,9 +24,9 @@ passes its scale-to-zero threshold (AWS Budgets notification through SNS).
   the groups' nodes; a Slurm job on them is requeued (`--requeue` / auto-resume) and resumes from its newest
   checkpoint once the group is scaled back up.
 
-With `NOTIFY_TOPIC_ARN`, what it did is published to that topic (the budget's own notification goes to the
-function's topic only). Scaling back up is the user's step: CloudFormation applies only properties that change,
-so `cdk deploy` with an unchanged template leaves the node groups at 0 and the compute environment DISABLED.
+With `NOTIFY_TOPIC_ARN`, what it did and what failed is published to that topic. Scaling back up is the
+user's step: CloudFormation applies only properties that change, so `cdk deploy` with an unchanged template
+leaves the node groups at 0 and the compute environment DISABLED.
 Run `aws eks update-nodegroup-config --cluster-name <cluster> --nodegroup-name <group> --scaling-config
 minSize=<min>,desiredSize=<desired>,maxSize=<max>` for each node group, or `aws batch
 update-compute-environment --compute-environment <arn> --state ENABLED`, or `aws sagemaker update-cluster` with the
@@ -43,13 +43,15 @@ from typing import Any
 import boto3
 
 BATCH_STATES = ("SUBMITTED", "PENDING", "RUNNABLE", "STARTING", "RUNNING")
-HYPERPOD_KEPT = (
-    "InstanceGroupName", "InstanceType", "InstanceRequirements", "LifeCycleConfig", "ExecutionRole", "ThreadsPerCore",
+HYPERPOD_SAME = (
+    "InstanceGroupName", "InstanceType", "LifeCycleConfig", "ExecutionRole", "ThreadsPerCore",
     "InstanceStorageConfigs", "OnStartDeepHealthChecks", "TrainingPlanArn", "OverrideVpcConfig",
-    "ScheduledUpdateConfig", "KubernetesConfig", "SlurmConfig", "CapacityRequirements", "NetworkInterface",
+    "ScheduledUpdateConfig", "SlurmConfig", "CapacityRequirements", "NetworkInterface",
 )  # fmt: skip
 """DescribeCluster's ClusterInstanceGroupDetails members that UpdateCluster's ClusterInstanceGroupSpecification
-takes under the same name (botocore's SageMaker model); the counts and the image are mapped in `hyperpod_groups`."""
+takes under the same name and with the same shape (botocore's SageMaker model). The others are mapped in
+`hyperpod_spec` (counts, image, and the Current*/Desired* pairs of KubernetesConfig, InstanceRequirements and
+AutoPatchConfig) or are read-only status (Status, TrainingPlanStatus, ActiveOperations, SoftwareUpdateStatus, ...)."""
 
 
 def _names(variable: str) -> list[str]:
@@ -59,21 +61,50 @@ def _names(variable: str) -> list[str]:
     return value
 
 
+def _desired(details: dict[str, Any], name: str) -> Any:
+    """The Desired<name> of a DescribeCluster detail (what the group is moving to), else its Current<name>."""
+    return details.get(f"Desired{name}", details.get(f"Current{name}"))
+
+
+def _custom_image(group: dict[str, Any]) -> str | None:
+    """The group's AMI when it is a custom one. A HyperPod-managed AMI comes with its release version
+    (Current/DesiredImageReleaseVersion); "default" is no AMI at all. Left out, UpdateCluster keeps the group on
+    the HyperPod-managed image, as CloudFormation's own updates of a cluster created without ImageId do."""
+    image = group.get("DesiredImageId") or group.get("CurrentImageId")
+    managed = group.get("DesiredImageReleaseVersion") or group.get("CurrentImageReleaseVersion")
+    return image if image and image.startswith("ami-") and not managed else None
+
+
+def hyperpod_spec(group: dict[str, Any], zero: bool) -> dict[str, Any]:
+    """UpdateCluster's ClusterInstanceGroupSpecification for a described group: its settings as they are (or as
+    they are being changed to), with InstanceCount and MinInstanceCount 0 when `zero`."""
+    spec = {key: group[key] for key in HYPERPOD_SAME if key in group}
+    types = _desired(group.get("InstanceRequirements") or {}, "InstanceTypes")
+    if types:
+        spec["InstanceRequirements"] = {"InstanceTypes": types}
+    kubernetes = group.get("KubernetesConfig") or {}
+    mapped = {key: _desired(kubernetes, key) for key in ("Labels", "Taints")}
+    if any(value is not None for value in mapped.values()):
+        spec["KubernetesConfig"] = {key: value for key, value in mapped.items() if value is not None}
+    patch = group.get("AutoPatchConfig")
+    if patch:
+        spec["AutoPatchConfig"] = {
+            k: v for k, v in patch.items() if k not in ("CurrentPatchSchedule", "DesiredPatchSchedule")
+        }
+        if _desired(patch, "PatchSchedule"):
+            spec["AutoPatchConfig"]["PatchSchedule"] = _desired(patch, "PatchSchedule")
+    spec["InstanceCount"] = 0 if zero else int(group.get("TargetCount", group.get("CurrentCount", 0)))
+    if "MinCount" in group:
+        spec["MinInstanceCount"] = 0 if zero else int(group["MinCount"])
+    image = _custom_image(group)
+    if image:
+        spec["ImageId"] = image
+    return spec
+
+
 def hyperpod_groups(described: list[dict[str, Any]], to_zero: set[str]) -> list[dict[str, Any]]:
     """UpdateCluster's InstanceGroups: every described group as it is, the groups in `to_zero` with count 0."""
-    groups = []
-    for group in described:
-        spec = {key: group[key] for key in HYPERPOD_KEPT if key in group}
-        if "InstanceRequirements" in spec and "InstanceTypes" not in spec["InstanceRequirements"]:
-            del spec["InstanceRequirements"]
-        zero = group["InstanceGroupName"] in to_zero
-        spec["InstanceCount"] = 0 if zero else int(group.get("TargetCount", group.get("CurrentCount", 0)))
-        if "MinCount" in group:
-            spec["MinInstanceCount"] = 0 if zero else int(group["MinCount"])
-        if group.get("DesiredImageId"):
-            spec["ImageId"] = group["DesiredImageId"]  # unchanged: the image the group runs or is moving to
-        groups.append(spec)
-    return groups
+    return [hyperpod_spec(group, group["InstanceGroupName"] in to_zero) for group in described]
 
 
 def _trigger(event: dict[str, Any]) -> str:
@@ -85,9 +116,7 @@ def _trigger(event: dict[str, Any]) -> str:
     return f"Capacity Block {event.get('detail', {}).get('capacity-reservation-id', '?')} expiring"
 
 
-def handler(event: dict[str, Any], context: object = None) -> dict[str, list[str]]:
-    trigger = _trigger(event)
-    done: list[str] = []
+def _nodegroups(done: list[str], trigger: str) -> None:
     nodegroups = _names("NODEGROUPS")
     if nodegroups:
         eks = boto3.client("eks")
@@ -100,6 +129,9 @@ def handler(event: dict[str, Any], context: object = None) -> dict[str, list[str
                 scalingConfig={"minSize": 0, "desiredSize": 0, "maxSize": max(1, int(scaling.get("maxSize", 1)))},
             )
             done.append(f"nodegroup {name}: 0 nodes")
+
+
+def _batch(done: list[str], trigger: str) -> None:
     queues, environments = _names("JOB_QUEUES"), _names("COMPUTE_ENVIRONMENTS")
     if queues or environments:
         batch = boto3.client("batch")
@@ -112,6 +144,9 @@ def handler(event: dict[str, Any], context: object = None) -> dict[str, list[str
         for environment in environments:
             batch.update_compute_environment(computeEnvironment=environment, state="DISABLED")
             done.append(f"compute environment {environment}: disabled")
+
+
+def _hyperpod(done: list[str], trigger: str) -> None:
     hyperpod, groups = os.environ.get("HYPERPOD_CLUSTER"), set(_names("HYPERPOD_GROUPS"))
     if hyperpod and groups:
         sagemaker = boto3.client("sagemaker")
@@ -119,12 +154,31 @@ def handler(event: dict[str, Any], context: object = None) -> dict[str, list[str
         present = {g["InstanceGroupName"] for g in described}
         sagemaker.update_cluster(ClusterName=hyperpod, InstanceGroups=hyperpod_groups(described, groups))
         done += [f"HyperPod {hyperpod} group {g}: 0 instances" for g in sorted(groups & present)]
-    print(json.dumps({"trigger": trigger, "done": done}))
+
+
+STEPS = {"EKS node groups": _nodegroups, "AWS Batch": _batch, "SageMaker HyperPod": _hyperpod}
+
+
+def handler(event: dict[str, Any], context: object = None) -> dict[str, list[str]]:
+    """Every step runs even when one before it fails; the message names what failed, and the invocation then
+    fails too (Lambda retries an asynchronous invocation twice, and the function's Errors alarm tells the alarm
+    topic when it cannot even publish, e.g. on a timeout)."""
+    trigger = _trigger(event)
+    done: list[str] = []
+    failed: list[str] = []
+    for what, step in STEPS.items():
+        try:
+            step(done, trigger)
+        except Exception as error:  # reported below, then raised
+            failed.append(f"{what} FAILED: {type(error).__name__}: {error}")
+    print(json.dumps({"trigger": trigger, "done": done, "failed": failed}))
     topic = os.environ.get("NOTIFY_TOPIC_ARN")
     if topic:
         boto3.client("sns").publish(
             TopicArn=topic,
-            Subject="mlstack: training capacity scaled to zero",
-            Message=f"{trigger}: " + ("; ".join(done) or "nothing was running"),
+            Subject="mlstack: scale to zero FAILED" if failed else "mlstack: training capacity scaled to zero",
+            Message=f"{trigger}: " + ("; ".join(failed + done) or "nothing was running"),
         )
+    if failed:
+        raise RuntimeError("; ".join(failed))
     return {"done": done}

@@ -25,6 +25,7 @@ import contextlib
 import os
 import signal
 import sys
+import threading
 import time
 from pathlib import Path
 from types import FrameType
@@ -142,12 +143,39 @@ def hold_stop_window(grace: float) -> bool:
     return True
 
 
+def exit_on_sigterm_before_workers() -> None:
+    """Exit with `RETRY_EXIT` at once on a SIGTERM that arrives while no worker runs: before torchrun first starts
+    its workers (the rendezvous, up to its timeout) it has no SIGTERM handler (PContext.start installs it, at
+    torch/distributed/elastic/multiprocessing/api.py in 2.7.1), and the kernel drops a signal without a handler
+    sent to a PID namespace's init, which the launcher is in a container: the pod or job would wait out its whole
+    grace before the SIGKILL.
+
+    The main thread may be blocked in torch's C++ (the rendezvous store) where no Python signal handler runs, so
+    the signal is read from the interpreter's wakeup fd (`signal.set_wakeup_fd`) by a thread of its own. Once the
+    workers run, torchrun's handler (`hold_stop_window`) replaces the placeholder below and this thread sees
+    workers and does nothing; the wakeup fd stays."""
+    read, write = os.pipe()
+    os.set_blocking(write, False)
+    signal.signal(signal.SIGTERM, lambda signum, frame: None)  # a Python handler: the C one writes the fd
+    signal.set_wakeup_fd(write, warn_on_full_buffer=False)
+
+    def watch() -> None:
+        while True:
+            if signal.SIGTERM in os.read(read, 64) and not workers():
+                print("[elastic] SIGTERM before the workers started: exiting for a restart", file=sys.stderr,
+                      flush=True)  # fmt: skip
+                os._exit(RETRY_EXIT)
+
+    threading.Thread(target=watch, name="sigterm-before-workers", daemon=True).start()
+
+
 def main(argv: list[str] | None = None) -> int:
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.run import parse_args, run
 
     hold_stop_window(grace_seconds())
+    exit_on_sigterm_before_workers()
     try:
         run(parse_args(argv))
     except ChildFailedError as e:

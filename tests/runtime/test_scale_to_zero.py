@@ -4,13 +4,17 @@ for the environment, botocore's Stubber for the jobs: moto runs Batch jobs in Do
 
 from __future__ import annotations
 
+import datetime
 import json
 from collections.abc import Iterator
 from typing import Any
 
 import boto3
+import botocore.session
 import pytest
+from botocore.model import ListShape, MapShape, Shape, StructureShape
 from botocore.stub import Stubber
+from botocore.validate import validate_parameters
 from moto import mock_aws
 
 from runtime.scale_to_zero import handler
@@ -109,7 +113,7 @@ def test_batch_jobs_of_every_live_state_are_terminated(monkeypatch: pytest.Monke
 
 def test_bad_environment_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("NODEGROUPS", '"p5"')
-    with pytest.raises(ValueError, match="NODEGROUPS must be a JSON list"):
+    with pytest.raises(RuntimeError, match="EKS node groups FAILED: ValueError: NODEGROUPS must be a JSON list"):
         handler.handler(EVENT)
 
 
@@ -178,7 +182,8 @@ def test_hyperpod_accelerated_groups_go_to_zero_and_every_other_group_keeps_its_
     }
     stubber.add_response("describe_cluster", described, {"ClusterName": "demo"})
     dropped = {"CurrentCount", "TargetCount", "Status", "CurrentImageId", "DesiredImageId"}
-    kept = {**{k: v for k, v in controller.items() if k not in dropped}, "InstanceCount": 1, "ImageId": "default"}
+    # No ImageId: "default" is the HyperPod-managed image, which a request without ImageId keeps.
+    kept = {**{k: v for k, v in controller.items() if k not in dropped}, "InstanceCount": 1}
     expected = [
         kept,
         {
@@ -191,7 +196,6 @@ def test_hyperpod_accelerated_groups_go_to_zero_and_every_other_group_keeps_its_
             "ThreadsPerCore": 1,
             "InstanceStorageConfigs": workers["InstanceStorageConfigs"],
             "OnStartDeepHealthChecks": ["InstanceStress"],
-            "ImageId": "default",
         },
     ]
     stubber.add_response(
@@ -205,11 +209,106 @@ def test_hyperpod_accelerated_groups_go_to_zero_and_every_other_group_keeps_its_
     stubber.assert_no_pending_responses()
 
 
-def test_hyperpod_request_keeps_only_members_update_cluster_takes() -> None:
-    import botocore.session
+def _example(shape: Shape, name: str = "") -> Any:
+    """A value of `shape` that its own constraints accept: every member of every structure, filled in."""
+    if isinstance(shape, StructureShape):
+        members = list(shape.members.items())[: 1 if shape.is_tagged_union else None]  # a union takes one
+        return {key: _example(member, key) for key, member in members}
+    if isinstance(shape, ListShape):
+        return [_example(shape.member, name)]
+    if isinstance(shape, MapShape):
+        return {"mlstack.io/role": "workers"}
+    kind, meta = shape.type_name, shape.metadata
+    if kind == "string":
+        if shape.enum:
+            return shape.enum[0]
+        known = {"ImageId": "ami-0123456789abcdef0", "ExecutionRole": ROLE, "InstanceGroupName": "workers"}
+        return known.get(name, "x" * max(1, meta.get("min", 1)))
+    if kind in ("integer", "long"):
+        return max(1, int(meta.get("min", 1)))
+    if kind == "boolean":
+        return True
+    if kind == "timestamp":
+        return datetime.datetime(2026, 12, 24, tzinfo=datetime.UTC)
+    return 1.0
 
-    model = botocore.session.get_session().get_service_model("sagemaker")
-    spec = model.operation_model("UpdateCluster").input_shape.members["InstanceGroups"].member
-    details = model.operation_model("DescribeCluster").output_shape.members["InstanceGroups"].member
-    assert set(handler.HYPERPOD_KEPT) <= set(spec.members) & set(details.members)
-    assert spec.members["InstanceCount"].metadata["min"] == 0 and spec.members["MinInstanceCount"].metadata["min"] == 0
+
+SAGEMAKER = botocore.session.get_session().get_service_model("sagemaker")
+UPDATE = SAGEMAKER.operation_model("UpdateCluster").input_shape
+DETAILS = SAGEMAKER.operation_model("DescribeCluster").output_shape.members["InstanceGroups"].member
+
+
+@pytest.mark.parametrize("node_type", ["Controller", "Login", "Compute", None])  # Slurm groups, then an EKS one
+@pytest.mark.parametrize("zero", [True, False])
+def test_every_described_member_becomes_a_request_update_cluster_accepts(node_type: str | None, zero: bool) -> None:
+    # Every member DescribeCluster can return for a group (botocore's model), filled in: labels, taints,
+    # storage, training plan, instance requirements, auto-patching, network interface, images, statuses.
+    group = _example(DETAILS)
+    if node_type is None:
+        del group["SlurmConfig"]
+    else:
+        group["SlurmConfig"]["NodeType"] = node_type
+    group["KubernetesConfig"] = {
+        "CurrentLabels": {"old": "1"},
+        "DesiredLabels": {"mlstack.io/role": "workers"},
+        "CurrentTaints": [{"Key": "gpu", "Value": "old", "Effect": "NoSchedule"}],
+        "DesiredTaints": [{"Key": "gpu", "Value": "true", "Effect": "NoSchedule"}],
+    }
+    group["InstanceRequirements"] = {
+        "CurrentInstanceTypes": ["ml.p5.48xlarge"],
+        "DesiredInstanceTypes": ["ml.p5e.48xlarge"],
+    }
+    spec = handler.hyperpod_spec(group, zero)
+    validate_parameters({"ClusterName": "demo", "InstanceGroups": [spec]}, UPDATE)  # ParamValidationError if not
+    assert spec["KubernetesConfig"] == {
+        "Labels": {"mlstack.io/role": "workers"},
+        "Taints": [{"Key": "gpu", "Value": "true", "Effect": "NoSchedule"}],
+    }
+    assert spec["InstanceRequirements"] == {"InstanceTypes": ["ml.p5e.48xlarge"]}
+    assert spec["AutoPatchConfig"]["PatchSchedule"] == group["AutoPatchConfig"]["DesiredPatchSchedule"]
+    assert {k: spec[k] for k in handler.HYPERPOD_SAME if k in group} == {
+        k: group[k] for k in handler.HYPERPOD_SAME if k in group
+    }
+    assert (spec["InstanceCount"], spec["MinInstanceCount"]) == (
+        (0, 0) if zero else (group["TargetCount"], group["MinCount"])
+    )
+    # Both image fields are reported with a release version: a HyperPod-managed AMI, so no ImageId.
+    assert "ImageId" not in spec
+
+
+def test_only_a_custom_ami_is_sent_again() -> None:
+    group = _hyperpod_group("p5", "ml.p5.48xlarge", 2)
+    assert "ImageId" not in handler.hyperpod_spec(group, True)  # "default"
+    managed = {**group, "DesiredImageId": "ami-0aaaaaaaaaaaaaaaa", "DesiredImageReleaseVersion": "1.2.3"}
+    assert "ImageId" not in handler.hyperpod_spec(managed, True)
+    custom = {**group, "CurrentImageId": "ami-0bbbbbbbbbbbbbbbb", "DesiredImageId": "ami-0bbbbbbbbbbbbbbbb"}
+    assert handler.hyperpod_spec(custom, True)["ImageId"] == "ami-0bbbbbbbbbbbbbbbb"
+
+
+def test_a_failed_step_is_published_the_others_still_run_and_the_call_fails(
+    aws: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sns = boto3.client("sns", region_name=REGION)
+    sqs = boto3.client("sqs", region_name=REGION)
+    topic = sns.create_topic(Name="alarms")["TopicArn"]
+    queue = sqs.create_queue(QueueName="inbox")["QueueUrl"]
+    queue_arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=queue_arn)
+    batch = boto3.client("batch", region_name=REGION)
+    monkeypatch.setenv("CLUSTER_NAME", "no-such-cluster")
+    monkeypatch.setenv("NODEGROUPS", json.dumps(["p5"]))  # DescribeNodegroup fails: ResourceNotFoundException
+    role = boto3.client("iam", region_name=REGION).create_role(RoleName="batch", AssumeRolePolicyDocument="{}")
+    environment = batch.create_compute_environment(
+        computeEnvironmentName="gpus", type="UNMANAGED", state="ENABLED", serviceRole=role["Role"]["Arn"]
+    )
+    monkeypatch.setenv("COMPUTE_ENVIRONMENTS", json.dumps([environment["computeEnvironmentArn"]]))
+    monkeypatch.setenv("NOTIFY_TOPIC_ARN", topic)
+    with pytest.raises(RuntimeError, match="EKS node groups FAILED: ResourceNotFoundException"):
+        handler.handler(EVENT)
+    (ce,) = batch.describe_compute_environments(computeEnvironments=["gpus"])["computeEnvironments"]
+    assert ce["state"] == "DISABLED"
+    (message,) = sqs.receive_message(QueueUrl=queue)["Messages"]
+    body = json.loads(message["Body"])
+    assert body["Subject"] == "mlstack: scale to zero FAILED"
+    assert "EKS node groups FAILED: ResourceNotFoundException" in body["Message"]
+    assert "compute environment" in body["Message"] and "disabled" in body["Message"]

@@ -223,7 +223,11 @@ def _g6e_scaling_at_budget() -> BlueprintConfig:
 def _hyperpod_scaling_at_budget(engine: str = "slurm") -> BlueprintConfig:
     budget = {"monthly_usd": 5000, "thresholds_percent": [50, 80], "scale_to_zero_at_percent": 100}
     name = "hyperpod-budget" if engine == "slurm" else f"hyperpod-{engine}-budget"
-    return _with(f"hyperpod-{engine}-training", name=name, budget=budget)
+    if engine != "eks":
+        return _with(f"hyperpod-{engine}-training", name=name, budget=budget)
+    data = load(f"hyperpod-{engine}-training").model_dump(exclude_unset=True)
+    data["training"]["alarm_emails"] = [f"ops{i}@example.com" for i in range(12)]
+    return BlueprintConfig.model_validate({**data, "name": name, "budget": budget})
 
 
 def _statements(resources: dict[str, Any], prefix: str = "ScaleToZeroRole") -> list[dict[str, Any]]:
@@ -320,6 +324,49 @@ def test_budget_scale_to_zero_has_its_own_topic_and_tells_the_alarm_topic(on_blo
     assert any(sorted(s["Action"]) == ["kms:Decrypt", "kms:GenerateDataKey"] for s in statements)
     eks_statement = next(s for s in statements if "eks:UpdateNodegroupConfig" in s["Action"])
     assert "G6e" in json.dumps(eks_statement["Resource"])
+
+
+def test_budget_action_notification_also_emails_the_alarm_recipients(on_blocks: Any) -> None:
+    # The function may fail (or never run): AWS Budgets itself e-mails the alarm recipients at that threshold too,
+    # the first 10 of the 12 (one SNS and up to 10 e-mail subscribers per notification).
+    resources = on_blocks.blueprints["hyperpod-eks-budget"].templates["TrainingClusterStack"]["Resources"]
+    budget = next(r for r in resources.values() if r["Type"] == "AWS::Budgets::Budget")
+    action_topic = next(
+        k for k, r in resources.items() if k.startswith("BudgetActionTopic") and r["Type"] == "AWS::SNS::Topic"
+    )
+    (action,) = [
+        n
+        for n in budget["Properties"]["NotificationsWithSubscribers"]
+        if n["Subscribers"][0]["Address"] == {"Ref": action_topic}
+    ]
+    assert action["Subscribers"][1:] == [
+        {"SubscriptionType": "EMAIL", "Address": f"ops{i}@example.com"} for i in range(10)
+    ]
+    others = [n for n in budget["Properties"]["NotificationsWithSubscribers"] if n is not action]
+    assert all(len(n["Subscribers"]) == 1 for n in others)  # the alarm topic's own e-mail subscriptions carry these
+
+
+@pytest.mark.parametrize(
+    ("name", "prefix"),
+    [("batch-training", "ScaleToZero"), ("eks-block", "ScaleToZero"), ("g6e-budget", "BudgetScaleToZero"),
+     ("hyperpod-budget", "BudgetScaleToZero"), ("hyperpod-eks-budget", "BudgetScaleToZero")],
+)  # fmt: skip
+def test_a_failed_scale_down_alarms_to_the_alarm_topic(on_blocks: Any, name: str, prefix: str) -> None:
+    resources = on_blocks.blueprints[name].templates["TrainingClusterStack"]["Resources"]
+    topic = next(k for k, r in resources.items() if k.startswith("AlarmTopic") and r["Type"] == "AWS::SNS::Topic")
+    function = next(k for k, r in resources.items() if r["Type"] == "AWS::Lambda::Function" and k.startswith(prefix))
+    (alarm,) = [
+        r["Properties"] for r in resources.values()
+        if r["Type"] == "AWS::CloudWatch::Alarm" and r["Properties"].get("Dimensions") == [
+            {"Name": "FunctionName", "Value": {"Ref": function}}
+        ]
+    ]  # fmt: skip
+    assert (alarm["Namespace"], alarm["MetricName"], alarm["Statistic"], alarm["Period"]) == (
+        "AWS/Lambda", "Errors", "Sum", 300
+    )  # fmt: skip
+    assert (alarm["Threshold"], alarm["ComparisonOperator"]) == (1, "GreaterThanOrEqualToThreshold")
+    assert alarm["TreatMissingData"] == "notBreaching"
+    assert alarm["AlarmActions"] == [{"Ref": topic}]
 
 
 @pytest.mark.parametrize("name", ["hyperpod-budget", "hyperpod-eks-budget"])

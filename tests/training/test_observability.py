@@ -399,6 +399,10 @@ def test_the_plan_says_how_restarts_are_bounded() -> None:
     eks = operations("eks-gpu-training")
     assert any("job.max_retries (3) + 10 restarts of any kind" in r for r in eks)
     assert not any("without bound" in r for r in eks)
+    # JobSet v0.12 (findFirstFailedPolicyRuleAndJob): rules in order, then the earliest failed Job of a rule.
+    (order,) = [r for r in eks if "rules in order" in r]
+    assert "a disruption (first rule: restart) outranks an application error (exit 42: fail)" in order
+    assert not any("first pod to fail decides" in r for r in eks)
     assert any("main node's exit code" in r for r in operations("batch-training"))
     assert not any(r.startswith("restarts:") for r in operations("hyperpod-slurm-training"))
 

@@ -10,6 +10,9 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
+MAX_EMAIL_SUBSCRIBERS = 10
+"""E-mail subscribers of one notification (AWS Budgets API Reference, "NotificationWithSubscribers")."""
+
 
 class ProjectBudget(Construct):
     """A COST budget of `monthly_usd` a month over every resource tagged `tag_key` = `tag_value`.
@@ -22,10 +25,12 @@ class ProjectBudget(Construct):
       Budget.CostFilters): the tag counts only once activated for cost allocation (`mlstack precheck` checks).
 
     - `action_topic` and `action_percent`: one more ACTUAL notification, to a topic of its own (a notification
-      takes one SNS subscriber) that a function subscribes to, e.g. `ScaleToZero`.
+      takes one SNS subscriber) that a function subscribes to, e.g. `ScaleToZero`; `action_emails` (the first
+      10: a notification takes one SNS and up to 10 e-mail subscribers, AWS Budgets API Reference,
+      "NotificationWithSubscribers") get that notification straight from AWS Budgets, whatever the function does.
 
     Props (keyword): `monthly_usd`, `tag_key`, `tag_value`, `topic` (required); `thresholds_percent` ((80, 100)),
-    `forecast_percent` (100), `action_topic` and `action_percent` (None).
+    `forecast_percent` (100), `action_topic` and `action_percent` (None), `action_emails` (none).
     """
 
     def __init__(
@@ -41,17 +46,18 @@ class ProjectBudget(Construct):
         forecast_percent: int | None = 100,
         action_topic: sns.Topic | None = None,
         action_percent: int | None = None,
+        action_emails: Sequence[str] = (),
     ) -> None:
         super().__init__(scope, construct_id)
         if (action_topic is None) != (action_percent is None):
             raise ValueError("action_topic and action_percent go together: give both or neither")
         stack = Stack.of(self)
-        rows: list[tuple[str, float, sns.Topic]] = [("ACTUAL", p, topic) for p in thresholds_percent]
+        rows: list[tuple[str, float, sns.Topic, Sequence[str]]] = [("ACTUAL", p, topic, ()) for p in thresholds_percent]
         if forecast_percent is not None:
-            rows.append(("FORECASTED", forecast_percent, topic))
+            rows.append(("FORECASTED", forecast_percent, topic, ()))
         if action_topic is not None and action_percent is not None:
-            rows.append(("ACTUAL", action_percent, action_topic))
-        for target in {id(t): t for _, _, t in rows}.values():
+            rows.append(("ACTUAL", action_percent, action_topic, list(action_emails)[:MAX_EMAIL_SUBSCRIBERS]))
+        for target in {id(t): t for _, _, t, _ in rows}.values():
             target.add_to_resource_policy(
                 iam.PolicyStatement(
                     sid="AllowBudgetsNotifications",
@@ -72,9 +78,12 @@ class ProjectBudget(Construct):
                     threshold=percent,
                     threshold_type="PERCENTAGE",
                 ),
-                subscribers=[budgets.CfnBudget.SubscriberProperty(subscription_type="SNS", address=target.topic_arn)],
+                subscribers=[
+                    budgets.CfnBudget.SubscriberProperty(subscription_type="SNS", address=target.topic_arn),
+                    *(budgets.CfnBudget.SubscriberProperty(subscription_type="EMAIL", address=e) for e in emails),
+                ],
             )
-            for kind, percent, target in rows
+            for kind, percent, target, emails in rows
         ]
         self.budget = budgets.CfnBudget(
             self,

@@ -27,7 +27,7 @@ import shlex
 from collections.abc import Sequence
 from typing import Literal
 
-from aws_cdk import Acknowledgment, Aws, RemovalPolicy, Stack, Validations
+from aws_cdk import Aws, RemovalPolicy, Stack
 from aws_cdk import aws_batch as batch
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
@@ -38,10 +38,9 @@ from constructs import Construct
 from mlstack.catalog import efa_interface_count, get_instance
 from mlstack.constructs.removal import RETAINED
 from mlstack.constructs.scanners import skip_guard
+from mlstack.constructs.training.batch_hosts import container_instances
 from mlstack.constructs.training.batch_job import retry_strategy, shell_word
-from mlstack.constructs.training.batch_user_data import user_data
 from mlstack.constructs.training.efa import EfaNetworking
-from mlstack.constructs.training.host_agent import acknowledge_host_agent, host_agent_statements
 from mlstack.constructs.training.metric_names import HostAgent
 
 FSX_PATH = "/fsx"
@@ -179,75 +178,23 @@ class BatchMultiNodeTraining(Construct):
         self.nodes = nodes or max_nodes
         self.task_security_group = self._task_security_group(vpc_default_security_group_id)
 
-        self.instance_role = iam.Role(
+        hosts = container_instances(
             self,
-            "InstanceRole",
-            assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
-            managed_policies=[
-                iam.ManagedPolicy.from_aws_managed_policy_name("service-role/AmazonEC2ContainerServiceforEC2Role")
-            ],
-            description="Batch container instances: register with ECS, pull images, write job logs",
+            efa=efa,
+            instance_type=it.name,
+            security_group_ids=[g.security_group_id for g in security_groups],
+            key=key,
+            root_volume_gib=root_volume_gib,
+            fsx_path=FSX_PATH,
+            fsx_dns_name=fsx_dns_name,
+            fsx_mount_name=fsx_mount_name,
+            stop_timeout_s=stop_timeout_s,
+            host_agent=host_agent,
+            capacity_reservation_id=capacity_reservation_id,
+            capacity_block=capacity_block,
         )
-        Validations.of(self.instance_role).acknowledge(
-            Acknowledgment(
-                id="AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
-                "AmazonEC2ContainerServiceforEC2Role]",
-                reason="the ECS agent on Batch container instances needs it (AWS Batch User Guide, instance role)",
-            )
-        )
-        if host_agent is not None:
-            for statement in host_agent_statements(host_agent):
-                self.instance_role.add_to_policy(statement)
-            acknowledge_host_agent(self.instance_role, host_agent)
-        profile = iam.CfnInstanceProfile(self, "InstanceProfile", roles=[self.instance_role.role_name])
-
-        interfaces = efa.network_interfaces(
-            it.name, extra_security_group_ids=[g.security_group_id for g in security_groups]
-        )
-        reservation = None
-        market = None
-        if capacity_reservation_id is not None:
-            reservation = ec2.CfnLaunchTemplate.CapacityReservationSpecificationProperty(
-                capacity_reservation_target=ec2.CfnLaunchTemplate.CapacityReservationTargetProperty(
-                    capacity_reservation_id=capacity_reservation_id
-                )
-            )
-        if capacity_block:
-            market = ec2.CfnLaunchTemplate.InstanceMarketOptionsProperty(market_type="capacity-block")
-        self.launch_template = ec2.CfnLaunchTemplate(
-            self,
-            "LaunchTemplate",
-            launch_template_data=ec2.CfnLaunchTemplate.LaunchTemplateDataProperty(
-                network_interfaces=interfaces,
-                # Hop limit 1: only the host reads IMDS (user data, and the ECS agent, which runs in the host's
-                # network namespace); containers get the job role from the ECS agent's credential endpoint, and
-                # host_setup.sh sets ECS_AWSVPC_BLOCK_IMDS for the awsvpc containers, which a hop limit cannot stop.
-                metadata_options=ec2.CfnLaunchTemplate.MetadataOptionsProperty(
-                    http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=1
-                ),
-                block_device_mappings=[
-                    ec2.CfnLaunchTemplate.BlockDeviceMappingProperty(
-                        device_name="/dev/xvda",
-                        ebs=ec2.CfnLaunchTemplate.EbsProperty(
-                            volume_size=root_volume_gib,
-                            volume_type="gp3",
-                            encrypted=True,
-                            kms_key_id=key.key_arn,
-                            delete_on_termination=True,
-                        ),
-                    )
-                ],
-                user_data=user_data(
-                    fsx_path=FSX_PATH,
-                    fsx_dns_name=fsx_dns_name,
-                    fsx_mount_name=fsx_mount_name,
-                    stop_timeout_s=stop_timeout_s,
-                    host_agent_config=host_agent.config if host_agent is not None else None,
-                ),
-                capacity_reservation_specification=reservation,
-                instance_market_options=market,
-            ),
-        )
+        self.instance_role, self.launch_template = hosts.role, hosts.launch_template
+        profile = hosts.profile
         # Construct id "Compute" (was "ComputeEnvironment" with BEST_FIT): a compute environment cannot change its
         # strategy from BEST_FIT in place, so a stack deployed before gets a new one; CloudFormation moves the
         # queue to it and deletes the old one.
@@ -289,15 +236,6 @@ class BatchMultiNodeTraining(Construct):
                     order=1, compute_environment=self.compute_environment.ref
                 )
             ],
-        )
-        skip_guard(
-            self.launch_template,
-            {
-                "CT.EC2.PR.10": "one-minute EC2 metrics cost per instance; training health comes from the job's own "
-                "step lines and the GPU metrics, not from EC2's CPU metrics",
-                "CT.EC2.PR.9": "the interfaces are in private subnets without an internet gateway route, and EC2 "
-                "assigns no public IPv4 address to an instance launched with several network interfaces",
-            },
         )
         self.log_group = logs.LogGroup(
             self, "JobLogs", retention=log_retention, encryption_key=key, removal_policy=removal_policy

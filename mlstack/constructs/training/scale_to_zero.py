@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from aws_cdk import Acknowledgment, CfnResource, Duration, RemovalPolicy, Stack, Validations
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as cw_actions
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -34,7 +36,9 @@ class ScaleToZero(Construct):
     `job_queues` and `compute_environments` (ARNs; none), `notify_topic` and `notify_key` (None: a topic told what
     was scaled, and the key it is encrypted with), `hyperpod_cluster_name` and `hyperpod_cluster_arn` (None),
     `hyperpod_groups` (instance group names to take to 0; none), `hyperpod_execution_roles` (ARNs of the groups'
-    execution roles; none), `description`, `removal_policy` (`RETAINED`, the log group).
+    execution roles; none), `failure_topic` (None: no alarm; else an alarm on the function's Errors, any failed
+    invocation in 5 minutes, timeouts and throttles of an attempt included, notifies it: the call that could not
+    even publish what failed still reaches someone), `description`, `removal_policy` (`RETAINED`, the log group).
     """
 
     def __init__(
@@ -53,6 +57,7 @@ class ScaleToZero(Construct):
         hyperpod_cluster_arn: str | None = None,
         hyperpod_groups: Sequence[str] = (),
         hyperpod_execution_roles: Sequence[str] = (),
+        failure_topic: sns.ITopic | None = None,
         description: str = "scale the training capacity on an expiring Capacity Block to zero",
         removal_policy: RemovalPolicy = RETAINED,
     ) -> None:
@@ -141,6 +146,21 @@ class ScaleToZero(Construct):
                     iam.PolicyStatement(actions=["kms:GenerateDataKey", "kms:Decrypt"], resources=[notify_key.key_arn])
                 )
         self.function.node.add_dependency(self.role)
+        self.errors_alarm: cloudwatch.Alarm | None = None
+        if failure_topic is not None:
+            # Lambda's Errors metric counts invocations that ended in an error, timeouts included (Lambda Developer
+            # Guide, "Types of metrics for Lambda functions"); the handler raises after publishing a failed step.
+            self.errors_alarm = cloudwatch.Alarm(
+                self,
+                "ErrorsAlarm",
+                metric=self.function.metric_errors(period=Duration.minutes(5), statistic="Sum"),
+                threshold=1,
+                evaluation_periods=1,
+                comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+                treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+                alarm_description=f"{description}: the function failed; read its log group and scale by hand",
+            )
+            self.errors_alarm.add_alarm_action(cw_actions.SnsAction(failure_topic))
         function = self.function.node.default_child
         assert isinstance(function, CfnResource)
         skip_guard_on_functions_outside_vpc(
@@ -155,7 +175,8 @@ class ScaleToZero(Construct):
                 "CKV_AWS_173": "the environment holds resource names and ARNs only, no secret",
                 "CKV_AWS_45": "no secret in the environment: names and ARNs of this stack",
                 "CKV_AWS_116": "invoked asynchronously by an EventBridge rule or an SNS topic, both of which retry "
-                "delivery; the function's log records every call it made",
+                "delivery; the function's log records every call it made"
+                + ("; its Errors alarm tells the alarm topic of a failed call" if failure_topic is not None else ""),
                 "CKV_AWS_115": "no reserved concurrency on purpose: reserving any fails the deploy in accounts whose "
                 "unreserved concurrency would fall below 100 (new accounts); every call is idempotent",
             },
