@@ -18,7 +18,14 @@ import pytest
 
 from mlstack.config import load
 from mlstack.constructs.training.host_agent import HOST_AGENT_SCRIPT
-from mlstack.design.host_metrics import EFA_COUNTERS, GPU_FIELDS, agent_config, has_host_agent
+from mlstack.design.host_metrics import (
+    EFA_COUNTERS,
+    GPU_FIELDS,
+    XID_HARDWARE,
+    agent_config,
+    has_host_agent,
+    xid_pattern,
+)
 from mlstack.design.observability import observability_design
 from tests.synth import ROOT, Session
 
@@ -119,6 +126,76 @@ def test_alarms_read_the_agents_cluster_series_by_their_published_names(name: st
     assert not any("no agent" in line for line in design.omitted)
 
 
+def _fields(text: str) -> list[str]:
+    """A space-delimited log event's fields as CloudWatch Logs splits them: on spaces, a "..." or [...] run is one
+    field."""
+    return re.findall(r'"[^"]*"|\[[^\]]*\]|\S+', text)
+
+
+def _matches(pattern: str, event: str) -> bool:
+    """CloudWatch Logs' space-delimited filter semantics for what `xid_pattern` uses (a test-only matcher: no
+    library implements them): named fields, `name="value"` conditions joined by `||` on one field, a trailing
+    `...` for any further fields."""
+    assert pattern.startswith("[") and pattern.endswith("]")
+    columns = [c.strip() for c in pattern[1:-1].split(", ")]
+    fields = _fields(event)
+    rest = columns[-1] == "..."
+    if rest:
+        columns = columns[:-1]
+    if len(fields) < len(columns) or (not rest and len(fields) != len(columns)):
+        return False
+    for column, value in zip(columns, fields, strict=False):
+        alternatives = [a.strip() for a in column.split("||")]
+        if all("=" not in a for a in alternatives):
+            continue  # a bare name: any value
+        wanted = {a.split("=", 1)[1].strip().strip('"') for a in alternatives}
+        if value.strip('"') not in wanted:
+            return False
+    return True
+
+
+# Kernel lines as `journalctl --dmesg --output=short-iso` writes them (message text: NVIDIA, "XID Errors").
+_XID_LINE = "2026-12-01T22:00:00+0000 ip-10-0-1-2 kernel: NVRM: Xid (PCI:0000:53:00): {code}, pid={pid}, {text}"
+
+
+@pytest.mark.parametrize(
+    ("code", "text", "counted"),
+    [
+        (79, "GPU has fallen off the bus.", True),
+        (
+            48,
+            "An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer at partition 0",
+            True,
+        ),
+        (94, "Contained: SM (0x1). RST: No, D-RST: No", True),
+        (95, "Uncontained: FBHUB. RST: Yes, D-RST: No", True),
+        (63, "Row Remapper: New row marked for remapping, reset gpu to activate.", True),
+        (74, "NVLink: fatal error detected on link 3", True),
+        (119, "Timeout after 6s of waiting for RPC response from GPU0 GSP!", True),
+        (13, "Graphics SM Warp Exception on (GPC 0, TPC 1, SM 0): Out Of Range Address", False),
+        (31, "Ch 00000008, intr 00000000. MMU Fault: ENGINE GRAPHICS GPCCLIENT_T1_0 faulted @ 0x7f_00000000.", False),
+        (43, "Ch 00000008", False),
+        (45, "Ch 00000010", False),
+    ],
+)
+def test_xid_filter_counts_hardware_xids_and_not_application_ones(code: int, text: str, counted: bool) -> None:
+    assert _matches(xid_pattern(), _XID_LINE.format(code=code, pid=4242, text=text)) is counted
+    assert (code in XID_HARDWARE) is counted
+
+
+def test_xid_filter_ignores_other_kernel_lines() -> None:
+    pattern = xid_pattern()
+    for line in (
+        "2026-12-01T22:00:00+0000 ip-10-0-1-2 kernel: NVRM: loading NVIDIA UNIX x86_64 Kernel Module  570.133.20",
+        "2026-12-01T22:00:00+0000 ip-10-0-1-2 kernel: EXT4-fs (nvme0n1p1): 79, mounted filesystem",
+        "2026-12-01T22:00:00+0000 ip-10-0-1-2 kernel: NVRM: Xid (PCI:0000:53:00): 790, pid=1, unknown",
+    ):
+        assert not _matches(pattern, line), line
+    # Older drivers print the bus id without "PCI:": still one field.
+    assert _matches(pattern, "2026-12-01T22:00:00+0000 h kernel: NVRM: Xid (0000:53:00): 79, GPU has fallen off")
+    assert len(pattern) <= 1024  # PutMetricFilter's filterPattern limit
+
+
 # ------------------------------------------------------------------------------------------ the templates
 
 
@@ -167,7 +244,10 @@ def test_kernel_log_group_is_encrypted_and_its_filter_counts_xid_lines(session: 
     assert "KmsKeyId" in group["Properties"] and group["Properties"]["RetentionInDays"] > 0
     assert group["DeletionPolicy"] == "RetainExceptOnCreate"
     _, flt = _one(resources, "AWS::Logs::MetricFilter", "ObservabilityGpuXidFilter")
-    assert flt["Properties"]["FilterPattern"] == '"NVRM: Xid"'
+    assert flt["Properties"]["FilterPattern"] == (
+        '[time, host, kernel="kernel:", nvrm="NVRM:", xid="Xid", pci, code="48," || code="63," || code="64," || '
+        'code="74," || code="79," || code="92," || code="94," || code="95," || code="119," || code="120,", ...]'
+    )
     assert flt["Properties"]["LogGroupName"] == {"Ref": lid}
     assert flt["Properties"]["MetricTransformations"] == [
         {"MetricName": "GpuXidErrors", "MetricNamespace": f"mlstack/{name}/hosts", "MetricValue": "1", "Unit": "Count"}
@@ -228,11 +308,23 @@ def test_slurm_on_create_runs_the_installer_without_failing_the_node() -> None:
 # ------------------------------------------------------------------------------------------ the installer
 
 
-_TOOLS = ("bash", "mktemp", "rm", "mkdir", "cat", "dirname", "env")
+_TOOLS = ("bash", "mktemp", "rm", "mkdir", "cat", "dirname", "env", "grep")
+FINGERPRINT = "937616F3450B7D806CBD9725D58167303B789C72"
+VALIDSIG = f"[GNUPG:] VALIDSIG 1111222233334444555566667777888899990000 2026-07-22 0 0 4 0 1 10 00 {FINGERPRINT}"
 
 
-def _host(tmp_path: Path, *, gpu: bool, deb: bool, efa_devices: int) -> tuple[Path, dict[str, str], Path]:
-    """A fake root, a PATH of stand-ins (each records its arguments in calls.log) and the EFA sysfs folder."""
+def _host(
+    tmp_path: Path,
+    *,
+    gpu: bool | None,
+    deb: bool,
+    efa_devices: int,
+    installed: str | None = None,
+    signature: str = VALIDSIG,
+) -> tuple[Path, dict[str, str], Path]:
+    """A fake root, a PATH of stand-ins (each records its arguments in calls.log) and the EFA sysfs folder.
+    `gpu`: True, nvidia-smi lists a GPU; False, nvidia-smi is there and finds none (a CPU node of the DLAMI); None,
+    no nvidia-smi. `installed`: the agent version already on the host. `signature`: what `gpg --verify` reports."""
     root, bin_dir, sysfs = tmp_path / "root", tmp_path / "bin", tmp_path / "infiniband"
     for d in (root, bin_dir, sysfs):
         d.mkdir()
@@ -243,20 +335,27 @@ def _host(tmp_path: Path, *, gpu: bool, deb: bool, efa_devices: int) -> tuple[Pa
         (bin_dir / tool).symlink_to(real.stdout.strip())
     (bin_dir / "python3").symlink_to(sys.executable)
     log = tmp_path / "calls.log"
-    stubs = ["curl", "systemctl", "rpm", "uname"] + (["dpkg"] if deb else []) + (["nvidia-smi"] if gpu else [])
+    outputs = {
+        "uname": "echo x86_64",
+        "nvidia-smi": "echo 'GPU 0: NVIDIA H100 80GB HBM3'" if gpu else "exit 9",
+        "gpg": f'[[ "$*" == *--verify* ]] && echo "{signature}"; true',
+    }
+    stubs = ["curl", "systemctl", "rpm", "uname", "gpg"] + (["dpkg"] if deb else [])
+    stubs += ["nvidia-smi"] if gpu is not None else []
     for stub in stubs:
-        out = "echo x86_64" if stub == "uname" else ""
-        (bin_dir / stub).write_text(f'#!/bin/bash\necho "{stub} $*" >>{log}\n{out}\n')
+        (bin_dir / stub).write_text(f'#!/bin/bash\necho "{stub} $*" >>{log}\n{outputs.get(stub, "")}\n')
         (bin_dir / stub).chmod(0o755)
     ctl = root / "opt/aws/amazon-cloudwatch-agent/bin/amazon-cloudwatch-agent-ctl"
     ctl.parent.mkdir(parents=True)
     ctl.write_text(f'#!/bin/bash\necho "ctl $*" >>{log}\n')
     ctl.chmod(0o755)
+    if installed is not None:
+        (ctl.parent / "CWAGENT_VERSION").write_text(installed + "\n")
     env = {"PATH": str(bin_dir), "MLSTACK_ROOT": str(root), "MLSTACK_EFA_SYSFS": str(sysfs), "HOME": str(tmp_path)}
     return root, env, log
 
 
-def _run(tmp_path: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+def _run(tmp_path: Path, env: dict[str, str], *, ok: bool = True) -> subprocess.CompletedProcess[str]:
     config = load("hyperpod-slurm-training")
     assert config.training is not None
     source = tmp_path / "cloudwatch_agent.json"
@@ -264,42 +363,148 @@ def _run(tmp_path: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str
     result = subprocess.run(
         ["bash", str(HOST_AGENT_SCRIPT), str(source)], env=env, capture_output=True, text=True, check=False
     )
-    assert result.returncode == 0, result.stderr
+    assert (result.returncode == 0) is ok, result.stdout + result.stderr
     return result
 
 
-def test_installer_on_ubuntu_installs_the_regional_deb_and_starts_the_agent(tmp_path: Path) -> None:
+BASE = "https://amazoncloudwatch-agent-us-east-1.s3.us-east-1.amazonaws.com"
+VERSION = "1.300071.0b1720"
+
+
+def test_installer_on_ubuntu_installs_the_pinned_signed_deb_and_starts_the_agent(tmp_path: Path) -> None:
     root, env, log = _host(tmp_path, gpu=True, deb=True, efa_devices=2)
     _run(tmp_path, env)
     calls = log.read_text().splitlines()
-    base = "https://amazoncloudwatch-agent-us-east-1.s3.us-east-1.amazonaws.com"
-    assert any(
-        c.startswith("curl ") and c.endswith(f"{base}/ubuntu/amd64/latest/amazon-cloudwatch-agent.deb") for c in calls
-    )
-    assert any(c.startswith("dpkg -i -E ") for c in calls) and not any(c.startswith("rpm ") for c in calls)
+    fetched = [c.rsplit(" ", 1)[1] for c in calls if c.startswith("curl ")]
+    assert fetched == [
+        f"{BASE}/ubuntu/amd64/{VERSION}/amazon-cloudwatch-agent.deb",
+        f"{BASE}/ubuntu/amd64/{VERSION}/amazon-cloudwatch-agent.deb.sig",
+        f"{BASE}/assets/amazon-cloudwatch-agent.gpg",
+    ]
+    verify = [c for c in calls if c.startswith("gpg ") and "--verify" in c]
+    assert len(verify) == 1 and verify[0].endswith("amazon-cloudwatch-agent.deb")
+    assert calls.index(verify[0]) < next(i for i, c in enumerate(calls) if c.startswith("dpkg -i -E "))
+    assert not any(c.startswith("rpm ") for c in calls)
     assert "systemctl enable --now mlstack-kernel-log.service" in calls
     written = root / "opt/aws/amazon-cloudwatch-agent/etc/mlstack.json"
+    # Nothing else in amazon-cloudwatch-agent.d: fetch-config (which replaces that directory's files).
     assert f"ctl -a fetch-config -m ec2 -s -c file:{written}" in calls
+    assert "ctl -a status" in calls
     assert "efa" in json.loads(written.read_text())["metrics"]["metrics_collected"]
     unit = (root / "etc/systemd/system/mlstack-kernel-log.service").read_text()
     assert "ExecStart=/usr/bin/journalctl --dmesg --boot --follow --no-tail" in unit
     assert "--cursor-file=/var/lib/mlstack/kernel-log.cursor" in unit
     assert "StandardOutput=append:/var/log/mlstack/kernel.log" in unit
+    rotate = (root / "etc/logrotate.d/mlstack-kernel-log").read_text()
+    assert rotate.startswith("/var/log/mlstack/kernel.log {") and "copytruncate" in rotate
+
+
+def test_installer_refuses_a_package_without_a_valid_signature_by_the_agents_key(tmp_path: Path) -> None:
+    wrong = VALIDSIG.replace(FINGERPRINT, "0" * 40)
+    for n, signature in enumerate(("[GNUPG:] BADSIG D58167303B789C72 Amazon CloudWatch Agent", wrong)):
+        (tmp_path / str(n)).mkdir()
+        _, env, log = _host(tmp_path / str(n), gpu=True, deb=True, efa_devices=0, signature=signature)
+        result = _run(tmp_path / str(n), env, ok=False)
+        assert "not installed" in result.stdout
+        calls = log.read_text().splitlines()
+        assert not any(c.startswith(("dpkg ", "rpm ", "ctl ")) for c in calls)
 
 
 def test_installer_on_amazon_linux_uses_the_rpm_and_drops_efa_without_devices(tmp_path: Path) -> None:
     root, env, log = _host(tmp_path, gpu=True, deb=False, efa_devices=0)
     _run(tmp_path, env)
     calls = log.read_text().splitlines()
-    assert any(c.endswith("/amazon_linux/amd64/latest/amazon-cloudwatch-agent.rpm") for c in calls)
+    assert any(c.endswith(f"/amazon_linux/amd64/{VERSION}/amazon-cloudwatch-agent.rpm") for c in calls)
     assert any(c.startswith("rpm -U ") for c in calls)
     written = json.loads((root / "opt/aws/amazon-cloudwatch-agent/etc/mlstack.json").read_text())
     assert sorted(written["metrics"]["metrics_collected"]) == ["nvidia_gpu"]
 
 
-def test_installer_leaves_a_host_without_gpus_alone(tmp_path: Path) -> None:
-    root, env, log = _host(tmp_path, gpu=False, deb=True, efa_devices=0)
+@pytest.mark.parametrize(
+    ("installed", "reinstalls"),
+    [("1.300068.0b1491", False), ("1.300071.0b1720", False), ("1.300067.0b1400", True), ("1.247359.0", True)],
+)
+def test_installer_keeps_an_agent_new_enough_for_the_efa_section(
+    tmp_path: Path, installed: str, reinstalls: bool
+) -> None:
+    _, env, log = _host(tmp_path, gpu=True, deb=True, efa_devices=1, installed=installed)
     result = _run(tmp_path, env)
-    assert "no nvidia-smi" in result.stdout
-    assert not log.exists()
+    calls = log.read_text().splitlines()
+    assert any(c.startswith(("curl ", "gpg ", "dpkg ")) for c in calls) is reinstalls
+    assert ("already installed" in result.stdout) is not reinstalls
+    assert any(c.startswith("ctl -a fetch-config ") for c in calls)
+
+
+def _agent_dir(root: Path) -> Path:
+    d = root / "opt/aws/amazon-cloudwatch-agent/etc/amazon-cloudwatch-agent.d"
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def test_installer_appends_to_a_configuration_already_on_the_host(tmp_path: Path) -> None:
+    root, env, log = _host(tmp_path, gpu=True, deb=True, efa_devices=0, installed="1.300071.0b1720")
+    platform = {
+        "agent": {"region": "us-east-1"},
+        "logs": {"logs_collected": {"files": {"collect_list": [{"file_path": "/var/log/provision.log"}]}}},
+    }
+    (_agent_dir(root) / "file_hyperpod.json").write_text(json.dumps(platform))
+    _run(tmp_path, env)
+    written = root / "opt/aws/amazon-cloudwatch-agent/etc/mlstack.json"
+    calls = log.read_text().splitlines()
+    assert f"ctl -a append-config -m ec2 -s -c file:{written}" in calls
+    assert not any("fetch-config" in c for c in calls)
+    assert "metrics" in json.loads(written.read_text())  # no clash: the GPU metrics go too
+
+
+def test_installer_replaces_only_its_own_file_with_fetch_config(tmp_path: Path) -> None:
+    root, env, log = _host(tmp_path, gpu=True, deb=True, efa_devices=0, installed="1.300071.0b1720")
+    (_agent_dir(root) / "file_mlstack.json").write_text("{}")  # a second run on the same host
+    _run(tmp_path, env)
+    assert any(c.startswith("ctl -a fetch-config ") for c in log.read_text().splitlines())
+
+
+def test_installer_leaves_out_metrics_another_configuration_sets_differently(tmp_path: Path) -> None:
+    """One metrics namespace per host (metrics.namespace is top-level only in the agent's schema), and the agent's
+    merge refuses two values for one key: ours keeps the kernel log and leaves the metrics to the other file."""
+    root, env, log = _host(tmp_path, gpu=True, deb=True, efa_devices=0, installed="1.300071.0b1720")
+    platform = {
+        "agent": {"metrics_collection_interval": 300},
+        "metrics": {"namespace": "/aws/sagemaker/Clusters", "metrics_collected": {"mem": {"measurement": ["used"]}}},
+    }
+    (_agent_dir(root) / "file_hyperpod.json").write_text(json.dumps(platform))
+    result = _run(tmp_path, env)
+    assert "sets namespace differently: no GPU/EFA metrics from this host" in result.stdout
+    written = json.loads((root / "opt/aws/amazon-cloudwatch-agent/etc/mlstack.json").read_text())
+    assert "metrics" not in written and written["agent"] == {"region": "us-east-1"}
+    assert written["logs"]["logs_collected"]["files"]["collect_list"][0]["file_path"] == "/var/log/mlstack/kernel.log"
+    assert any(c.startswith("ctl -a append-config ") for c in log.read_text().splitlines())
+
+
+@pytest.mark.parametrize("gpu", [None, False])
+def test_installer_leaves_a_host_without_gpus_alone(tmp_path: Path, gpu: bool | None) -> None:
+    root, env, log = _host(tmp_path, gpu=gpu, deb=True, efa_devices=0)
+    result = _run(tmp_path, env)
+    assert "lists no GPU" in result.stdout
+    assert [c for c in (log.read_text().splitlines() if log.exists() else []) if not c.startswith("nvidia-smi")] == []
     assert not (root / "etc").exists()
+
+
+@pytest.mark.parametrize("name", HOSTS)
+def test_hosts_reach_cloudwatch_metrics_and_logs_through_interface_endpoints(session: Session, name: str) -> None:
+    services = json.dumps(
+        [
+            r["Properties"]["ServiceName"]
+            for r in session.blueprints[name].templates["NetworkStack"]["Resources"].values()
+            if r["Type"] == "AWS::EC2::VPCEndpoint"
+        ]
+    )
+    assert ".monitoring" in services and ".logs" in services
+
+
+def test_batch_compute_environment_waits_for_the_instance_roles_policy(session: Session) -> None:
+    """The agent's grants are in the instance role's default policy: an instance that boots before it exists (min
+    vCPUs above 0) has no PutMetricData until the agent's retries reach it."""
+    resources = _resources(session, "batch-training")
+    policy, _ = _one(resources, "AWS::IAM::Policy", "BatchInstanceRoleDefaultPolicy")
+    _, compute = _one(resources, "AWS::Batch::ComputeEnvironment")
+    assert policy in compute["DependsOn"]
