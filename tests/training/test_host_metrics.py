@@ -1,7 +1,7 @@
 """Per-GPU and EFA metrics on the engines whose hosts are ours (batch, hyperpod-slurm): the CloudWatch agent's
-configuration (checked against the agent's own JSON schema), the script that installs it (run with stand-ins for
-the package tools, systemd and nvidia-smi), the user data and lifecycle wiring, the instance roles' exact
-statements, and the alarms on what the agent publishes."""
+configuration (checked against the agent's own JSON schema), the Xid filter on real kernel lines, the user data
+and lifecycle wiring, the instance roles' exact statements, the endpoints, and the alarms on what the agent
+publishes (the script that installs it: test_host_agent_installer.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -299,194 +298,19 @@ def test_batch_user_data_writes_the_config_and_runs_the_installer(session: Sessi
     subprocess.run(["bash", "-n", str(script)], check=True)
 
 
+def test_batch_user_data_leaves_room_under_the_ec2_limit(session: Session) -> None:
+    """EC2 takes 16 KB of user data before base64 (EC2 User Guide, "Run commands when you launch an EC2 instance
+    with user data input"), and AWS Batch adds a MIME part of its own (its ECS settings) to the launch template's."""
+    _, template = _one(_resources(session, "batch-training"), "AWS::EC2::LaunchTemplate")
+    pieces = template["Properties"]["LaunchTemplateData"]["UserData"]["Fn::Base64"]["Fn::Join"][1]
+    size = sum(len(p) if isinstance(p, str) else 128 for p in pieces)  # a token: the FSx DNS or mount name
+    assert size <= 15 * 1024, size
+
+
 def test_slurm_on_create_runs_the_installer_without_failing_the_node() -> None:
     text = (ROOT / "runtime" / "hyperpod_slurm" / "on_create.sh").read_text(encoding="utf-8")
     assert 'bash "$HERE/install_cloudwatch_agent.sh" "$HERE/cloudwatch_agent.json" ||' in text
     subprocess.run(["bash", "-n", str(ROOT / "runtime" / "hyperpod_slurm" / "on_create.sh")], check=True)
-
-
-# ------------------------------------------------------------------------------------------ the installer
-
-
-_TOOLS = ("bash", "mktemp", "rm", "mkdir", "cat", "dirname", "env", "grep")
-FINGERPRINT = "937616F3450B7D806CBD9725D58167303B789C72"
-VALIDSIG = f"[GNUPG:] VALIDSIG 1111222233334444555566667777888899990000 2026-07-22 0 0 4 0 1 10 00 {FINGERPRINT}"
-
-
-def _host(
-    tmp_path: Path,
-    *,
-    gpu: bool | None,
-    deb: bool,
-    efa_devices: int,
-    installed: str | None = None,
-    signature: str = VALIDSIG,
-) -> tuple[Path, dict[str, str], Path]:
-    """A fake root, a PATH of stand-ins (each records its arguments in calls.log) and the EFA sysfs folder.
-    `gpu`: True, nvidia-smi lists a GPU; False, nvidia-smi is there and finds none (a CPU node of the DLAMI); None,
-    no nvidia-smi. `installed`: the agent version already on the host. `signature`: what `gpg --verify` reports."""
-    root, bin_dir, sysfs = tmp_path / "root", tmp_path / "bin", tmp_path / "infiniband"
-    for d in (root, bin_dir, sysfs):
-        d.mkdir()
-    for i in range(efa_devices):
-        (sysfs / f"rdmap{i}s0").mkdir()
-    for tool in _TOOLS:
-        real = subprocess.run(["bash", "-c", f"command -v {tool}"], capture_output=True, text=True, check=True)
-        (bin_dir / tool).symlink_to(real.stdout.strip())
-    (bin_dir / "python3").symlink_to(sys.executable)
-    log = tmp_path / "calls.log"
-    outputs = {
-        "uname": "echo x86_64",
-        "nvidia-smi": "echo 'GPU 0: NVIDIA H100 80GB HBM3'" if gpu else "exit 9",
-        "gpg": f'[[ "$*" == *--verify* ]] && echo "{signature}"; true',
-    }
-    stubs = ["curl", "systemctl", "rpm", "uname", "gpg"] + (["dpkg"] if deb else [])
-    stubs += ["nvidia-smi"] if gpu is not None else []
-    for stub in stubs:
-        (bin_dir / stub).write_text(f'#!/bin/bash\necho "{stub} $*" >>{log}\n{outputs.get(stub, "")}\n')
-        (bin_dir / stub).chmod(0o755)
-    ctl = root / "opt/aws/amazon-cloudwatch-agent/bin/amazon-cloudwatch-agent-ctl"
-    ctl.parent.mkdir(parents=True)
-    ctl.write_text(f'#!/bin/bash\necho "ctl $*" >>{log}\n')
-    ctl.chmod(0o755)
-    if installed is not None:
-        (ctl.parent / "CWAGENT_VERSION").write_text(installed + "\n")
-    env = {"PATH": str(bin_dir), "MLSTACK_ROOT": str(root), "MLSTACK_EFA_SYSFS": str(sysfs), "HOME": str(tmp_path)}
-    return root, env, log
-
-
-def _run(tmp_path: Path, env: dict[str, str], *, ok: bool = True) -> subprocess.CompletedProcess[str]:
-    config = load("hyperpod-slurm-training")
-    assert config.training is not None
-    source = tmp_path / "cloudwatch_agent.json"
-    source.write_text(json.dumps(agent_config(config, config.training)))
-    result = subprocess.run(
-        ["bash", str(HOST_AGENT_SCRIPT), str(source)], env=env, capture_output=True, text=True, check=False
-    )
-    assert (result.returncode == 0) is ok, result.stdout + result.stderr
-    return result
-
-
-BASE = "https://amazoncloudwatch-agent-us-east-1.s3.us-east-1.amazonaws.com"
-VERSION = "1.300071.0b1720"
-
-
-def test_installer_on_ubuntu_installs_the_pinned_signed_deb_and_starts_the_agent(tmp_path: Path) -> None:
-    root, env, log = _host(tmp_path, gpu=True, deb=True, efa_devices=2)
-    _run(tmp_path, env)
-    calls = log.read_text().splitlines()
-    fetched = [c.rsplit(" ", 1)[1] for c in calls if c.startswith("curl ")]
-    assert fetched == [
-        f"{BASE}/ubuntu/amd64/{VERSION}/amazon-cloudwatch-agent.deb",
-        f"{BASE}/ubuntu/amd64/{VERSION}/amazon-cloudwatch-agent.deb.sig",
-        f"{BASE}/assets/amazon-cloudwatch-agent.gpg",
-    ]
-    verify = [c for c in calls if c.startswith("gpg ") and "--verify" in c]
-    assert len(verify) == 1 and verify[0].endswith("amazon-cloudwatch-agent.deb")
-    assert calls.index(verify[0]) < next(i for i, c in enumerate(calls) if c.startswith("dpkg -i -E "))
-    assert not any(c.startswith("rpm ") for c in calls)
-    assert "systemctl enable --now mlstack-kernel-log.service" in calls
-    written = root / "opt/aws/amazon-cloudwatch-agent/etc/mlstack.json"
-    # Nothing else in amazon-cloudwatch-agent.d: fetch-config (which replaces that directory's files).
-    assert f"ctl -a fetch-config -m ec2 -s -c file:{written}" in calls
-    assert "ctl -a status" in calls
-    assert "efa" in json.loads(written.read_text())["metrics"]["metrics_collected"]
-    unit = (root / "etc/systemd/system/mlstack-kernel-log.service").read_text()
-    assert "ExecStart=/usr/bin/journalctl --dmesg --boot --follow --no-tail" in unit
-    assert "--cursor-file=/var/lib/mlstack/kernel-log.cursor" in unit
-    assert "StandardOutput=append:/var/log/mlstack/kernel.log" in unit
-    rotate = (root / "etc/logrotate.d/mlstack-kernel-log").read_text()
-    assert rotate.startswith("/var/log/mlstack/kernel.log {") and "copytruncate" in rotate
-
-
-def test_installer_refuses_a_package_without_a_valid_signature_by_the_agents_key(tmp_path: Path) -> None:
-    wrong = VALIDSIG.replace(FINGERPRINT, "0" * 40)
-    for n, signature in enumerate(("[GNUPG:] BADSIG D58167303B789C72 Amazon CloudWatch Agent", wrong)):
-        (tmp_path / str(n)).mkdir()
-        _, env, log = _host(tmp_path / str(n), gpu=True, deb=True, efa_devices=0, signature=signature)
-        result = _run(tmp_path / str(n), env, ok=False)
-        assert "not installed" in result.stdout
-        calls = log.read_text().splitlines()
-        assert not any(c.startswith(("dpkg ", "rpm ", "ctl ")) for c in calls)
-
-
-def test_installer_on_amazon_linux_uses_the_rpm_and_drops_efa_without_devices(tmp_path: Path) -> None:
-    root, env, log = _host(tmp_path, gpu=True, deb=False, efa_devices=0)
-    _run(tmp_path, env)
-    calls = log.read_text().splitlines()
-    assert any(c.endswith(f"/amazon_linux/amd64/{VERSION}/amazon-cloudwatch-agent.rpm") for c in calls)
-    assert any(c.startswith("rpm -U ") for c in calls)
-    written = json.loads((root / "opt/aws/amazon-cloudwatch-agent/etc/mlstack.json").read_text())
-    assert sorted(written["metrics"]["metrics_collected"]) == ["nvidia_gpu"]
-
-
-@pytest.mark.parametrize(
-    ("installed", "reinstalls"),
-    [("1.300068.0b1491", False), ("1.300071.0b1720", False), ("1.300067.0b1400", True), ("1.247359.0", True)],
-)
-def test_installer_keeps_an_agent_new_enough_for_the_efa_section(
-    tmp_path: Path, installed: str, reinstalls: bool
-) -> None:
-    _, env, log = _host(tmp_path, gpu=True, deb=True, efa_devices=1, installed=installed)
-    result = _run(tmp_path, env)
-    calls = log.read_text().splitlines()
-    assert any(c.startswith(("curl ", "gpg ", "dpkg ")) for c in calls) is reinstalls
-    assert ("already installed" in result.stdout) is not reinstalls
-    assert any(c.startswith("ctl -a fetch-config ") for c in calls)
-
-
-def _agent_dir(root: Path) -> Path:
-    d = root / "opt/aws/amazon-cloudwatch-agent/etc/amazon-cloudwatch-agent.d"
-    d.mkdir(parents=True, exist_ok=True)
-    return d
-
-
-def test_installer_appends_to_a_configuration_already_on_the_host(tmp_path: Path) -> None:
-    root, env, log = _host(tmp_path, gpu=True, deb=True, efa_devices=0, installed="1.300071.0b1720")
-    platform = {
-        "agent": {"region": "us-east-1"},
-        "logs": {"logs_collected": {"files": {"collect_list": [{"file_path": "/var/log/provision.log"}]}}},
-    }
-    (_agent_dir(root) / "file_hyperpod.json").write_text(json.dumps(platform))
-    _run(tmp_path, env)
-    written = root / "opt/aws/amazon-cloudwatch-agent/etc/mlstack.json"
-    calls = log.read_text().splitlines()
-    assert f"ctl -a append-config -m ec2 -s -c file:{written}" in calls
-    assert not any("fetch-config" in c for c in calls)
-    assert "metrics" in json.loads(written.read_text())  # no clash: the GPU metrics go too
-
-
-def test_installer_replaces_only_its_own_file_with_fetch_config(tmp_path: Path) -> None:
-    root, env, log = _host(tmp_path, gpu=True, deb=True, efa_devices=0, installed="1.300071.0b1720")
-    (_agent_dir(root) / "file_mlstack.json").write_text("{}")  # a second run on the same host
-    _run(tmp_path, env)
-    assert any(c.startswith("ctl -a fetch-config ") for c in log.read_text().splitlines())
-
-
-def test_installer_leaves_out_metrics_another_configuration_sets_differently(tmp_path: Path) -> None:
-    """One metrics namespace per host (metrics.namespace is top-level only in the agent's schema), and the agent's
-    merge refuses two values for one key: ours keeps the kernel log and leaves the metrics to the other file."""
-    root, env, log = _host(tmp_path, gpu=True, deb=True, efa_devices=0, installed="1.300071.0b1720")
-    platform = {
-        "agent": {"metrics_collection_interval": 300},
-        "metrics": {"namespace": "/aws/sagemaker/Clusters", "metrics_collected": {"mem": {"measurement": ["used"]}}},
-    }
-    (_agent_dir(root) / "file_hyperpod.json").write_text(json.dumps(platform))
-    result = _run(tmp_path, env)
-    assert "sets namespace differently: no GPU/EFA metrics from this host" in result.stdout
-    written = json.loads((root / "opt/aws/amazon-cloudwatch-agent/etc/mlstack.json").read_text())
-    assert "metrics" not in written and written["agent"] == {"region": "us-east-1"}
-    assert written["logs"]["logs_collected"]["files"]["collect_list"][0]["file_path"] == "/var/log/mlstack/kernel.log"
-    assert any(c.startswith("ctl -a append-config ") for c in log.read_text().splitlines())
-
-
-@pytest.mark.parametrize("gpu", [None, False])
-def test_installer_leaves_a_host_without_gpus_alone(tmp_path: Path, gpu: bool | None) -> None:
-    root, env, log = _host(tmp_path, gpu=gpu, deb=True, efa_devices=0)
-    result = _run(tmp_path, env)
-    assert "lists no GPU" in result.stdout
-    assert [c for c in (log.read_text().splitlines() if log.exists() else []) if not c.startswith("nvidia-smi")] == []
-    assert not (root / "etc").exists()
 
 
 @pytest.mark.parametrize("name", HOSTS)
