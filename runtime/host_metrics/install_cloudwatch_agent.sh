@@ -96,8 +96,11 @@ for other in sorted(pathlib.Path(sys.argv[4]).glob("*")):
         theirs = json.loads(other.read_text())
     except (OSError, ValueError):
         continue  # not a JSON file: the agent's merge reads JSON files only
+    if not isinstance(theirs, dict):
+        continue
+    their_agent = theirs.get("agent") if isinstance(theirs.get("agent"), dict) else {}
     for key, value in list(config.get("agent", {}).items()):
-        if key in theirs.get("agent", {}) and theirs["agent"][key] != value:
+        if key in their_agent and their_agent[key] != value:
             config["agent"].pop(key)  # theirs wins: the merged agent section takes one value
     ours, their_metrics = config.get("metrics"), theirs.get("metrics")
     if ours is not None and isinstance(their_metrics, dict):

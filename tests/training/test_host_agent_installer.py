@@ -204,6 +204,7 @@ def test_installer_appends_to_a_configuration_already_on_the_host(tmp_path: Path
         "logs": {"logs_collected": {"files": {"collect_list": [{"file_path": "/var/log/provision.log"}]}}},
     }
     (_agent_dir(root) / "file_hyperpod.json").write_text(json.dumps(platform))
+    (_agent_dir(root) / "file_odd.json").write_text("[1]")  # not an object: not read for clashes
     _run(tmp_path, env)
     written = root / "opt/aws/amazon-cloudwatch-agent/etc/mlstack.json"
     calls = log.read_text().splitlines()
