@@ -100,7 +100,8 @@ BATCH_INTERFACE_ENDPOINTS: dict[str, str] = {
     "ecs-telemetry": "the ECS agent's metrics channel",
     "ecr.api": "job containers are pulled from ECR (registry API; layers come through S3)",
     "ecr.dkr": "job containers are pulled from ECR (Docker registry endpoint)",
-    "logs": "the awslogs driver ships job output to the job log group",
+    "logs": "the awslogs driver ships job output to the job log group; the CloudWatch agent the kernel log",
+    "monitoring": "the CloudWatch agent on GPU hosts publishes per-GPU and EFA metrics (PutMetricData)",
     "sts": "SDK credential exchange in the job containers",
 }
 """What AWS Batch (ECS) compute instances call; no EKS, SageMaker or SSM endpoints (nothing there uses them)."""

@@ -12,10 +12,12 @@ configuration, and the dashboard widgets and alarms on what it publishes (no CDK
   `[]` adds one series per metric over the whole cluster: the series the alarms watch. The per-device EFA series
   (32 per p5 node) are dropped (`drop_original_metrics`): only the cluster totals are billed.
 - XID and ECC errors: the NVIDIA driver logs every Xid event to the kernel log as `NVRM: Xid (PCI:...): <n>, ...`
-  (ECC double-bit 48, row-remapping 63/64, contained/uncontained ECC 94/95, fallen off the bus 79; NVIDIA, "XID
-  Errors", https://docs.nvidia.com/deploy/xid-errors/index.html). The hosts copy the kernel log from the journal
-  to a file the agent uploads, and a metric filter counts the Xid lines; nvidia-smi's own ECC counters are not in
-  the agent's documented field list.
+  (NVIDIA, "XID Errors", https://docs.nvidia.com/deploy/xid-errors/index.html). The hosts copy the kernel log from
+  the journal to a file the agent uploads, and a metric filter counts the lines whose code NVIDIA's catalogue puts
+  on the hardware or its driver (`XID_HARDWARE`), not those an application causes (13 graphics engine exception,
+  31 MMU fault, 43 GPU stopped processing, 45 preemptive cleanup: a killed or failing CUDA process, which a job
+  cancel, timeout or spot reclaim also produces); nvidia-smi's own ECC counters are not in the agent's documented
+  field list.
 """
 
 from __future__ import annotations
@@ -46,6 +48,21 @@ EFA_COUNTERS = (
 )
 EFA_ERRORS = ("efa_rx_dropped", "efa_rdma_read_wr_err", "efa_rdma_write_wr_err")
 INTERVAL_S = 60
+
+XID_HARDWARE = (48, 63, 64, 74, 79, 92, 94, 95, 119, 120)
+"""Xids that mean the GPU, its memory, NVLink or its firmware failed (NVIDIA, "XID Errors", the catalogue's
+hardware and driver classes): 48 double-bit ECC error, 63 / 64 ECC page retirement or row remapping (recorded /
+failed), 74 NVLink error, 79 GPU fallen off the bus, 92 high single-bit ECC rate, 94 / 95 contained / uncontained
+ECC error, 119 / 120 GSP RPC timeout / GSP error."""
+
+
+def xid_pattern() -> str:
+    """A space-delimited filter pattern (CloudWatch Logs User Guide, "Filter pattern syntax for metric filters",
+    space-delimited log events, `||` and `...`) on the short-iso journal line the hosts write:
+    `2026-12-01T22:00:00+0000 ip-10-0-1-2 kernel: NVRM: Xid (PCI:0000:53:00): 79, pid=..., GPU has fallen off the
+    bus.`: the code field is `79,` (the driver writes a comma after it)."""
+    codes = " || ".join(f'code="{c},"' for c in XID_HARDWARE)
+    return f'[time, host, kernel="kernel:", nvrm="NVRM:", xid="Xid", pci, {codes}, ...]'
 
 
 def hosts_namespace(config: BlueprintConfig) -> str:
@@ -108,7 +125,10 @@ def host_agent(config: BlueprintConfig, training: TrainingConfig) -> HostAgent |
         return None
     text = json.dumps(agent_config(config, training), indent=1, sort_keys=True)
     return HostAgent(
-        config=text, namespace=hosts_namespace(config), kernel_log_group_name=kernel_log_group_name(config)
+        config=text,
+        namespace=hosts_namespace(config),
+        kernel_log_group_name=kernel_log_group_name(config),
+        xid_pattern=xid_pattern(),
     )
 
 
@@ -158,7 +178,9 @@ def host_widgets_and_alarms(
         ),
         Alarm(
             "GpuErrors",
-            "NVIDIA Xid error in a node's kernel log (ECC, row remapping, GPU fallen off the bus, ...): see "
+            "NVIDIA hardware Xid in a node's kernel log ("
+            + ", ".join(str(c) for c in XID_HARDWARE)
+            + ": ECC, row remapping, NVLink, GPU fallen off the bus, GSP): see "
             f"{agent.kernel_log_group_name} for the code and the node",
             (("xid", m(agent.xid_metric, "Sum", period)),),
             threshold=0,

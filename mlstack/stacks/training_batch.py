@@ -118,8 +118,9 @@ class BatchTrainingStack(TrainingEngineStack):
         )
         kernel_log = self.operations.observability.host_log_group
         if kernel_log is not None:
-            # The agent's first log events need the group: instances can start as soon as the queue exists.
-            self.batch.compute_environment.node.add_dependency(kernel_log)
+            # The agent's first log events need the group, and its calls the instance role's default policy (its
+            # grants): instances can start as soon as the compute environment exists (min vCPUs above 0).
+            self.batch.compute_environment.node.add_dependency(kernel_log, self.batch.instance_role)
         # What `mlstack acceptance` reads after the deploy to register its nccl-tests job definition beside the
         # training one (the job queue's name is fixed: stack name and training.batch.name).
         CfnOutput(self, "BatchJobLogGroup", value=self.batch.log_group.log_group_name)

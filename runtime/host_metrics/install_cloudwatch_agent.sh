@@ -2,7 +2,8 @@
 # The CloudWatch agent on a GPU host of AWS Batch (Amazon Linux 2023 ECS GPU AMI) or SageMaker HyperPod Slurm
 # (Ubuntu DLAMI): per-GPU nvidia-smi metrics, EFA counters, and the kernel log (NVIDIA Xid lines) to CloudWatch.
 # Usage: install_cloudwatch_agent.sh CONFIG_JSON (the agent configuration the stack rendered; its agent.region
-# names the region). A host without nvidia-smi (a Slurm controller or login node) is left alone.
+# names the region). A host where `nvidia-smi -L` lists no GPU (a Slurm controller or login node, whose DLAMI
+# ships the driver's tools) is left alone.
 # Paths can be moved for the tests: MLSTACK_ROOT (prefix of every system path), MLSTACK_EFA_SYSFS.
 set -euo pipefail
 
@@ -10,52 +11,116 @@ CONFIG_SRC="$1"
 ROOT="${MLSTACK_ROOT:-}"
 EFA_SYSFS="${MLSTACK_EFA_SYSFS:-/sys/class/infiniband}"
 AGENT_DIR="$ROOT/opt/aws/amazon-cloudwatch-agent"
+CONFIG_DIR="$AGENT_DIR/etc/amazon-cloudwatch-agent.d"
 CONFIG="$AGENT_DIR/etc/mlstack.json"
 KERNEL_LOG_DIR="$ROOT/var/log/mlstack"
 UNIT="$ROOT/etc/systemd/system/mlstack-kernel-log.service"
+LOGROTATE="$ROOT/etc/logrotate.d/mlstack-kernel-log"
 
-if ! command -v nvidia-smi >/dev/null 2>&1; then
-  echo "[mlstack] no nvidia-smi on this host: no GPU metrics agent"
+# The agent version every host runs: the versioned path of the regional download bucket (the user guide's
+# `.../<platform>/<arch>/latest/...` links with `latest` replaced by the release's build). 1.300068.0 is the first
+# with the `efa` section (aws/amazon-cloudwatch-agent #2093); a host that already runs that or newer keeps it.
+AGENT_VERSION="1.300071.0b1720"
+MIN_VERSION="1.300068.0"
+# The agent packages' signing key ("Verifying the signature of the CloudWatch agent package",
+# https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/verify-CloudWatch-Agent-Package-Signature.html):
+# a package whose .sig is not a valid signature by this key is not installed.
+KEY_FINGERPRINT="937616F3450B7D806CBD9725D58167303B789C72"
+
+if ! nvidia-smi -L >/dev/null 2>&1; then
+  echo "[mlstack] nvidia-smi lists no GPU on this host: no GPU metrics agent"
   exit 0
 fi
 region="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["agent"]["region"])' "$CONFIG_SRC")"
 
-# The agent package from its regional S3 download location (CloudWatch User Guide, "Download and install the
-# CloudWatch agent using the command line"): the same current version on both AMIs (the `efa` section needs
-# 1.300068.0 or later), over the VPC's S3 gateway endpoint or NAT.
-case "$(uname -m)" in
-  x86_64) arch=amd64 ;;
-  aarch64) arch=arm64 ;;
-  *) echo "[mlstack] unsupported architecture $(uname -m)"; exit 1 ;;
-esac
-base="https://amazoncloudwatch-agent-${region}.s3.${region}.amazonaws.com"
-workdir="$(mktemp -d)"
-if command -v dpkg >/dev/null 2>&1; then
-  curl -fsSL --retry 5 -o "$workdir/amazon-cloudwatch-agent.deb" "$base/ubuntu/${arch}/latest/amazon-cloudwatch-agent.deb"
-  dpkg -i -E "$workdir/amazon-cloudwatch-agent.deb"
+installed="$(cat "$AGENT_DIR/bin/CWAGENT_VERSION" 2>/dev/null || true)"
+if python3 - "$installed" "$MIN_VERSION" <<'PY'; then
+import re, sys
+def parts(v):
+    m = re.match(r"(\d+)\.(\d+)\.(\d+)", v)
+    return tuple(int(p) for p in m.groups()) if m else None
+have, need = parts(sys.argv[1]), parts(sys.argv[2])
+sys.exit(0 if have is not None and have >= need else 1)
+PY
+  echo "[mlstack] CloudWatch agent $installed already installed (>= $MIN_VERSION): kept"
 else
-  curl -fsSL --retry 5 -o "$workdir/amazon-cloudwatch-agent.rpm" "$base/amazon_linux/${arch}/latest/amazon-cloudwatch-agent.rpm"
-  rpm -U --replacepkgs "$workdir/amazon-cloudwatch-agent.rpm"
+  case "$(uname -m)" in
+    x86_64) arch=amd64 ;;
+    aarch64) arch=arm64 ;;
+    *) echo "[mlstack] unsupported architecture $(uname -m)"; exit 1 ;;
+  esac
+  if command -v dpkg >/dev/null 2>&1; then platform=ubuntu package=amazon-cloudwatch-agent.deb
+  else platform=amazon_linux package=amazon-cloudwatch-agent.rpm; fi
+  # Over the VPC's S3 gateway endpoint (a regional bucket) or NAT.
+  base="https://amazoncloudwatch-agent-${region}.s3.${region}.amazonaws.com"
+  workdir="$(mktemp -d)"
+  curl -fsSL --retry 5 -o "$workdir/$package" "$base/$platform/$arch/$AGENT_VERSION/$package"
+  curl -fsSL --retry 5 -o "$workdir/$package.sig" "$base/$platform/$arch/$AGENT_VERSION/$package.sig"
+  curl -fsSL --retry 5 -o "$workdir/agent.gpg" "$base/assets/amazon-cloudwatch-agent.gpg"
+  export GNUPGHOME="$workdir/gnupg"
+  mkdir -m 700 "$GNUPGHOME"
+  gpg --batch --quiet --import "$workdir/agent.gpg"
+  # VALIDSIG names the signing key's primary fingerprint last: a good signature by the pinned key only.
+  if ! gpg --batch --status-fd 1 --verify "$workdir/$package.sig" "$workdir/$package" 2>/dev/null |
+    grep -q "^\[GNUPG:\] VALIDSIG .* ${KEY_FINGERPRINT}\$"; then
+    echo "[mlstack] $package $AGENT_VERSION: no valid signature by key $KEY_FINGERPRINT, not installed"
+    rm -rf "$workdir"
+    exit 1
+  fi
+  if [[ "$platform" == ubuntu ]]; then dpkg -i -E "$workdir/$package"
+  else rpm -U --replacepkgs "$workdir/$package"; fi
+  rm -rf "$workdir"
 fi
-rm -rf "$workdir"
 
-# The configuration, without the EFA section on a host with no EFA device (the agent's EFA input reads the
-# devices' counters under /sys/class/infiniband).
+# Configurations already in the agent's directory (HyperPod's own, say) stay: ours is appended (the ctl's
+# `fetch-config` mode deletes every other file there). The agent merges the files and refuses two values for one
+# key (translator/jsonconfig/mergeJsonUtil), and a host has one metrics namespace (metrics.namespace is top-level
+# only in the agent's schema): when another file already sets metrics keys of ours differently, our metrics
+# section is left out (the kernel log and its Xid alarm still work) and the log says which file.
 mkdir -p "$AGENT_DIR/etc"
 efa=0
 if compgen -G "$EFA_SYSFS/*" >/dev/null; then efa=1; fi
-python3 - "$CONFIG_SRC" "$CONFIG" "$efa" <<'PY'
-import json, sys
+mode=fetch-config
+for other in "$CONFIG_DIR"/*; do
+  if [[ -e "$other" && "${other##*/}" != file_mlstack.json* ]]; then mode=append-config; fi
+done
+python3 - "$CONFIG_SRC" "$CONFIG" "$efa" "$CONFIG_DIR" <<'PY'
+import json, pathlib, sys
 config = json.load(open(sys.argv[1]))
 if sys.argv[3] != "1":
     config["metrics"]["metrics_collected"].pop("efa", None)
+for other in sorted(pathlib.Path(sys.argv[4]).glob("*")):
+    if other.name.startswith("file_mlstack.json"):
+        continue
+    try:
+        theirs = json.loads(other.read_text())
+    except (OSError, ValueError):
+        continue  # not a JSON file: the agent's merge reads JSON files only
+    if not isinstance(theirs, dict):
+        continue
+    their_agent = theirs.get("agent") if isinstance(theirs.get("agent"), dict) else {}
+    for key, value in list(config.get("agent", {}).items()):
+        if key in their_agent and their_agent[key] != value:
+            config["agent"].pop(key)  # theirs wins: the merged agent section takes one value
+    ours, their_metrics = config.get("metrics"), theirs.get("metrics")
+    if ours is not None and isinstance(their_metrics, dict):
+        clash = [k for k in ours if k != "metrics_collected" and k in their_metrics and their_metrics[k] != ours[k]]
+        clash += [
+            f"metrics_collected.{k}"
+            for k, v in ours["metrics_collected"].items()
+            if k in their_metrics.get("metrics_collected", {}) and their_metrics["metrics_collected"][k] != v
+        ]
+        if clash:
+            print(f"[mlstack] {other} sets {', '.join(clash)} differently: no GPU/EFA metrics from this host")
+            config.pop("metrics")
 json.dump(config, open(sys.argv[2], "w"), indent=1)
 PY
 
 # Amazon Linux 2023 keeps the kernel log in the journal only (no rsyslog), and the agent reads files: a unit
 # appends the kernel's journal entries to a file, from the start of the boot, resuming after the last entry it
-# wrote when it restarts (journalctl --cursor-file, systemd 242 and later).
-mkdir -p "$KERNEL_LOG_DIR" "$ROOT/var/lib/mlstack" "$(dirname "$UNIT")"
+# wrote when it restarts (journalctl --cursor-file, systemd 242 and later). journalctl writes the cursor when it
+# exits, so after a crash (not a stop) it re-sends the lines since its last start.
+mkdir -p "$KERNEL_LOG_DIR" "$ROOT/var/lib/mlstack" "$(dirname "$UNIT")" "$(dirname "$LOGROTATE")"
 cat >"$UNIT" <<'UNIT'
 [Unit]
 Description=mlstack: kernel messages (NVIDIA Xid lines) to a file the CloudWatch agent uploads
@@ -70,8 +135,22 @@ RestartSec=5
 [Install]
 WantedBy=multi-user.target
 UNIT
+# The unit holds the file open (append): copytruncate keeps its descriptor valid, and the agent starts a
+# truncated file again from its beginning.
+cat >"$LOGROTATE" <<'ROTATE'
+/var/log/mlstack/kernel.log {
+    weekly
+    maxsize 100M
+    rotate 4
+    compress
+    missingok
+    notifempty
+    copytruncate
+}
+ROTATE
 systemctl daemon-reload
 systemctl enable --now mlstack-kernel-log.service
 
-"$AGENT_DIR/bin/amazon-cloudwatch-agent-ctl" -a fetch-config -m ec2 -s -c "file:$CONFIG"
-echo "[mlstack] CloudWatch agent started (EFA counters: $efa)"
+"$AGENT_DIR/bin/amazon-cloudwatch-agent-ctl" -a "$mode" -m ec2 -s -c "file:$CONFIG"
+echo "[mlstack] CloudWatch agent started ($mode, EFA counters: $efa):"
+"$AGENT_DIR/bin/amazon-cloudwatch-agent-ctl" -a status

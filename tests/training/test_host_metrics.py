@@ -1,7 +1,7 @@
 """Per-GPU and EFA metrics on the engines whose hosts are ours (batch, hyperpod-slurm): the CloudWatch agent's
-configuration (checked against the agent's own JSON schema), the script that installs it (run with stand-ins for
-the package tools, systemd and nvidia-smi), the user data and lifecycle wiring, the instance roles' exact
-statements, and the alarms on what the agent publishes."""
+configuration (checked against the agent's own JSON schema), the Xid filter on real kernel lines, the user data
+and lifecycle wiring, the instance roles' exact statements, the endpoints, and the alarms on what the agent
+publishes (the script that installs it: test_host_agent_installer.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,14 @@ import pytest
 
 from mlstack.config import load
 from mlstack.constructs.training.host_agent import HOST_AGENT_SCRIPT
-from mlstack.design.host_metrics import EFA_COUNTERS, GPU_FIELDS, agent_config, has_host_agent
+from mlstack.design.host_metrics import (
+    EFA_COUNTERS,
+    GPU_FIELDS,
+    XID_HARDWARE,
+    agent_config,
+    has_host_agent,
+    xid_pattern,
+)
 from mlstack.design.observability import observability_design
 from tests.synth import ROOT, Session
 
@@ -119,6 +125,76 @@ def test_alarms_read_the_agents_cluster_series_by_their_published_names(name: st
     assert not any("no agent" in line for line in design.omitted)
 
 
+def _fields(text: str) -> list[str]:
+    """A space-delimited log event's fields as CloudWatch Logs splits them: on spaces, a "..." or [...] run is one
+    field."""
+    return re.findall(r'"[^"]*"|\[[^\]]*\]|\S+', text)
+
+
+def _matches(pattern: str, event: str) -> bool:
+    """CloudWatch Logs' space-delimited filter semantics for what `xid_pattern` uses (a test-only matcher: no
+    library implements them): named fields, `name="value"` conditions joined by `||` on one field, a trailing
+    `...` for any further fields."""
+    assert pattern.startswith("[") and pattern.endswith("]")
+    columns = [c.strip() for c in pattern[1:-1].split(", ")]
+    fields = _fields(event)
+    rest = columns[-1] == "..."
+    if rest:
+        columns = columns[:-1]
+    if len(fields) < len(columns) or (not rest and len(fields) != len(columns)):
+        return False
+    for column, value in zip(columns, fields, strict=False):
+        alternatives = [a.strip() for a in column.split("||")]
+        if all("=" not in a for a in alternatives):
+            continue  # a bare name: any value
+        wanted = {a.split("=", 1)[1].strip().strip('"') for a in alternatives}
+        if value.strip('"') not in wanted:
+            return False
+    return True
+
+
+# Kernel lines as `journalctl --dmesg --output=short-iso` writes them (message text: NVIDIA, "XID Errors").
+_XID_LINE = "2026-12-01T22:00:00+0000 ip-10-0-1-2 kernel: NVRM: Xid (PCI:0000:53:00): {code}, pid={pid}, {text}"
+
+
+@pytest.mark.parametrize(
+    ("code", "text", "counted"),
+    [
+        (79, "GPU has fallen off the bus.", True),
+        (
+            48,
+            "An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer at partition 0",
+            True,
+        ),
+        (94, "Contained: SM (0x1). RST: No, D-RST: No", True),
+        (95, "Uncontained: FBHUB. RST: Yes, D-RST: No", True),
+        (63, "Row Remapper: New row marked for remapping, reset gpu to activate.", True),
+        (74, "NVLink: fatal error detected on link 3", True),
+        (119, "Timeout after 6s of waiting for RPC response from GPU0 GSP!", True),
+        (13, "Graphics SM Warp Exception on (GPC 0, TPC 1, SM 0): Out Of Range Address", False),
+        (31, "Ch 00000008, intr 00000000. MMU Fault: ENGINE GRAPHICS GPCCLIENT_T1_0 faulted @ 0x7f_00000000.", False),
+        (43, "Ch 00000008", False),
+        (45, "Ch 00000010", False),
+    ],
+)
+def test_xid_filter_counts_hardware_xids_and_not_application_ones(code: int, text: str, counted: bool) -> None:
+    assert _matches(xid_pattern(), _XID_LINE.format(code=code, pid=4242, text=text)) is counted
+    assert (code in XID_HARDWARE) is counted
+
+
+def test_xid_filter_ignores_other_kernel_lines() -> None:
+    pattern = xid_pattern()
+    for line in (
+        "2026-12-01T22:00:00+0000 ip-10-0-1-2 kernel: NVRM: loading NVIDIA UNIX x86_64 Kernel Module  570.133.20",
+        "2026-12-01T22:00:00+0000 ip-10-0-1-2 kernel: EXT4-fs (nvme0n1p1): 79, mounted filesystem",
+        "2026-12-01T22:00:00+0000 ip-10-0-1-2 kernel: NVRM: Xid (PCI:0000:53:00): 790, pid=1, unknown",
+    ):
+        assert not _matches(pattern, line), line
+    # Older drivers print the bus id without "PCI:": still one field.
+    assert _matches(pattern, "2026-12-01T22:00:00+0000 h kernel: NVRM: Xid (0000:53:00): 79, GPU has fallen off")
+    assert len(pattern) <= 1024  # PutMetricFilter's filterPattern limit
+
+
 # ------------------------------------------------------------------------------------------ the templates
 
 
@@ -167,7 +243,10 @@ def test_kernel_log_group_is_encrypted_and_its_filter_counts_xid_lines(session: 
     assert "KmsKeyId" in group["Properties"] and group["Properties"]["RetentionInDays"] > 0
     assert group["DeletionPolicy"] == "RetainExceptOnCreate"
     _, flt = _one(resources, "AWS::Logs::MetricFilter", "ObservabilityGpuXidFilter")
-    assert flt["Properties"]["FilterPattern"] == '"NVRM: Xid"'
+    assert flt["Properties"]["FilterPattern"] == (
+        '[time, host, kernel="kernel:", nvrm="NVRM:", xid="Xid", pci, code="48," || code="63," || code="64," || '
+        'code="74," || code="79," || code="92," || code="94," || code="95," || code="119," || code="120,", ...]'
+    )
     assert flt["Properties"]["LogGroupName"] == {"Ref": lid}
     assert flt["Properties"]["MetricTransformations"] == [
         {"MetricName": "GpuXidErrors", "MetricNamespace": f"mlstack/{name}/hosts", "MetricValue": "1", "Unit": "Count"}
@@ -219,87 +298,37 @@ def test_batch_user_data_writes_the_config_and_runs_the_installer(session: Sessi
     subprocess.run(["bash", "-n", str(script)], check=True)
 
 
+def test_batch_user_data_leaves_room_under_the_ec2_limit(session: Session) -> None:
+    """EC2 takes 16 KB of user data before base64 (EC2 User Guide, "Run commands when you launch an EC2 instance
+    with user data input"), and AWS Batch adds a MIME part of its own (its ECS settings) to the launch template's."""
+    _, template = _one(_resources(session, "batch-training"), "AWS::EC2::LaunchTemplate")
+    pieces = template["Properties"]["LaunchTemplateData"]["UserData"]["Fn::Base64"]["Fn::Join"][1]
+    size = sum(len(p) if isinstance(p, str) else 128 for p in pieces)  # a token: the FSx DNS or mount name
+    assert size <= 15 * 1024, size
+
+
 def test_slurm_on_create_runs_the_installer_without_failing_the_node() -> None:
     text = (ROOT / "runtime" / "hyperpod_slurm" / "on_create.sh").read_text(encoding="utf-8")
     assert 'bash "$HERE/install_cloudwatch_agent.sh" "$HERE/cloudwatch_agent.json" ||' in text
     subprocess.run(["bash", "-n", str(ROOT / "runtime" / "hyperpod_slurm" / "on_create.sh")], check=True)
 
 
-# ------------------------------------------------------------------------------------------ the installer
-
-
-_TOOLS = ("bash", "mktemp", "rm", "mkdir", "cat", "dirname", "env")
-
-
-def _host(tmp_path: Path, *, gpu: bool, deb: bool, efa_devices: int) -> tuple[Path, dict[str, str], Path]:
-    """A fake root, a PATH of stand-ins (each records its arguments in calls.log) and the EFA sysfs folder."""
-    root, bin_dir, sysfs = tmp_path / "root", tmp_path / "bin", tmp_path / "infiniband"
-    for d in (root, bin_dir, sysfs):
-        d.mkdir()
-    for i in range(efa_devices):
-        (sysfs / f"rdmap{i}s0").mkdir()
-    for tool in _TOOLS:
-        real = subprocess.run(["bash", "-c", f"command -v {tool}"], capture_output=True, text=True, check=True)
-        (bin_dir / tool).symlink_to(real.stdout.strip())
-    (bin_dir / "python3").symlink_to(sys.executable)
-    log = tmp_path / "calls.log"
-    stubs = ["curl", "systemctl", "rpm", "uname"] + (["dpkg"] if deb else []) + (["nvidia-smi"] if gpu else [])
-    for stub in stubs:
-        out = "echo x86_64" if stub == "uname" else ""
-        (bin_dir / stub).write_text(f'#!/bin/bash\necho "{stub} $*" >>{log}\n{out}\n')
-        (bin_dir / stub).chmod(0o755)
-    ctl = root / "opt/aws/amazon-cloudwatch-agent/bin/amazon-cloudwatch-agent-ctl"
-    ctl.parent.mkdir(parents=True)
-    ctl.write_text(f'#!/bin/bash\necho "ctl $*" >>{log}\n')
-    ctl.chmod(0o755)
-    env = {"PATH": str(bin_dir), "MLSTACK_ROOT": str(root), "MLSTACK_EFA_SYSFS": str(sysfs), "HOME": str(tmp_path)}
-    return root, env, log
-
-
-def _run(tmp_path: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    config = load("hyperpod-slurm-training")
-    assert config.training is not None
-    source = tmp_path / "cloudwatch_agent.json"
-    source.write_text(json.dumps(agent_config(config, config.training)))
-    result = subprocess.run(
-        ["bash", str(HOST_AGENT_SCRIPT), str(source)], env=env, capture_output=True, text=True, check=False
+@pytest.mark.parametrize("name", HOSTS)
+def test_hosts_reach_cloudwatch_metrics_and_logs_through_interface_endpoints(session: Session, name: str) -> None:
+    services = json.dumps(
+        [
+            r["Properties"]["ServiceName"]
+            for r in session.blueprints[name].templates["NetworkStack"]["Resources"].values()
+            if r["Type"] == "AWS::EC2::VPCEndpoint"
+        ]
     )
-    assert result.returncode == 0, result.stderr
-    return result
+    assert ".monitoring" in services and ".logs" in services
 
 
-def test_installer_on_ubuntu_installs_the_regional_deb_and_starts_the_agent(tmp_path: Path) -> None:
-    root, env, log = _host(tmp_path, gpu=True, deb=True, efa_devices=2)
-    _run(tmp_path, env)
-    calls = log.read_text().splitlines()
-    base = "https://amazoncloudwatch-agent-us-east-1.s3.us-east-1.amazonaws.com"
-    assert any(
-        c.startswith("curl ") and c.endswith(f"{base}/ubuntu/amd64/latest/amazon-cloudwatch-agent.deb") for c in calls
-    )
-    assert any(c.startswith("dpkg -i -E ") for c in calls) and not any(c.startswith("rpm ") for c in calls)
-    assert "systemctl enable --now mlstack-kernel-log.service" in calls
-    written = root / "opt/aws/amazon-cloudwatch-agent/etc/mlstack.json"
-    assert f"ctl -a fetch-config -m ec2 -s -c file:{written}" in calls
-    assert "efa" in json.loads(written.read_text())["metrics"]["metrics_collected"]
-    unit = (root / "etc/systemd/system/mlstack-kernel-log.service").read_text()
-    assert "ExecStart=/usr/bin/journalctl --dmesg --boot --follow --no-tail" in unit
-    assert "--cursor-file=/var/lib/mlstack/kernel-log.cursor" in unit
-    assert "StandardOutput=append:/var/log/mlstack/kernel.log" in unit
-
-
-def test_installer_on_amazon_linux_uses_the_rpm_and_drops_efa_without_devices(tmp_path: Path) -> None:
-    root, env, log = _host(tmp_path, gpu=True, deb=False, efa_devices=0)
-    _run(tmp_path, env)
-    calls = log.read_text().splitlines()
-    assert any(c.endswith("/amazon_linux/amd64/latest/amazon-cloudwatch-agent.rpm") for c in calls)
-    assert any(c.startswith("rpm -U ") for c in calls)
-    written = json.loads((root / "opt/aws/amazon-cloudwatch-agent/etc/mlstack.json").read_text())
-    assert sorted(written["metrics"]["metrics_collected"]) == ["nvidia_gpu"]
-
-
-def test_installer_leaves_a_host_without_gpus_alone(tmp_path: Path) -> None:
-    root, env, log = _host(tmp_path, gpu=False, deb=True, efa_devices=0)
-    result = _run(tmp_path, env)
-    assert "no nvidia-smi" in result.stdout
-    assert not log.exists()
-    assert not (root / "etc").exists()
+def test_batch_compute_environment_waits_for_the_instance_roles_policy(session: Session) -> None:
+    """The agent's grants are in the instance role's default policy: an instance that boots before it exists (min
+    vCPUs above 0) has no PutMetricData until the agent's retries reach it."""
+    resources = _resources(session, "batch-training")
+    policy, _ = _one(resources, "AWS::IAM::Policy", "BatchInstanceRoleDefaultPolicy")
+    _, compute = _one(resources, "AWS::Batch::ComputeEnvironment")
+    assert policy in compute["DependsOn"]

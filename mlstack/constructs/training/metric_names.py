@@ -120,7 +120,8 @@ class ObservabilityDesign:
 class HostAgent:
     """The CloudWatch agent on an engine's own hosts (Batch container instances, HyperPod Slurm nodes): its JSON
     configuration, the namespace it publishes to (the one `cloudwatch:PutMetricData` is allowed on) and the log
-    group it sends the kernel log to, where a metric filter counts NVIDIA Xid lines as `xid_metric`."""
+    group it sends the kernel log to, where a metric filter counts the lines `xid_pattern` matches (default: every
+    NVIDIA Xid line) as `xid_metric`."""
 
     config: str
     namespace: str
