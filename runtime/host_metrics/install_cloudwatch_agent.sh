@@ -54,8 +54,17 @@ else
   # Over the VPC's S3 gateway endpoint (a regional bucket) or NAT.
   base="https://amazoncloudwatch-agent-${region}.s3.${region}.amazonaws.com"
   workdir="$(mktemp -d)"
-  curl -fsSL --retry 5 -o "$workdir/$package" "$base/$platform/$arch/$AGENT_VERSION/$package"
-  curl -fsSL --retry 5 -o "$workdir/$package.sig" "$base/$platform/$arch/$AGENT_VERSION/$package.sig"
+  fetch() {
+    curl -fsSL --retry 5 -o "$workdir/$package" "$base/$platform/$arch/$1/$package" &&
+      curl -fsSL --retry 5 -o "$workdir/$package.sig" "$base/$platform/$arch/$1/$package.sig"
+  }
+  # The pinned build was read from a release manifest, not from the bucket (it cannot be listed): should the bucket
+  # not serve it, the current release (`latest`, newer than MIN_VERSION) is taken, under the same signature check.
+  if ! fetch "$AGENT_VERSION"; then
+    echo "[mlstack] agent $AGENT_VERSION not served by $base: the latest release instead"
+    AGENT_VERSION=latest
+    fetch latest
+  fi
   curl -fsSL --retry 5 -o "$workdir/agent.gpg" "$base/assets/amazon-cloudwatch-agent.gpg"
   export GNUPGHOME="$workdir/gnupg"
   mkdir -m 700 "$GNUPGHOME"

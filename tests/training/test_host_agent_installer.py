@@ -108,6 +108,24 @@ def test_installer_on_ubuntu_installs_the_pinned_signed_deb_and_starts_the_agent
     assert rotate.startswith("/var/log/mlstack/kernel.log {") and "copytruncate" in rotate
 
 
+def test_installer_takes_the_latest_release_when_the_pinned_build_is_not_served(tmp_path: Path) -> None:
+    root, env, log = _host(tmp_path, gpu=True, deb=True, efa_devices=0)
+    curl = Path(env["PATH"]) / "curl"
+    # A 404 for the pinned build's path (curl -f exits 22), the files of `latest` served.
+    curl.write_text(curl.read_text() + f'[[ "$*" == *"/{VERSION}/"* ]] && exit 22\ntrue\n')
+    result = _run(tmp_path, env)
+    calls = log.read_text().splitlines()
+    fetched = [c.rsplit(" ", 1)[1] for c in calls if c.startswith("curl ")]
+    assert fetched == [
+        f"{BASE}/ubuntu/amd64/{VERSION}/amazon-cloudwatch-agent.deb",
+        f"{BASE}/ubuntu/amd64/latest/amazon-cloudwatch-agent.deb",
+        f"{BASE}/ubuntu/amd64/latest/amazon-cloudwatch-agent.deb.sig",
+        f"{BASE}/assets/amazon-cloudwatch-agent.gpg",
+    ]
+    assert "the latest release instead" in result.stdout
+    assert any(c.startswith("dpkg -i -E ") for c in calls)
+
+
 def test_installer_refuses_a_package_without_a_valid_signature_by_the_agents_key(tmp_path: Path) -> None:
     wrong = VALIDSIG.replace(FINGERPRINT, "0" * 40)
     for n, signature in enumerate(("[GNUPG:] BADSIG D58167303B789C72 Amazon CloudWatch Agent", wrong)):
