@@ -18,7 +18,7 @@ import pytest
 
 from mlstack.config import load
 from mlstack.constructs.training.host_agent import HOST_AGENT_SCRIPT
-from mlstack.design.host_metrics import EFA_COUNTERS, GPU_FIELDS, agent_config, has_host_agent
+from mlstack.design.host_metrics import EFA_COUNTERS, GPU_FIELDS, agent_config
 from mlstack.design.observability import observability_design
 from tests.synth import ROOT, Session
 
@@ -83,14 +83,6 @@ def test_agent_config_publishes_per_gpu_and_cluster_series_to_the_blueprints_nam
         }
     ]
     assert rendered["agent"] == {"region": "us-east-1", "metrics_collection_interval": 60}
-
-
-def test_kubernetes_engines_get_no_host_agent() -> None:
-    for name in ("eks-gpu-training", "hyperpod-eks-training"):
-        config = load(name)
-        assert config.training is not None
-        assert not has_host_agent(config.training)
-        assert observability_design(config).host_agent is None
 
 
 @pytest.mark.parametrize("name", HOSTS)
