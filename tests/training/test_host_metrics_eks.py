@@ -258,3 +258,25 @@ def test_node_user_data_decodes_as_ascii(session: Session) -> None:
         if r["Type"] == "AWS::EC2::LaunchTemplate" and "UserData" in r["Properties"]["LaunchTemplateData"]:
             mime = r["Properties"]["LaunchTemplateData"]["UserData"]["Fn::Base64"]
             base64.b64encode(mime.encode("ascii"))
+
+
+@pytest.mark.parametrize("name", KUBERNETES_GPU)
+def test_access_models_the_agents_calls_from_the_gpu_nodes(session: Session, name: str) -> None:
+    from mlstack.access import cli as access_cli
+    from mlstack.access import evaluate
+
+    report = evaluate(name, access_cli.stacks_of(session.blueprints[name]))
+    stream = f"log-group:/mlstack/{name}/host-kernel:log-stream:"
+    calls = [
+        c
+        for c in report.calls
+        if (c.action == "cloudwatch:PutMetricData" and c.context.get("cloudwatch:namespace") == f"mlstack/{name}/hosts")
+        or (c.action in ("logs:CreateLogStream", "logs:PutLogEvents") and stream in c.resource)
+    ]
+    kind = "hyperpod" if name.startswith("hyperpod") else "eks-node"
+    assert {c.action for c in calls if c.kind == kind} == {
+        "cloudwatch:PutMetricData",
+        "logs:CreateLogStream",
+        "logs:PutLogEvents",
+    }
+    assert all(c.decision == "Allowed" for c in calls), [(c.key(), c.decision) for c in calls]
