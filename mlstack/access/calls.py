@@ -336,6 +336,7 @@ KINDS: dict[str, tuple[str, list[CallSpec]]] = {
         [
             _c("ec2:DescribeInstances", "*", "eks-node", "agent"),
             _c("eks-auth:AssumeRoleForPodIdentity", "{cluster}", "eks-pod-identity", "pod_identity"),
+            *_HOST_AGENT,
         ]
         + [_c(c.action, c.resource, "eks-node", "images") for c in _IMAGES],
     ),

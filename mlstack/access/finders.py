@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from mlstack.access.handlers import handler_calls, kind_of, sagemaker_jobs_of_handler
-from mlstack.access.host_agent import host_agent_facts
+from mlstack.access.host_agent import host_agent_facts, pools_run_host_agent, runs_host_agent
 from mlstack.access.karpenter import KARPENTER_SERVICE_ACCOUNT, karpenter_pools
 from mlstack.access.model import EXECUTION_ID, Facts, Principal, json_gets, merge, pipeline_steps, pipeline_value
 from mlstack.access.principals import Finder
@@ -263,6 +263,8 @@ def nodegroup(f: Finder, stack: str, lid: str, props: Props) -> None:
     parts: list[Facts] = [{"agent": [{}]}, *images]
     if any(r["Type"] == "AWS::EKS::PodIdentityAssociation" for r in s.resources(stack).values()):
         parts.append({"pod_identity": [{"cluster": cluster}]})
+    if runs_host_agent(s, stack, props):
+        parts.append(host_agent_facts(s, stack))
     f.add(s.text(stack, props["NodeRole"]), "eks-node", f"node group {lid}", *parts)
 
 
@@ -305,6 +307,8 @@ def access_entry(f: Finder, stack: str, lid: str, props: Props) -> None:
     # Karpenter's nodes run the stack's Deployments too (the vLLM servers of a serving pool): their kubelet pulls them.
     images += [f.image(image) for image in workload_images(f, stack)]
     parts: list[Facts] = [{"agent": [{}]}, *images, {"pod_identity": [{"cluster": cluster}]}]
+    if pools_run_host_agent(s, stack):
+        parts.append(host_agent_facts(s, stack))
     f.add(s.text(stack, props["PrincipalArn"]), "eks-node", f"access entry {lid} (EC2_LINUX)", *parts)
 
 

@@ -1,5 +1,11 @@
-"""Per-GPU and EFA metrics on the engines whose hosts are ours (batch, hyperpod-slurm): the CloudWatch agent's
-configuration, and the dashboard widgets and alarms on what it publishes (no CDK import).
+"""Per-GPU and EFA metrics from the CloudWatch agent on the engines' GPU hosts (Batch container instances,
+HyperPod nodes, EKS managed and Karpenter nodes): its configuration, and the dashboard widgets and alarms on what it
+publishes (no CDK import).
+
+- On the Kubernetes engines (eks, hyperpod-eks) the host agent needs no DCGM host engine (the node monitoring
+  agent runs the node's only one, which is why the amazon-cloudwatch-observability add-on's DCGM exporter is off):
+  it reads nvidia-smi. EFA stays with Container Insights there (`node_efa_*` per node from the add-on's agent), so
+  the host agent's configuration has no `efa` section on those engines.
 
 - The agent's `nvidia_gpu` section runs nvidia-smi every minute and publishes `nvidia_smi_<field>` per GPU
   (dimensions `host`, `index`, `name`, ...); CloudWatch User Guide, "Collect NVIDIA GPU metrics",
@@ -75,11 +81,20 @@ def kernel_log_group_name(config: BlueprintConfig) -> str:
     return f"/mlstack/{config.name}/host-kernel"
 
 
+KUBERNETES_ENGINES = ("eks", "hyperpod-eks")
+
+
 def has_host_agent(training: TrainingConfig) -> bool:
-    """The engine's hosts are ours and some group has NVIDIA GPUs."""
-    return training.engine in ("batch", "hyperpod-slurm") and any(
+    """Some node group has NVIDIA GPUs (every engine's GPU hosts run the agent; a host without nvidia-smi, such as
+    a Neuron node or a Slurm controller, skips it)."""
+    return any(
         g.instance.accelerator is not None and g.instance.accelerator.vendor == "nvidia" for g in training.node_groups
     )
+
+
+def agent_collects_efa(training: TrainingConfig) -> bool:
+    """The agent's `efa` section: where some group has EFA and Container Insights does not already count it."""
+    return training.engine not in KUBERNETES_ENGINES and any(g.efa for g in training.node_groups)
 
 
 def agent_config(config: BlueprintConfig, training: TrainingConfig) -> dict[str, object]:
@@ -88,7 +103,7 @@ def agent_config(config: BlueprintConfig, training: TrainingConfig) -> dict[str,
     collected: dict[str, object] = {
         "nvidia_gpu": {"measurement": list(GPU_FIELDS), "metrics_collection_interval": INTERVAL_S},
     }
-    if any(g.efa for g in training.node_groups):
+    if agent_collects_efa(training):
         collected["efa"] = {
             "measurement": list(EFA_COUNTERS),
             "metrics_collection_interval": INTERVAL_S,
@@ -190,7 +205,7 @@ def host_widgets_and_alarms(
             source=XID_PAGE,
         ),
     ]
-    if any(g.efa for g in training.node_groups):
+    if agent_collects_efa(training):
         widgets.append(
             Widget(
                 "EFA (cluster, bytes and errors per minute)",

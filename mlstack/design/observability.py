@@ -5,15 +5,15 @@ services publish today (no CDK import; the construct is `mlstack.constructs.trai
   observability, namespace ContainerInsights; CloudWatch User Guide, "Amazon EKS and Kubernetes Container Insights
   with enhanced observability metrics",
   https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/Container-Insights-metrics-enhanced-EKS.html).
-  Its DCGM exporter is off on these clusters (one DCGM host engine per GPU node: the node monitoring agent's), so
-  there is no per-GPU utilisation, memory, power, temperature or XID/ECC metric (the agent's dcgm-server runs
-  `nv-hostengine -n -b ALL` on hostPort 5555, chart aws/eks-node-monitoring-agent dcgm-daemonset.yaml, so an
-  exporter could read that engine remotely, but the add-on's CloudWatch agent scrapes only its own exporter
-  service over the add-on's TLS; the nvidia-smi host agent of batch/hyperpod-slurm needs no DCGM engine and would
-  fit the EKS node groups' user data, not built here); the agent's accelerated-compute
-  metrics, on by default, still count the GPUs pods hold (node_gpu_limit, node_gpu_usage_total,
-  node_gpu_reserved_capacity, from the Kubernetes API), and the Neuron monitor gives NeuronCore utilisation and
-  ECC events; EFA counters come from the EFA device plugin's devices (node_efa_*).
+  Its DCGM exporter is off on these clusters (one DCGM host engine per GPU node: the node monitoring agent's; the
+  agent's dcgm-server runs `nv-hostengine -n -b ALL` on hostPort 5555, chart aws/eks-node-monitoring-agent
+  dcgm-daemonset.yaml, and the add-on's CloudWatch agent scrapes only its own exporter). Per-GPU utilisation,
+  memory, power, temperature and the Xid lines come instead from the nvidia-smi host agent every engine's GPU
+  nodes run (`mlstack.design.host_metrics`: managed node groups' and Karpenter nodes' user data, HyperPod's
+  on_create), which needs no DCGM engine. The add-on's accelerated-compute metrics, on by default, still count the
+  GPUs pods hold (node_gpu_limit, node_gpu_usage_total, node_gpu_reserved_capacity, from the Kubernetes API), and
+  the Neuron monitor gives NeuronCore utilisation and ECC events; EFA counters come from the EFA device plugin's
+  devices (node_efa_*).
 - Fluent Bit of the same add-on writes container stdout to /aws/containerinsights/<cluster>/application, each
   event a JSON object whose `log` is the line and, when the line is JSON, `log_processed` the parsed line (chart
   values: kubernetes filter `Merge_Log On`, `Merge_Log_Key log_processed`, aws-observability/helm-charts).
@@ -83,23 +83,23 @@ def observability_design(config: BlueprintConfig) -> ObservabilityDesign:
     omitted: list[str] = []
     kubernetes = engine in ("eks", "hyperpod-eks")
     agent: HostAgent | None = None
+    agent = host_agent(config, training)
     if kubernetes:
         _container_insights(config, training, widgets, alarms, omitted)
-    else:
-        agent = host_agent(config, training)
-        if agent is not None:
-            more_widgets, more_alarms = host_widgets_and_alarms(config, training, agent, IDLE_PERCENT, IDLE_MINUTES)
-            widgets += more_widgets
-            alarms += more_alarms
+    if agent is not None:
+        more_widgets, more_alarms = host_widgets_and_alarms(config, training, agent, IDLE_PERCENT, IDLE_MINUTES)
+        widgets += more_widgets
+        alarms += more_alarms
+        if not kubernetes:
             omitted.append(
                 f"node health: {engine} publishes no node-condition metric (HyperPod and Batch replace failed "
                 "nodes themselves); GPU Xid errors are counted from the kernel log instead"
             )
-        else:
-            omitted.append(
-                f"accelerator and EFA metrics: no NVIDIA GPU on this {engine} cluster, and the agent's nvidia-smi "
-                "input is the only accelerator source configured (no idle or GPU-error alarm)"
-            )
+    elif not kubernetes:
+        omitted.append(
+            f"accelerator and EFA metrics: no NVIDIA GPU on this {engine} cluster, and the agent's nvidia-smi "
+            "input is the only accelerator source configured (no idle or GPU-error alarm)"
+        )
     step_log = _step_log(config, training)
     if step_log is not None:
         namespace = step_log.namespace
@@ -199,6 +199,9 @@ def _container_insights(
     alarms: list[Alarm],
     omitted: list[str],
 ) -> None:
+    """Container Insights' node, GPU-allocation, Neuron and EFA pieces. GPU utilisation, the idle alarm and Xid
+    errors come from the host agent on the GPU nodes (`host_widgets_and_alarms`): the add-on's DCGM exporter is off
+    (the node monitoring agent runs the node's one DCGM host engine)."""
     cluster = (("ClusterName", cluster_name_of(config)),)
 
     def ci(name: str, statistic: str = "Average", period: int = 60, label: str = "") -> Metric:
@@ -237,32 +240,6 @@ def _container_insights(
                 (ci("node_gpu_limit", "Sum"), ci("node_gpu_usage_total", "Sum"), ci("node_gpu_reserved_capacity")),
                 CI_PAGE,
             )
-        )
-        period = 300
-        alarms.append(
-            Alarm(
-                "AcceleratorsIdle",
-                f"GPUs on running nodes held by pods below {IDLE_PERCENT}% for {IDLE_MINUTES} minutes: nodes bill "
-                "while idle (allocation, from the Kubernetes API: per-GPU utilisation needs the add-on's GPU "
-                "exporter, off on this cluster)",
-                (
-                    ("gpus", ci("node_gpu_limit", "Sum", period)),
-                    ("held", ci("node_gpu_usage_total", "Sum", period)),
-                ),
-                # FILL: the agent may send no node_gpu_usage_total point while no pod holds a GPU, which is the
-                # idle case itself (CloudWatch User Guide, "Using metric math": FILL).
-                expression="IF(gpus > 0, 100 * FILL(held, 0) / gpus, 100)",
-                threshold=IDLE_PERCENT,
-                comparison="LessThanThreshold",
-                evaluation_periods=IDLE_MINUTES * 60 // period,
-                treat_missing_data="notBreaching",
-                source=CI_PAGE,
-            )
-        )
-        omitted.append(
-            "GPU utilisation, memory, power, temperature and XID/ECC errors: Container Insights publishes them from "
-            "the add-on's GPU exporter, which is off on this cluster (one GPU host engine per node: the node "
-            "monitoring agent's; its GPU health shows as node conditions, counted in cluster_failed_node_count)"
         )
     if "aws" in accelerators:
         widgets.append(

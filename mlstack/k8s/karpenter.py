@@ -29,6 +29,10 @@ class NodeClassRefs:
     security_group_ids: tuple[str, ...]
     kms_key_arn: str
     placement_group: str | None = None
+    user_data: str | None = None
+    """EC2NodeClass `userData`: a MIME multi-part document, which Karpenter merges with its own NodeConfig on AL2023
+    (Karpenter docs v1.14, "NodeClasses", spec.userData: AL2023 "MIME multi-part"; shell parts run via
+    cloud-init)."""
 
 
 def node_class(pool: Pool, refs: NodeClassRefs) -> dict[str, Any]:
@@ -71,6 +75,8 @@ def node_class(pool: Pool, refs: NodeClassRefs) -> dict[str, Any]:
         ]
     if pool.reservation_id is not None:
         spec["capacityReservationSelectorTerms"] = [{"id": pool.reservation_id}]
+    if refs.user_data is not None:
+        spec["userData"] = refs.user_data
     if refs.placement_group is not None:
         spec["placementGroupSelector"] = {"name": refs.placement_group}
     return {

@@ -25,7 +25,7 @@ def add_serving_karpenter(
     config = blueprint.inference_eks
     if config is None or config.capacity_manager != "karpenter":
         return None
-    return Karpenter(stack, "Karpenter", cluster=cluster, cluster_name=name, key=network.key)
+    return Karpenter(stack, "Karpenter", cluster=cluster, cluster_name=name, key=network.key, host_agent=None)
 
 
 def add_endpoint_pool(

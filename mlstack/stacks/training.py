@@ -18,6 +18,7 @@ from mlstack.constructs.storage.fsx_lustre import DataRepository, FsxLustre
 from mlstack.constructs.training.admin_host import ClusterAdminHost
 from mlstack.constructs.training.cluster import SystemNodes, TrainingCluster
 from mlstack.constructs.training.node_group import Capacity
+from mlstack.design.host_metrics import host_agent
 from mlstack.design.training import ADMIN_HOST_TYPE, cluster_name, memory_warnings, node_group_designs
 from mlstack.k8s.disruption import job_disruption_budget
 from mlstack.k8s.job import FSX_CLAIM
@@ -61,6 +62,7 @@ class TrainingClusterStack(TrainingEngineStack):
         )
         self.admin_host = admin_host(self, network, self.cluster, training)
         self.karpenter = add_karpenter(self, blueprint, network, self.cluster, cluster_name(blueprint))
+        agent = host_agent(blueprint, training)
         for group in node_group_designs(blueprint) if self.karpenter is None else []:
             # In the stack's scope, where earlier releases created them: their logical IDs stay put.
             self.cluster.add_accelerated_node_group(
@@ -77,6 +79,7 @@ class TrainingClusterStack(TrainingEngineStack):
                 max_size=group.max_size,
                 root_volume_gib=group.root_volume_gib,
                 key=network.key,
+                host_agent=agent,
             )
         self.node_groups = self.cluster.node_groups
         self.efa = {name: group.efa for name, group in self.node_groups.items() if group.efa is not None}
@@ -109,6 +112,11 @@ class TrainingClusterStack(TrainingEngineStack):
             )
 
         self.operations = add_operations(self, network, fsx=self.fsx, cluster=self.cluster)
+        kernel_log = self.operations.observability.host_log_group
+        if kernel_log is not None and self.karpenter is not None:
+            # Karpenter launches nodes once a pool exists; their agents write to the kernel-log group.
+            for manifest in self.karpenter.pools.values():
+                manifest.node.add_dependency(kernel_log)
         for warning in memory_warnings(training):
             Annotations.of(self).add_warning_v2("mlstack:model-fit", warning)
 

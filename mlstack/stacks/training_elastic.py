@@ -12,6 +12,9 @@ from mlstack.config import BlueprintConfig
 from mlstack.constructs.training.cluster import TrainingCluster
 from mlstack.constructs.training.karpenter import Karpenter
 from mlstack.constructs.training.kueue import Kueue
+from mlstack.constructs.training.metric_names import HostAgent
+from mlstack.constructs.training.node_group import node_user_data
+from mlstack.design.host_metrics import host_agent
 from mlstack.design.karpenter import Pool, pools
 from mlstack.design.kueue import queues
 from mlstack.k8s.karpenter import NodeClassRefs, pool_manifests
@@ -20,9 +23,13 @@ from mlstack.stacks.base import MlStack
 from mlstack.stacks.network import NetworkStack
 
 
-def _render(pool: Pool, name: str) -> Any:
+def _render(pool: Pool, name: str, agent: HostAgent | None) -> Any:
+    # The CloudWatch agent's part only on NVIDIA pools (the same user data as a managed node group's).
+    gpu = pool.instance.accelerator is not None and pool.instance.accelerator.vendor == "nvidia"
+    user_data = node_user_data(local_nvme=False, host_agent=agent) if gpu and agent is not None else None
+
     def render(**refs: Any) -> list[dict[str, Any]]:
-        return pool_manifests(pool, NodeClassRefs(cluster_name=name, **refs))
+        return pool_manifests(pool, NodeClassRefs(cluster_name=name, user_data=user_data, **refs))
 
     return render
 
@@ -35,7 +42,8 @@ def add_karpenter(
     training = blueprint.training
     if training is None or training.capacity_manager != "karpenter":
         return None
-    karpenter = Karpenter(stack, "Karpenter", cluster=cluster, cluster_name=name, key=network.key)
+    agent = host_agent(blueprint, training)
+    karpenter = Karpenter(stack, "Karpenter", cluster=cluster, cluster_name=name, key=network.key, host_agent=agent)
     for pool in pools(training, blueprint.zones):
         karpenter.add_pool(
             pool.name,
@@ -43,7 +51,7 @@ def add_karpenter(
             efa=pool.efa,
             placement_group=pool.placement_group,
             subnet=network.network.subnet_in(pool.zones[0]),
-            render=_render(pool, name),
+            render=_render(pool, name, agent),
             scope=stack,
         )
     return karpenter

@@ -30,6 +30,7 @@ from mlstack.constructs.training.cluster import TrainingCluster
 from mlstack.constructs.training.efa import EfaNetworking
 from mlstack.constructs.training.hyperpod import HyperPodCluster, HyperPodInstanceGroup
 from mlstack.constructs.training.hyperpod_chart import HyperPodDependencies
+from mlstack.design.host_metrics import host_agent
 from mlstack.design.hyperpod_governance import autoscaling, continuous_provisioning, governance
 from mlstack.k8s.job import FSX_CLAIM
 from mlstack.k8s.kube import LABEL_PREFIX
@@ -156,7 +157,8 @@ class HyperPodEksTrainingStack(TrainingEngineStack):
             # Continuous provisioning: for a customer-managed volume key, and always with autoscaling.
             node_provisioning_mode="Continuous" if continuous_provisioning(training) else None,
             autoscaling=autoscaling(training) is not None,
-            host_agent=None,  # EKS nodes report through the cluster's Container Insights add-on
+            # The nvidia-smi agent on the GPU nodes (on_create.sh): the add-on's DCGM exporter is off.
+            host_agent=host_agent(blueprint, training),
         )
         # Like managed node groups: a node that joins before the CNI, kube-proxy and Pod Identity agent add-ons
         # exist cannot give its pods IPs.
@@ -168,6 +170,10 @@ class HyperPodEksTrainingStack(TrainingEngineStack):
         self.task_governance = add_task_governance(self, blueprint, self.cluster, self.hyperpod, namespace_manifest)
         self.hyperpod_pools = add_hyperpod_pools(blueprint, self.cluster, self.hyperpod)
         self.operations = add_operations(self, network, fsx=self.fsx, cluster=self.cluster, hyperpod=self.hyperpod)
+        kernel_log = self.operations.observability.host_log_group
+        if kernel_log is not None:
+            # HyperPod boots the nodes, and their agents, during CreateCluster.
+            self.hyperpod.cluster.node.add_dependency(kernel_log)
 
 
 def labelled_workers(training: TrainingConfig, hyperpod: HyperPodConfig) -> list[HyperPodInstanceGroup]:

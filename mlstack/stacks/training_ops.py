@@ -78,6 +78,11 @@ def add_operations(
     )
     if cluster is not None and observability.shared_log_group is not None:
         cluster.addons[versions.CLOUDWATCH_OBSERVABILITY].node.add_dependency(observability.shared_log_group.resource)
+    if cluster is not None and observability.host_log_group is not None:
+        # The GPU nodes' CloudWatch agent writes to the kernel-log group and may not create it: the group first.
+        for group in cluster.node_groups.values():
+            if group.host_agent is not None:
+                group.nodegroup.node.add_dependency(observability.host_log_group)
     budget = None
     budget_scale: ScaleToZero | None = None
     spec = budget_design(blueprint)

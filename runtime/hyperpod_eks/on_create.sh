@@ -10,8 +10,12 @@
 # lifecycle script (aws/sagemaker-hyperpod-cluster-setup, eks/cloudformation/resources/lifecycle-script/
 # base-config/on_create.sh). kubelet's directory stays on the root volume, as there. Output goes to
 # /var/log/provision/provisioning.log, which HyperPod uploads to CloudWatch Logs (/aws/sagemaker/Clusters/...); on
-# failure it waits 60 s so the log reaches CloudWatch before HyperPod replaces the node.
+# failure it waits 60 s so the log reaches CloudWatch before HyperPod replaces the node. On a GPU node it then starts
+# the CloudWatch agent (per-GPU nvidia-smi metrics, the kernel log's Xid lines) with the configuration uploaded next
+# to it, as the Slurm on_create does; a node without nvidia-smi (Trainium) is left alone by the installer.
 set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 
 # The paths can be overridden for tests only; HyperPod runs the script without any of these set.
 LOG_FILE="${HYPERPOD_LOG_FILE:-/var/log/provision/provisioning.log}"
@@ -57,6 +61,11 @@ main() {
   else
     set_containerd_root "$DATA_DISK/containerd/data-root"
     log "$DATA_DISK is mounted: containerd's root (images, snapshots) is $DATA_DISK/containerd/data-root"
+  fi
+  # GPU metrics: a failure here costs the metrics, never the node.
+  if [[ -f "$HERE/install_cloudwatch_agent.sh" && -f "$HERE/cloudwatch_agent.json" ]]; then
+    bash "$HERE/install_cloudwatch_agent.sh" "$HERE/cloudwatch_agent.json" ||
+      log "CloudWatch agent not started: no GPU metrics from this node"
   fi
   log "done"
 }

@@ -96,7 +96,7 @@ TRAINING_PINS_BY_ENGINE: dict[str, dict[str, str]] = {
 """`TrainingClusterStack` pins by `training.engine`: the stack ID is the same for every engine, its resources are
 not. A blueprint's pins are `training_pins(config)`."""
 HOST_AGENT = {
-    # batch and hyperpod-slurm with NVIDIA GPUs: the kernel log the CloudWatch agent uploads (Xid lines).
+    # Every engine with NVIDIA GPUs: the kernel log the hosts' CloudWatch agent uploads (Xid lines).
     "ObservabilityHostKernelLog6C471978": "AWS::Logs::LogGroup",
 }
 

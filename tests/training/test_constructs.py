@@ -14,7 +14,7 @@ from aws_cdk.assertions import Match, Template
 from mlstack.catalog import get_instance
 from mlstack.constructs.storage.fsx_lustre import DataRepository, FsxLustre
 from mlstack.constructs.training.efa import EfaNetworking
-from mlstack.constructs.training.node_group import Capacity, local_nvme_user_data, node_labels, node_taints
+from mlstack.constructs.training.node_group import Capacity, node_labels, node_taints, node_user_data
 from mlstack.k8s.kube import ami_type
 from tests.synth import TEST_CONTEXT
 
@@ -242,7 +242,8 @@ def test_capacity_rejects_inconsistent_settings(kwargs: dict[str, Any], message:
 
 
 def test_local_nvme_user_data_is_a_nodeadm_mime_part() -> None:
-    text = local_nvme_user_data()
+    text = node_user_data(local_nvme=True)
+    assert text is not None
     assert text.startswith("MIME-Version: 1.0\n")
     assert 'boundary="MLSTACK"' in text and text.rstrip().endswith("--MLSTACK--")
     assert "kind: NodeConfig" in text and "strategy: RAID0" in text

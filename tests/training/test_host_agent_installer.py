@@ -109,7 +109,7 @@ def test_installer_on_ubuntu_installs_the_pinned_signed_deb_and_starts_the_agent
 
 
 def test_installer_takes_the_latest_release_when_the_pinned_build_is_not_served(tmp_path: Path) -> None:
-    root, env, log = _host(tmp_path, gpu=True, deb=True, efa_devices=0)
+    _root, env, log = _host(tmp_path, gpu=True, deb=True, efa_devices=0)
     curl = Path(env["PATH"]) / "curl"
     # A 404 for the pinned build's path (curl -f exits 22), the files of `latest` served.
     curl.write_text(curl.read_text() + f'[[ "$*" == *"/{VERSION}/"* ]] && exit 22\ntrue\n')

@@ -22,7 +22,6 @@ from mlstack.design.host_metrics import (
     GPU_FIELDS,
     XID_HARDWARE,
     agent_config,
-    has_host_agent,
     xid_pattern,
 )
 from mlstack.design.observability import observability_design
@@ -89,14 +88,6 @@ def test_agent_config_publishes_per_gpu_and_cluster_series_to_the_blueprints_nam
         }
     ]
     assert rendered["agent"] == {"region": "us-east-1", "metrics_collection_interval": 60}
-
-
-def test_kubernetes_engines_get_no_host_agent() -> None:
-    for name in ("eks-gpu-training", "hyperpod-eks-training"):
-        config = load(name)
-        assert config.training is not None
-        assert not has_host_agent(config.training)
-        assert observability_design(config).host_agent is None
 
 
 @pytest.mark.parametrize("name", HOSTS)

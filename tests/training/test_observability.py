@@ -38,15 +38,20 @@ def _alarms(design: Any) -> dict[str, Any]:
 def test_eks_gpu_watches_container_insights_metrics_by_cluster_name() -> None:
     _, design = _design("eks-gpu-training")
     alarms = _alarms(design)
-    assert sorted(alarms) == ["AcceleratorsIdle", "EfaErrors", "FsxFreeCapacityLow", "JobStalled", "NodesFailed"]
-    cluster = (("ClusterName", "eks-gpu-training-cluster"),)
-    idle = alarms["AcceleratorsIdle"]
-    assert [(i, m.namespace, m.name, m.dimensions, m.statistic, m.period_s) for i, m in idle.metrics] == [
-        ("gpus", CONTAINER_INSIGHTS, "node_gpu_limit", cluster, "Sum", 300),
-        ("held", CONTAINER_INSIGHTS, "node_gpu_usage_total", cluster, "Sum", 300),
+    assert sorted(alarms) == [
+        "AcceleratorsIdle",
+        "EfaErrors",
+        "FsxFreeCapacityLow",
+        "GpuErrors",
+        "JobStalled",
+        "NodesFailed",
     ]
-    # FILL: no node_gpu_usage_total point while no pod holds a GPU must read as 0% held, not as no data.
-    assert idle.expression == "IF(gpus > 0, 100 * FILL(held, 0) / gpus, 100)"
+    cluster = (("ClusterName", "eks-gpu-training-cluster"),)
+    # Real utilisation from the nodes' nvidia-smi agent (tests/training/test_host_metrics_eks.py), not allocation.
+    idle = alarms["AcceleratorsIdle"]
+    assert [(i, m.namespace, m.name, m.dimensions) for i, m in idle.metrics] == [
+        ("util", "mlstack/eks-gpu-training/hosts", "nvidia_smi_utilization_gpu", ())
+    ]
     assert (idle.threshold, idle.comparison, idle.evaluation_periods) == (10, "LessThanThreshold", 12)
     efa = alarms["EfaErrors"].metric
     assert (efa.name, efa.dimensions, efa.statistic) == ("node_efa_rx_dropped", cluster, "Sum")
@@ -58,14 +63,15 @@ def test_eks_gpu_watches_container_insights_metrics_by_cluster_name() -> None:
         "Maximum",
     )
     names = {m.name for w in design.widgets for m in w.metrics}
-    # Per-GPU DCGM metrics are not published on this cluster (its DCGM exporter is off): none is watched.
+    # Per-GPU DCGM metrics are not published on this cluster (its DCGM exporter is off): none is watched; the
+    # allocation graph stays.
     assert not {
         n
         for n in names
         if n.startswith("node_gpu_")
         and n not in {"node_gpu_limit", "node_gpu_usage_total", "node_gpu_reserved_capacity"}
     }
-    assert any("GPU exporter, which is off" in line for line in design.omitted)
+    assert {"node_gpu_limit", "nvidia_smi_utilization_gpu", "nvidia_smi_power_draw", "GpuXidErrors"} <= names
     assert design.dashboard_name == "mlstack-eks-gpu-training-us-east-1"
 
 
@@ -231,7 +237,7 @@ def test_every_alarm_notifies_the_topic_and_the_stalled_one_reads_running_pods()
     resources, _ = _construct("eks-gpu-training")
     alarms = {k: r["Properties"] for k, r in resources.items() if r["Type"] == "AWS::CloudWatch::Alarm"}
     topic = next(k for k, r in resources.items() if r["Type"] == "AWS::SNS::Topic")
-    assert len(alarms) == 5
+    assert len(alarms) == 6
     for props in alarms.values():
         assert props["AlarmActions"] == [{"Ref": topic}]
     stalled = next(p for k, p in alarms.items() if k.startswith("ObsJobStalled"))
@@ -317,7 +323,8 @@ def test_diagram_lists_the_alarms_dashboard_and_budget(session: Any) -> None:
     for text in (
         "CloudWatch alarms",
         "cluster_failed_node_count",
-        "node_gpu_limit / node_gpu_usage_total",
+        "nvidia_smi_utilization_gpu",
+        "GpuXidErrors",
         "FreeDataStorageCapacity",
         "CloudWatch dashboard\\nmlstack-eks-g6e-training-us-east-1",
         "AWS Budgets\\n5000 USD monthly\\ntag mlstack:blueprint$eks-g6e-training",

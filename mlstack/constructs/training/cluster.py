@@ -31,6 +31,7 @@ from mlstack.constructs.training.cluster_parts import (
     vpc_cni_pod_identity,
 )
 from mlstack.constructs.training.efa import EfaNetworking
+from mlstack.constructs.training.metric_names import HostAgent
 from mlstack.constructs.training.node_group import AcceleratedNodeGroup, Capacity, acknowledge_node_role, taint_keys
 from mlstack.k8s.kube import LABEL_PREFIX
 
@@ -276,6 +277,7 @@ class TrainingCluster(Construct):
         root_volume_gib: int = 200,
         key: kms.IKey | None = None,
         scope: Construct | None = None,
+        host_agent: HostAgent | None = None,
     ) -> AcceleratedNodeGroup:
         """Add a managed node group of `instance_type` and keep the cluster in step with it.
 
@@ -321,6 +323,7 @@ class TrainingCluster(Construct):
             min_size=min_size,
             max_size=max_size,
             root_volume_gib=root_volume_gib,
+            host_agent=host_agent,
         )
         # Like the system nodes: a node that starts before the CNI, kube-proxy and Pod Identity agent add-ons exist
         # cannot give its pods IPs.

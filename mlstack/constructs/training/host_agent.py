@@ -1,5 +1,6 @@
-"""What the CloudWatch agent on an engine's own hosts (Batch container instances, HyperPod Slurm nodes) may call:
-`cloudwatch:PutMetricData` in its own namespace only, and a stream of its own in the kernel-log group.
+"""What the CloudWatch agent on an engine's GPU hosts (Batch container instances, HyperPod nodes, EKS managed and
+Karpenter nodes) may call: `cloudwatch:PutMetricData` in its own namespace only, and a stream of its own in the
+kernel-log group; and the user-data shell part that installs it on an EKS node.
 
 The agent's log pusher calls CreateLogStream and PutLogEvents (CreateLogGroup only when the group is missing, which
 the stack prevents; DescribeLogGroups and PutRetentionPolicy only for a `retention_in_days` the configuration does
@@ -21,6 +22,33 @@ HOST_AGENT_SCRIPT = resources.runtime_path("host_metrics", "install_cloudwatch_a
 HOST_AGENT_FILES = ("install_cloudwatch_agent.sh", "cloudwatch_agent.json")
 """The script and the agent's configuration as a HyperPod lifecycle prefix holds them (on_create.sh runs the
 script when both are there)."""
+
+
+AGENT_DIR = "/etc/mlstack"
+"""Where an EKS node's user data writes the agent's configuration and installer."""
+
+
+def _here_document(path: str, text: str, delimiter: str) -> str:
+    if any(line == delimiter for line in text.splitlines()):
+        raise ValueError(f"{path}: the text must not hold a line {delimiter} (the here-document delimiter)")
+    return f"cat >{path} <<'{delimiter}'\n" + text.rstrip("\n") + f"\n{delimiter}\n"
+
+
+def host_agent_shell(agent: HostAgent) -> str:
+    """A bash script that writes the agent's configuration and installer to `AGENT_DIR` and runs the installer:
+    the body of a `text/x-shellscript` MIME part, which cloud-init runs once, on the first boot (EKS nodes' user
+    data). A failure costs the metrics, never the node (as HyperPod's on_create does)."""
+    config = f"{AGENT_DIR}/cloudwatch_agent.json"
+    script = f"{AGENT_DIR}/install_cloudwatch_agent.sh"
+    return "".join(
+        [
+            "#!/bin/bash\n",
+            f"mkdir -p {AGENT_DIR}\n",
+            _here_document(config, agent.config, "MLSTACK_AGENT_CONFIG"),
+            _here_document(script, HOST_AGENT_SCRIPT.read_text(encoding="utf-8"), "MLSTACK_AGENT_INSTALLER"),
+            f'bash {script} {config} || echo "[mlstack] CloudWatch agent not started: no GPU metrics from this node"\n',
+        ]
+    )
 
 
 def host_agent_statements(agent: HostAgent) -> list[iam.PolicyStatement]:

@@ -13,7 +13,8 @@
   for node groups (a self-referencing security group, a cluster placement group unless a reservation fixes it).
 
 Props (keyword; defaults in parentheses): `cluster` (a `TrainingCluster`), `cluster_name` (its fixed name, used in
-the policy's conditions), `key` (the root volumes' key).
+the policy's conditions), `key` (the root volumes' key), `host_agent` (None: the node role gets the CloudWatch
+agent's statements, for the pools whose EC2NodeClass `userData` installs it).
 """
 
 from __future__ import annotations
@@ -35,7 +36,9 @@ from mlstack.constructs.common import pascal_id
 from mlstack.constructs.scanners import skip_checkov, skip_guard, skip_iam_lint
 from mlstack.constructs.training import versions
 from mlstack.constructs.training.cluster import TrainingCluster
+from mlstack.constructs.training.host_agent import acknowledge_host_agent, host_agent_statements
 from mlstack.constructs.training.karpenter_policy import controller_statements
+from mlstack.constructs.training.metric_names import HostAgent
 from mlstack.constructs.training.node_group import NODE_ROLE_POLICIES
 
 SERVICE_ACCOUNT = "karpenter"
@@ -81,7 +84,14 @@ class Karpenter(Construct):
     """Karpenter for one training cluster (see the module docstring)."""
 
     def __init__(
-        self, scope: Construct, construct_id: str, *, cluster: TrainingCluster, cluster_name: str, key: kms.IKey
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        cluster: TrainingCluster,
+        cluster_name: str,
+        key: kms.IKey,
+        host_agent: HostAgent | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.cluster = cluster
@@ -96,6 +106,10 @@ class Karpenter(Construct):
         for managed, reason in NODE_ROLE_POLICIES.items():
             nag = f"AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/{managed}]"
             Validations.of(self.node_role).acknowledge(Acknowledgment(id=nag, reason=reason))
+        if host_agent is not None:
+            for statement in host_agent_statements(host_agent):
+                self.node_role.add_to_principal_policy(statement)
+            acknowledge_host_agent(self.node_role, host_agent)
         # Nodes authenticate with the node role; an EC2_LINUX access entry maps it to system:nodes (EKS User Guide,
         # "Create access entries": type EC2_LINUX, no access policy).
         self.access_entry = eks.AccessEntry(

@@ -16,6 +16,8 @@ from constructs import Construct
 from mlstack.catalog import InstanceType, efa_layout, get_instance
 from mlstack.constructs.scanners import skip_guard
 from mlstack.constructs.training.efa import EfaNetworking
+from mlstack.constructs.training.host_agent import acknowledge_host_agent, host_agent_shell, host_agent_statements
+from mlstack.constructs.training.metric_names import HostAgent
 from mlstack.k8s.kube import (
     EFA_TAINT,
     LABEL_PREFIX,
@@ -104,11 +106,27 @@ def node_taints(instance: InstanceType, *, efa: bool) -> list[eks.TaintSpec]:
     ]
 
 
-def local_nvme_user_data() -> str:
-    """AL2023 nodeadm NodeConfig (MIME part) that stripes the instance-store NVMe disks into one RAID0 volume and
-    puts containerd and kubelet state on it. EKS merges it with the node group's own NodeConfig."""
-    node_config = "\n".join(
-        [
+def node_user_data(*, local_nvme: bool, host_agent: HostAgent | None = None) -> str | None:
+    """The launch template's MIME multi-part user data (None when it has no part).
+
+    - `local_nvme`: an AL2023 nodeadm NodeConfig part that stripes the instance-store NVMe disks into one RAID0
+      volume and puts containerd and kubelet state on it.
+    - `host_agent`: a shell part that installs the CloudWatch agent (per-GPU nvidia-smi metrics, the kernel log's
+      Xid lines; `host_agent_shell`).
+
+    A managed node group on an EKS AMI type merges these parts with its own NodeConfig (EKS User Guide,
+    "Customize managed nodes with launch templates", Amazon EC2 user data: "Amazon EKS merges your user data
+    with its own"; https://docs.aws.amazon.com/eks/latest/userguide/launch-templates.html); on AL2023 nodeadm
+    reads the `application/node.eks.aws` parts and cloud-init runs the `text/x-shellscript` parts
+    (https://awslabs.github.io/amazon-eks-ami/nodeadm/)."""
+    if not local_nvme and host_agent is None:
+        return None
+    lines = ["MIME-Version: 1.0", f'Content-Type: multipart/mixed; boundary="{_USER_DATA_BOUNDARY}"', ""]
+    if local_nvme:
+        lines += [
+            f"--{_USER_DATA_BOUNDARY}",
+            "Content-Type: application/node.eks.aws",
+            "",
             "---",
             "apiVersion: node.eks.aws/v1alpha1",
             "kind: NodeConfig",
@@ -116,22 +134,14 @@ def local_nvme_user_data() -> str:
             "  instance:",
             "    localStorage:",
             "      strategy: RAID0",
-        ]
-    )
-    return "\n".join(
-        [
-            "MIME-Version: 1.0",
-            f'Content-Type: multipart/mixed; boundary="{_USER_DATA_BOUNDARY}"',
-            "",
-            f"--{_USER_DATA_BOUNDARY}",
-            "Content-Type: application/node.eks.aws",
-            "",
-            node_config,
-            "",
-            f"--{_USER_DATA_BOUNDARY}--",
             "",
         ]
-    )
+    if host_agent is not None:
+        shell = host_agent_shell(host_agent)
+        if f"--{_USER_DATA_BOUNDARY}" in shell:
+            raise ValueError(f"the host agent's script must not hold the MIME boundary --{_USER_DATA_BOUNDARY}")
+        lines += [f"--{_USER_DATA_BOUNDARY}", 'Content-Type: text/x-shellscript; charset="us-ascii"', "", shell]
+    return "\n".join([*lines, f"--{_USER_DATA_BOUNDARY}--", ""])
 
 
 NODE_ROLE_POLICIES = {
@@ -170,7 +180,9 @@ class AcceleratedNodeGroup(Construct):
     (a catalog type), `subnets`, `key`, `cluster_security_group` (required); `efa` (None: no EFA; an
     `EfaNetworking` puts every EFA of the instance on the nodes, and then `subnets` must be exactly one),
     `efa_on_every_card` (False: `efa-only` interfaces on cards 1..N-1, per the catalog), `capacity` (On-Demand),
-    `desired_size` (0: no instance runs until asked for), `min_size` (0), `max_size` (2), `root_volume_gib` (200).
+    `desired_size` (0: no instance runs until asked for), `min_size` (0), `max_size` (2), `root_volume_gib` (200),
+    `host_agent` (None: no agent; on an NVIDIA GPU instance, the CloudWatch agent's user-data part and its
+    statements in the node role's policy; the kernel-log group must exist before the nodes boot).
     `TrainingCluster.add_accelerated_node_group` builds one and keeps the cluster's device plugins in step.
     """
 
@@ -192,6 +204,7 @@ class AcceleratedNodeGroup(Construct):
         min_size: int = 0,
         max_size: int = 2,
         root_volume_gib: int = 200,
+        host_agent: HostAgent | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         it = get_instance(instance_type)
@@ -255,8 +268,11 @@ class AcceleratedNodeGroup(Construct):
                 data["placement"] = ec2.CfnLaunchTemplate.PlacementProperty(group_name=capacity.placement_group_name)
         else:
             data["security_group_ids"] = [cluster_security_group_id]
-        if it.has_local_nvme:
-            data["user_data"] = Fn.base64(local_nvme_user_data())
+        # The agent only where nvidia-smi is (a Neuron group's user data stays as it was).
+        self.host_agent = host_agent if it.accelerator is not None and it.accelerator.vendor == "nvidia" else None
+        user_data = node_user_data(local_nvme=it.has_local_nvme, host_agent=self.host_agent)
+        if user_data is not None:
+            data["user_data"] = Fn.base64(user_data)
         if capacity.is_reservation:
             data["capacity_reservation_specification"] = ec2.CfnLaunchTemplate.CapacityReservationSpecificationProperty(
                 capacity_reservation_target=ec2.CfnLaunchTemplate.CapacityReservationTargetProperty(
@@ -315,6 +331,10 @@ class AcceleratedNodeGroup(Construct):
             force_update=False,
         )
         acknowledge_node_role(self.nodegroup)
+        if self.host_agent is not None:
+            for statement in host_agent_statements(self.host_agent):
+                self.nodegroup.role.add_to_principal_policy(statement)
+            acknowledge_host_agent(self.nodegroup.role, self.host_agent)
         cfn = self.nodegroup.node.default_child
         assert isinstance(cfn, eks.CfnNodegroup)
         cfn.add_property_override("AmiType", ami_type(it))

@@ -69,11 +69,12 @@ def pool(design: Pool) -> Footprint:
     return found
 
 
-def karpenter(pools: Sequence[Pool]) -> Footprint:
-    """`Karpenter` and its pools; nothing without pools (capacity_manager node_groups)."""
+def karpenter(pools: Sequence[Pool], *, host_agent: bool = False) -> Footprint:
+    """`Karpenter` and its pools; nothing without pools (capacity_manager node_groups). `host_agent`: the node role
+    has a policy (the CloudWatch agent's statements)."""
     if not pools:
         return Counter()
-    found: Footprint = Counter()
+    found: Footprint = Counter({"AWS::IAM::Policy": 1}) if host_agent else Counter()
     for part in KARPENTER_PARTS:
         found[part.cfn_type] += part.count
     for design in pools:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from mlstack.catalog import get_instance
 from mlstack.config import BlueprintConfig
 from mlstack.config.training import TrainingConfig
 from mlstack.constructs.training.versions import ADDONS
@@ -67,10 +68,11 @@ def training_cluster(*, admin_principals: int, device_plugin_charts: int) -> Foo
     )
 
 
-def accelerated_node_group(*, efa: bool, placement_group: bool) -> Footprint:
+def accelerated_node_group(*, efa: bool, placement_group: bool, host_agent: bool = False) -> Footprint:
     """`TrainingCluster.add_accelerated_node_group`: node group, node role, launch template; with EFA its
-    `EfaNetworking` (self-referencing closed group, and a cluster placement group when asked)."""
-    found = Counter({NODEGROUP: 1, LAUNCH_TEMPLATE: 1}) + role(policy=False)
+    `EfaNetworking` (self-referencing closed group, and a cluster placement group when asked); `host_agent`: the
+    node role has a policy (the CloudWatch agent's statements)."""
+    found = Counter({NODEGROUP: 1, LAUNCH_TEMPLATE: 1}) + role(policy=host_agent)
     if efa:
         found += efa_networking(placement_group=placement_group)
     return found
@@ -177,8 +179,13 @@ def _eks(config: BlueprintConfig, training: TrainingConfig) -> Footprint:
     )
     elastic = pools(training, config.zones)
     for design in [] if elastic else node_group_designs(config):
-        found += accelerated_node_group(efa=design.efa, placement_group=design.placement_group)
-    found += karpenter(elastic) + kueue(queues(training))
+        gpu = get_instance(design.instance_type).accelerator
+        found += accelerated_node_group(
+            efa=design.efa,
+            placement_group=design.placement_group,
+            host_agent=has_host_agent(training) and gpu is not None and gpu.vendor == "nvidia",
+        )
+    found += karpenter(elastic, host_agent=has_host_agent(training)) + kueue(queues(training))
     # FSx clients: each EFA group's security group (closed), and the EKS cluster group (open; not in the template)
     # when some node group has no EFA.
     efa_groups = sum(1 for g in groups if g.efa)
