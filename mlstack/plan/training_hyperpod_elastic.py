@@ -112,7 +112,8 @@ def plan_hyperpod_elastic(config: BlueprintConfig, plan: Plan) -> list[tuple[str
             for a in team.allocations:
                 borrow = "unlimited" if a.borrow is None else str(a.borrow)
                 rows.append(
-                    f"{team.name}: {a.accelerators} accelerators of {a.instance_type} (borrow up to {borrow}, "
+                    f"{team.name}: {a.accelerators} accelerators, {a.vcpu} vCPU, {a.memory_gib} GiB of "
+                    f"{a.instance_type} (borrow up to {borrow}, "
                     f"{team.strategy}), weight {team.weight}, priority {team.priority_class}; queue "
                     f"{team.namespace}/{team.local_queue}; quota in use ({a.nodes} nodes) "
                     f"{_price(a.quote(region), a.nodes)}"

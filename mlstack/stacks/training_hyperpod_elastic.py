@@ -11,7 +11,11 @@ from aws_cdk import aws_kms as kms
 from mlstack.config import BlueprintConfig
 from mlstack.constructs.training.cluster import TrainingCluster
 from mlstack.constructs.training.hyperpod import HyperPodCluster
-from mlstack.constructs.training.hyperpod_governance import HyperPodTaskGovernance, TeamAllocation
+from mlstack.constructs.training.hyperpod_governance import (
+    ComputeResource,
+    HyperPodTaskGovernance,
+    TeamAllocation,
+)
 from mlstack.constructs.training.hyperpod_ready import HyperPodAutoscalingReady
 from mlstack.constructs.training.versions import HYPERPOD_TASK_GOVERNANCE_VERSION
 from mlstack.design.hyperpod_governance import autoscaling, governance
@@ -43,11 +47,17 @@ def add_task_governance(
         teams=[
             TeamAllocation(
                 name=t.name,
-                resources=[(a.instance_type, a.accelerators) for a in t.allocations],
+                # CPU and memory explicit: the job pods' requests per node, in proportion to the accelerators.
+                resources=[
+                    ComputeResource(a.instance_type, a.accelerators, a.vcpu, a.memory_gib) for a in t.allocations
+                ],
                 weight=t.weight,
                 strategy="Lend" if t.strategy == "Lend" else "LendAndBorrow",
                 borrow_percent=t.borrow_percent,
-                absolute_borrow=t.absolute_borrow,
+                absolute_borrow=[
+                    ComputeResource(a.instance_type, a.borrow or 0, a.borrow_vcpu, a.borrow_memory_gib)
+                    for a in t.absolute_borrow
+                ],
                 preempt="LowerPriority",
             )
             for t in design.teams

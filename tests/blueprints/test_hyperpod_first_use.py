@@ -14,6 +14,7 @@ from aws_cdk import aws_kms as kms
 from mlstack.access import cli as access_cli
 from mlstack.access.evaluate import evaluate
 from mlstack.constructs.training.hyperpod_ready import HyperPodAutoscalingReady
+from mlstack.k8s.job import render_job
 from tests.synth import Session
 
 NAME = "hyperpod-eks-teams"
@@ -100,3 +101,30 @@ def test_wait_longer_than_the_service_timeout_is_refused() -> None:
             key=kms.Key(stack, "Key"),
             total_timeout=Duration.minutes(58),
         )
+
+
+def _quantity(value: str | int) -> float:
+    text = str(value)
+    return float(text.removesuffix("Gi")) if text.endswith("Gi") else float(text)
+
+
+def test_a_teams_job_at_its_quota_fits_the_quotas_cpu_and_memory(session: Session, template: dict[str, Any]) -> None:
+    """The rendered job of team research asks for its whole quota of GPUs: its pods' CPU and memory must fit the
+    quota's VCpu and MemoryInGiB too, or Kueue never admits it."""
+    (job,) = render_job(session.blueprints[NAME].built.config, "image")
+    totals = {"nvidia.com/gpu": 0.0, "cpu": 0.0, "memory": 0.0}
+    for replica in job["spec"]["pytorchReplicaSpecs"].values():
+        requests = replica["template"]["spec"]["containers"][0]["resources"]["requests"]
+        for name in totals:
+            totals[name] += replica["replicas"] * _quantity(requests[name])
+    quotas = _of(template, "AWS::SageMaker::ComputeQuota")
+    (research,) = [
+        q["Properties"]["ComputeQuotaConfig"]["ComputeQuotaResources"]
+        for q in quotas.values()
+        if q["Properties"]["ComputeQuotaTarget"]["TeamName"]
+        == job["metadata"]["namespace"].removeprefix("hyperpod-ns-")
+    ]
+    (quota,) = research
+    assert totals["nvidia.com/gpu"] == quota["Accelerators"] == 16
+    assert totals["cpu"] <= quota["VCpu"]
+    assert totals["memory"] <= quota["MemoryInGiB"]

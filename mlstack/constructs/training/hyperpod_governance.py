@@ -32,23 +32,47 @@ Strategy = Literal["Lend", "DontLend", "LendAndBorrow"]
 
 
 @dataclass(frozen=True)
+class ComputeResource:
+    """Compute of one instance type (ComputeQuotaResourceConfig): `accelerators`, and the `vcpu` and `memory_gib`
+    that come with them (default none: SageMaker then derives both from the team's share of the cluster's
+    accelerators at that moment, "ratio-based values", which on a cluster at 0 nodes is a share of nothing)."""
+
+    instance_type: str
+    accelerators: int
+    vcpu: int | None = None
+    memory_gib: int | None = None
+
+    def to_cfn(self) -> dict[str, object]:
+        found: dict[str, object] = {"InstanceType": self.instance_type, "Accelerators": self.accelerators}
+        if self.vcpu is not None:
+            found["VCpu"] = self.vcpu
+        if self.memory_gib is not None:
+            found["MemoryInGiB"] = self.memory_gib
+        return found
+
+
+def _resource(item: ComputeResource | tuple[str, int]) -> ComputeResource:
+    return item if isinstance(item, ComputeResource) else ComputeResource(item[0], item[1])
+
+
+@dataclass(frozen=True)
 class TeamAllocation:
     """A team's compute allocation.
 
-    - `resources`: (ml instance type, accelerators) the team is guaranteed.
+    - `resources`: what the team is guaranteed: `ComputeResource`s, or (ml instance type, accelerators).
     - `weight`: fair-share weight, 0-100 (default 1).
     - `strategy`: how it shares idle compute (default `LendAndBorrow`).
     - `borrow_percent`: BorrowLimit, 1-500 percent of its quota it may borrow (default none: the service's 50).
-    - `absolute_borrow`: (ml instance type, accelerators) caps on what it borrows (default none).
+    - `absolute_borrow`: caps on what it borrows, like `resources` (default none).
     - `preempt`: `LowerPriority` (default) lets its higher-priority tasks preempt its own lower ones; `Never`.
     """
 
     name: str
-    resources: Sequence[tuple[str, int]]
+    resources: Sequence[ComputeResource | tuple[str, int]]
     weight: int = 1
     strategy: Strategy = "LendAndBorrow"
     borrow_percent: int | None = None
-    absolute_borrow: Sequence[tuple[str, int]] = field(default_factory=tuple)
+    absolute_borrow: Sequence[ComputeResource | tuple[str, int]] = field(default_factory=tuple)
     preempt: Literal["Never", "LowerPriority"] = "LowerPriority"
 
 
@@ -117,9 +141,7 @@ class HyperPodTaskGovernance(Construct):
             if team.borrow_percent is not None:
                 sharing["BorrowLimit"] = team.borrow_percent
             if team.absolute_borrow:
-                sharing["AbsoluteBorrowLimits"] = [
-                    {"InstanceType": t, "Accelerators": n} for t, n in team.absolute_borrow
-                ]
+                sharing["AbsoluteBorrowLimits"] = [_resource(r).to_cfn() for r in team.absolute_borrow]
             quota = CfnResource(
                 self,
                 f"Team{''.join(p.capitalize() for p in team.name.split('-'))}",
@@ -131,7 +153,7 @@ class HyperPodTaskGovernance(Construct):
                     "ActivationState": "Enabled",
                     "ComputeQuotaTarget": {"TeamName": team.name, "FairShareWeight": team.weight},
                     "ComputeQuotaConfig": {
-                        "ComputeQuotaResources": [{"InstanceType": t, "Accelerators": n} for t, n in team.resources],
+                        "ComputeQuotaResources": [_resource(r).to_cfn() for r in team.resources],
                         "ResourceSharingConfig": sharing,
                         "PreemptTeamTasks": team.preempt,
                     },

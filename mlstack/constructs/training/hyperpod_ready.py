@@ -23,7 +23,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import custom_resources as cr
-from constructs import Construct
+from constructs import Construct, IConstruct
 
 from mlstack import resources
 from mlstack.constructs.removal import RETAINED
@@ -49,8 +49,9 @@ class HyperPodAutoscalingReady(Construct):
 
     Props (keyword; defaults in parentheses): `cluster_name`, `cluster_arn` (the cluster's attribute: the wait
     follows the cluster's creation), `key` (required); `query_interval` (1 minute);
-    `total_timeout` (45 minutes, at most 55: HyperPod publishes no duration for its autoscaling setup; the
-    custom resource's ServiceTimeout is 5 minutes more, and CloudFormation allows at most 60); `removal_policy` (`RETAINED`, of the log groups).
+    `total_timeout` (45 minutes, at most 55: HyperPod publishes no duration for its autoscaling setup;
+    the custom resource's ServiceTimeout is 5 minutes more, and CloudFormation allows at most 60);
+    `removal_policy` (`RETAINED`, of the log groups).
     """
 
     def __init__(
@@ -152,7 +153,7 @@ class HyperPodAutoscalingReady(Construct):
                 },
             )
         # The user functions, and the framework's isComplete and onTimeout functions the waiter invokes.
-        invoked = [self.function, self.check]
+        invoked: list[IConstruct] = [self.function, self.check]
         invoked += [self.provider.node.find_child(f"framework-{n}") for n in ("isComplete", "onTimeout")]
         ids = [stack.get_logical_id(fn.node.default_child) for fn in invoked]  # type: ignore[arg-type]
         reasons = {
