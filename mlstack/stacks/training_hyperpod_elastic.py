@@ -9,6 +9,7 @@ from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_kms as kms
 
 from mlstack.config import BlueprintConfig
+from mlstack.config.budget import BUDGET_TAG
 from mlstack.constructs.training.cluster import TrainingCluster
 from mlstack.constructs.training.hyperpod import HyperPodCluster
 from mlstack.constructs.training.hyperpod_governance import (
@@ -64,6 +65,8 @@ def add_task_governance(
         ],
         fair_share=True,
         addon_version=HYPERPOD_TASK_GOVERNANCE_VERSION,
+        # The stack's tags (`MlStack`), which its Tags.of does not put on a raw CfnResource.
+        tags={BUDGET_TAG: blueprint.name, **dict(sorted(blueprint.tags.items()))},
     )
     # Kueue's controller runs on the system nodes; the allocations name the HyperPod cluster.
     governed.addon.node.add_dependency(cluster.system_nodes, hyperpod.cluster)

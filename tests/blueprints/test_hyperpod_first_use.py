@@ -128,3 +128,40 @@ def test_a_teams_job_at_its_quota_fits_the_quotas_cpu_and_memory(session: Sessio
     assert totals["nvidia.com/gpu"] == quota["Accelerators"] == 16
     assert totals["cpu"] <= quota["VCpu"]
     assert totals["memory"] <= quota["MemoryInGiB"]
+
+
+def _containers(job: dict[str, Any]) -> list[dict[str, Any]]:
+    return [r["template"]["spec"]["containers"][0] for r in job["spec"]["pytorchReplicaSpecs"].values()]
+
+
+def test_job_under_managed_schedulers_requests_no_huge_pages(session: Session) -> None:
+    """Task governance's Kueue and HyperPod's Karpenter would hold a pod that requests a resource they do not
+    model: no hugepages-2Mi request, libfabric on regular pages, the EFA devices still requested."""
+    (job,) = render_job(session.blueprints[NAME].built.config, "image")
+    for container in _containers(job):
+        for kind in ("requests", "limits"):
+            assert "hugepages-2Mi" not in container["resources"][kind]
+            assert container["resources"][kind]["vpc.amazonaws.com/efa"] == 32
+        assert {"name": "FI_EFA_USE_HUGE_PAGE", "value": "0"} in container["env"]
+
+
+def test_job_without_managed_schedulers_keeps_huge_pages(session: Session) -> None:
+    other = "hyperpod-eks-training"
+    if other not in session.blueprints:
+        pytest.skip(f"{other} is not in this session")
+    (job,) = render_job(session.blueprints[other].built.config, "image")
+    for container in _containers(job):
+        assert container["resources"]["requests"]["hugepages-2Mi"] == "5120Mi"
+        assert all(e["name"] != "FI_EFA_USE_HUGE_PAGE" for e in container["env"])
+
+
+def test_allocations_one_after_another_and_tagged(template: dict[str, Any]) -> None:
+    quotas = {
+        q["Properties"]["ComputeQuotaTarget"]["TeamName"]: (k, q)
+        for k, q in _of(template, "AWS::SageMaker::ComputeQuota").items()
+    }
+    research_id, _ = quotas["research"]
+    _, product = quotas["product"]
+    assert research_id in product["DependsOn"]
+    for _, quota in quotas.values():
+        assert {"Key": "mlstack:blueprint", "Value": NAME} in quota["Properties"]["Tags"]

@@ -17,7 +17,7 @@ Usable from any CDK app::
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -89,6 +89,11 @@ class HyperPodTaskGovernance(Construct):
     - `teams`: the compute allocations.
     - `fair_share`: teams borrow idle compute in proportion to their weights (default True).
     - `addon_version`: of the task-governance add-on (default `versions.HYPERPOD_TASK_GOVERNANCE_VERSION`).
+    - `tags`: on each compute allocation (default none). An allocation is a raw `CfnResource` (no L1 in this
+      aws-cdk-lib), which the stack's `Tags.of` does not reach.
+
+    The allocations are created one after another, in the order of `teams`: each updates the same cluster's Kueue
+    configuration and cohort, and an update that conflicts with another would roll back the whole create.
     """
 
     def __init__(
@@ -103,6 +108,7 @@ class HyperPodTaskGovernance(Construct):
         teams: Sequence[TeamAllocation],
         fair_share: bool = True,
         addon_version: str = versions.HYPERPOD_TASK_GOVERNANCE_VERSION,
+        tags: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         if not teams:
@@ -136,6 +142,7 @@ class HyperPodTaskGovernance(Construct):
         )
         self.policy.node.add_dependency(self.addon)
         self.quotas: dict[str, CfnResource] = {}
+        previous: CfnResource | None = None
         for team in teams:
             sharing: dict[str, object] = {"Strategy": team.strategy}
             if team.borrow_percent is not None:
@@ -157,6 +164,7 @@ class HyperPodTaskGovernance(Construct):
                         "ResourceSharingConfig": sharing,
                         "PreemptTeamTasks": team.preempt,
                     },
+                    **({"Tags": [{"Key": k, "Value": v} for k, v in tags.items()]} if tags else {}),
                 },
             )
             Validations.of(quota).acknowledge(
@@ -171,4 +179,8 @@ class HyperPodTaskGovernance(Construct):
             # The cluster policy's priority classes and fair share first: an allocation's weight means something
             # only under it, and the two share the add-on's Kueue configuration.
             quota.node.add_dependency(self.policy)
+            # One allocation at a time: a minute more on the create, and no two concurrent updates of one cluster.
+            if previous is not None:
+                quota.node.add_dependency(previous)
+            previous = quota
             self.quotas[team.name] = quota
