@@ -75,7 +75,7 @@ def plan_hyperpod_elastic(config: BlueprintConfig, plan: Plan) -> list[tuple[str
             )
             idle = _price_hours(quote, max_nodes * scaling.consolidate_after_minutes / 60)
             rows.append(
-                f"{group}: idle after each job: up to {max_nodes} nodes stay {scaling.consolidate_after_minutes}m "
+                f"{group} idle after each job: up to {max_nodes} nodes stay {scaling.consolidate_after_minutes}m "
                 f"before Karpenter removes them (a next job reuses them), at most {idle} per job"
             )
         rows.append(
