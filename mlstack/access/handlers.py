@@ -3,7 +3,8 @@
 A function is recognised by its handler and the environment its construct gives it; a function with another
 handler (CDK's custom-resource providers) runs at deploy time only and is no run-time principal. The calls
 follow the handler code: `runtime/approval_deploy/handler.py`, `runtime/invoke/handler.py`,
-`runtime/ai_services/api_handler.py`, `runtime/ai_services/doc_pipeline/tasks.py`, `runtime/scale_to_zero/handler.py`.
+`runtime/ai_services/api_handler.py`, `runtime/ai_services/doc_pipeline/tasks.py`, `runtime/scale_to_zero/handler.py`,
+`runtime/hyperpod_ready/handler.py`.
 """
 
 from __future__ import annotations
@@ -41,6 +42,9 @@ def kind_of(handler: str, env: dict[str, Any]) -> str | None:
         return "ai-api"
     if handler.startswith("tasks."):
         return "doc-" + handler.split(".", 1)[1]
+    if handler in ("handler.on_event", "handler.is_complete") and set(env) == {"HYPERPOD_CLUSTER"}:
+        # The HyperPod autoscaling wait (runtime/hyperpod_ready/handler.py): DescribeCluster on its cluster.
+        return "hyperpod-ready"
     if handler == "handler.on_event":
         # The HyperPod chart installer (runtime/hyperpod_chart/handler.py): a deploy-time function whose failure
         # fails the deploy. Its own AWS calls are the generic function ones (logs, VPC interfaces): it reaches
@@ -138,11 +142,24 @@ def handler_calls(finder: Finder, facts: Facts) -> Iterator[tuple[str, str, Fact
         if key:
             for action in ("kms:Decrypt", "kms:GenerateDataKey"):
                 calls.append(_call(action, key, "s3-kms"))
+    if kind == "hyperpod-ready":
+        calls += _hyperpod_ready_calls(finder, env)
     passes: list[dict[str, str]] = []
     if kind == "scale-to-zero":
         calls, passes = _scale_to_zero_calls(finder, env)
     if calls:
         yield "handler", f"{kind} handler", {"handler_calls": calls, "handler_passes": passes}
+
+
+def _hyperpod_ready_calls(finder: Finder, env: dict[str, Any]) -> list[dict[str, str]]:
+    """runtime/hyperpod_ready/handler.py: DescribeCluster on the HyperPod cluster its environment names."""
+    s = finder.stacks
+    return [
+        _call("sagemaker:DescribeCluster", s.arn(stack, lid), "sm-api")
+        for stack, lid, resource in s.all_resources()
+        if resource["Type"] == "AWS::SageMaker::Cluster"
+        and s.text(stack, resource["Properties"]["ClusterName"]) == env["HYPERPOD_CLUSTER"]
+    ]
 
 
 def _scale_to_zero_calls(finder: Finder, env: dict[str, Any]) -> tuple[list[dict[str, str]], list[dict[str, str]]]:

@@ -27,6 +27,7 @@ from mlstack.config.training_elastic import (
 )
 from mlstack.config.training_engines import HyperPodConfig
 from mlstack.config.training_hyperpod_rules import hyperpod_autoscaling
+from mlstack.k8s.kube import job_cpu, job_memory_gib
 
 PRIORITY_WEIGHTS: dict[str, int] = {"inference": 100, "training": 50, "experiments": 10}
 """Cluster-policy priority classes and weights (0-100, CreateClusterSchedulerConfig PriorityClass.Weight): inference
@@ -39,12 +40,39 @@ NODE_POOL = "mlstack-hyperpod"
 
 @dataclass(frozen=True)
 class Allocation:
-    """A team's accelerators of one instance type (ComputeQuotaResources; borrow: AbsoluteBorrowLimits)."""
+    """A team's accelerators of one instance type (ComputeQuotaResources; borrow: AbsoluteBorrowLimits).
+
+    `node_vcpus`, `node_memory_gib`: what one training pod requests on a node of the type (`mlstack.k8s.kube.job_cpu`,
+    `job_memory_gib`: the node less its system share). The quota's VCpu and MemoryInGiB are that per node, in
+    proportion to the accelerators: a team's job at its quota then fits its CPU and memory. Explicit, because without
+    them SageMaker derives both from the team's share of the cluster's accelerators now
+    (API_ComputeQuotaResourceConfig: "ratio-based values"), and an autoscaled cluster starts with 0 nodes."""
 
     instance_type: str
     accelerators: int
     per_node: int
     borrow: int | None
+    node_vcpus: int = 0
+    node_memory_gib: int = 0
+
+    def _share(self, accelerators: int, per_node_value: int) -> int:
+        return accelerators * per_node_value // self.per_node if self.per_node else 0
+
+    @property
+    def vcpu(self) -> int:
+        return self._share(self.accelerators, self.node_vcpus)
+
+    @property
+    def memory_gib(self) -> int:
+        return self._share(self.accelerators, self.node_memory_gib)
+
+    @property
+    def borrow_vcpu(self) -> int:
+        return self._share(self.borrow or 0, self.node_vcpus)
+
+    @property
+    def borrow_memory_gib(self) -> int:
+        return self._share(self.borrow or 0, self.node_memory_gib)
 
     def quote(self, region: str) -> Quote:
         """$/h of the allocation when in use: whole nodes at the HyperPod rate of the catalog (none today: unpriced,
@@ -93,9 +121,10 @@ class TeamQuota:
         return min(MAX_BORROW_PERCENT, max(percents)) if percents else None
 
     @property
-    def absolute_borrow(self) -> tuple[tuple[str, int], ...]:
-        """AbsoluteBorrowLimits: each limit the blueprint sets, in accelerators of its instance type."""
-        return tuple((a.instance_type, a.borrow) for a in self.allocations if a.borrow)
+    def absolute_borrow(self) -> tuple[Allocation, ...]:
+        """AbsoluteBorrowLimits: each limit the blueprint sets, in accelerators of its instance type (with the CPU
+        and memory of those accelerators' nodes: `Allocation.borrow_vcpu`, `borrow_memory_gib`)."""
+        return tuple(a for a in self.allocations if a.borrow)
 
 
 @dataclass(frozen=True)
@@ -120,15 +149,19 @@ def governance(training: TrainingConfig) -> Governance | None:
     for team in training.teams:
         merged: dict[str, list[int | None]] = {}
         per_node: dict[str, int] = {}
+        node_share: dict[str, tuple[int, int]] = {}
         for quota in team.quotas:
             group = groups[quota.node_group]
             ml = f"ml.{group.instance.name}"
             accel = group.instance.accelerator
             per_node[ml] = accel.count if accel else 0
+            node_share[ml] = (job_cpu(group.instance), job_memory_gib(group.instance))
             nominal, borrow = merged.get(ml, [0, 0])
             limit = None if borrow is None or quota.borrowing_limit is None else borrow + quota.borrowing_limit
             merged[ml] = [(nominal or 0) + quota.accelerators, limit]
-        allocations = tuple(Allocation(ml, int(n or 0), per_node[ml], b) for ml, (n, b) in sorted(merged.items()))
+        allocations = tuple(
+            Allocation(ml, int(n or 0), per_node[ml], b, *node_share[ml]) for ml, (n, b) in sorted(merged.items())
+        )
         teams.append(TeamQuota(team.name, int(team.weight), team.priority, allocations))
     return Governance(ADDON, tuple(teams), tuple(PRIORITY_WEIGHTS.items()))
 

@@ -65,7 +65,8 @@ class App:
         return ((k, r) for k, r in self.resources.items() if r.get("Type") in types)
 
     def _provider_functions(self) -> set[Key]:
-        """Lambda functions that only serve custom resources (their ServiceToken), and what those call."""
+        """Lambda functions that only serve custom resources (their ServiceToken), and what those call (through CDK's
+        Provider waiter, a state machine, which belongs to them too)."""
         # A function that an EventBridge rule also invokes does more than serve a custom resource: it stays drawn.
         found: set[Key] = {
             t for key, _ in self.of_type("AWS::Events::Rule") for t in self.refs(key[0], self.resources[key])
@@ -79,11 +80,14 @@ class App:
         ]
         while todo:
             key = todo.pop()
-            if key in found or self.resources[key].get("Type") != "AWS::Lambda::Function":
+            if key in found or self.resources[key].get("Type") not in PROVIDER_TYPES:
                 continue
             found.add(key)
             todo += self.refs(key[0], self.resources[key].get("Properties", {}))
         return found - rule_targets
+
+
+PROVIDER_TYPES = ("AWS::Lambda::Function", "AWS::StepFunctions::StateMachine")
 
 
 def _intrinsics(value: Any) -> Iterator[tuple[str, Any]]:

@@ -218,6 +218,11 @@ _DESCRIBE: dict[str, Callable[[App, Key, dict[str, Any]], Described]] = {
     "AWS::Budgets::Budget": _budget,
     "AWS::Lambda::Function": _function,
     "AWS::Lambda::Url": _function_url,
+    "AWS::StepFunctions::StateMachine": lambda a, k, r: (
+        Described("other", ["CDK custom-resource providers", "Step Functions waiter"], group="providers")
+        if k in a.providers
+        else generic(a, k, r)
+    ),
     **SAGEMAKER,
 }
 

@@ -21,6 +21,9 @@ from mlstack.k8s.kube import LABEL_PREFIX, accelerator_resource
 
 NODE_CLASS_API = "karpenter.sagemaker.amazonaws.com/v1"
 NODE_CLASS_KIND = "HyperpodNodeClass"
+NODE_CLASS_CRD = "hyperpodnodeclasses.karpenter.sagemaker.amazonaws.com"
+"""The CRD's name: Kubernetes names a CRD `<plural>.<group>`, and the plural of the kind is the lowercase
+`hyperpodnodeclasses` (the docs show the kind and group; the plural is the Kubernetes convention)."""
 
 
 def node_class_name(design: Autoscaling, group: str) -> str:

@@ -27,6 +27,8 @@ from mlstack.k8s.kube import (
     LABEL_PREFIX,
     accelerator_resource,
     accelerator_taint_key,
+    job_cpu,
+    job_memory_gib,
 )
 from mlstack.workloads import resilience
 from mlstack.workloads.deepspeed_config import deepspeed_config
@@ -138,8 +140,8 @@ def pod_spec(training: TrainingConfig, image: str | None) -> dict[str, Any]:
     if group.efa:
         resources["vpc.amazonaws.com/efa"] = sum(1 for nic in efa_layout(it.name) if nic.is_efa)
         resources["hugepages-2Mi"] = HUGEPAGES_2MI
-    resources["memory"] = f"{int(it.memory_gib * 0.8)}Gi"
-    resources["cpu"] = str(max(1, int(it.vcpus * 0.9)))
+    resources["memory"] = f"{job_memory_gib(it)}Gi"
+    resources["cpu"] = str(job_cpu(it))
 
     container = pod["containers"][0]
     container["image"] = training.job.image or image or BUILT_IMAGE

@@ -40,3 +40,20 @@ def accelerator_resource(it: InstanceType) -> str | None:
     if it.accelerator is None:
         return None
     return "nvidia.com/gpu" if it.accelerator.kind == "gpu" else "aws.amazon.com/neuron"
+
+
+JOB_CPU_SHARE = 0.9
+JOB_MEMORY_SHARE = 0.8
+"""A training pod takes 90% of its node's vCPUs and 80% of its memory: the rest is for what runs on every node beside
+it (kubelet and system reserve, the VPC CNI, kube-proxy, the device plugins, the node and health-monitoring agents,
+Fluent Bit), whose sum EKS subtracts from the node's allocatable capacity."""
+
+
+def job_cpu(it: InstanceType) -> int:
+    """vCPUs one training pod requests on `it` (`JOB_CPU_SHARE`, at least 1)."""
+    return max(1, int(it.vcpus * JOB_CPU_SHARE))
+
+
+def job_memory_gib(it: InstanceType) -> int:
+    """GiB one training pod requests on `it` (`JOB_MEMORY_SHARE`)."""
+    return int(it.memory_gib * JOB_MEMORY_SHARE)

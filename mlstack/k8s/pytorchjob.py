@@ -8,7 +8,8 @@ HyperPod dependencies chart installs), carries the annotations `sagemaker.amazon
 kubectl", "To enable job auto-resume", and "Running jobs using the SageMaker HyperPod CLI"). The Kubeflow Trainer
 `TrainJob` of the eks engine is not a type auto-resume knows.
 
-The pod is the eks engine's (`mlstack.k8s.job.pod_spec`): same requests, EFA, FSx, environment and script. The
+The pod is the eks engine's (`mlstack.k8s.job.pod_spec`): same requests, EFA, FSx, environment and script, except
+no huge pages under task governance or HyperPod autoscaling (`without_huge_pages`). The
 operator gives each pod PET_NNODES, PET_NODE_RANK, PET_NPROC_PER_NODE and, with a Master replica, MASTER_ADDR and
 MASTER_PORT (kubeflow/training-operator pkg/controller.v1/pytorch/envvar.go), which torchrun's command line takes.
 """
@@ -34,10 +35,36 @@ CONTAINER = "pytorch"
 """The container name the training operator looks for (its default port and environment go there)."""
 
 
+HUGE_PAGES = "hugepages-2Mi"
+
+
+def managed_schedulers(training: TrainingConfig) -> bool:
+    """A scheduler this stack cannot configure decides on the job's pods: task governance's Kueue (its configuration
+    is SageMaker's; a ComputeQuota covers accelerators, vCPU and memory only) or HyperPod's managed Karpenter (no
+    NodeOverlay or feature gate that would tell it a node's huge pages)."""
+    return governance(training) is not None or hyperpod_autoscaling(training)
+
+
+def without_huge_pages(pod: dict[str, Any]) -> None:
+    """No huge-pages request, and libfabric's EFA provider told to use regular pages for its buffers
+    (`FI_EFA_USE_HUGE_PAGE=0`, libfabric fi_efa(7) man page): Kueue marks a workload inadmissible when it requests a
+    resource its ClusterQueue does not cover, and Karpenter launches no node for a resource it does not model. The
+    EFA devices stay requested (the device plugin's resource, which both know from the node)."""
+    for container in pod["containers"]:
+        resources = container.get("resources", {})
+        if not any(HUGE_PAGES in resources.get(k, {}) for k in ("requests", "limits")):
+            continue
+        for kind in ("requests", "limits"):
+            resources.get(kind, {}).pop(HUGE_PAGES, None)
+        container["env"] = [*container.get("env", []), {"name": "FI_EFA_USE_HUGE_PAGE", "value": "0"}]
+
+
 def render_pytorchjob(training: TrainingConfig, pod: dict[str, Any]) -> dict[str, Any]:
     """The PyTorchJob: one Master (node rank 0) and `nodes - 1` Workers, each pod `pod`."""
     nodes = training.job.nodes or training.job_group.max_size
     pod = copy.deepcopy(pod)
+    if managed_schedulers(training):
+        without_huge_pages(pod)
     if hyperpod_autoscaling(training):
         # Karpenter launches a node for a pending pod only when the pool's nodes would carry every label the pod
         # requires, and HyperPod's health agent sets this one after the node joins: a preference, not a selector.

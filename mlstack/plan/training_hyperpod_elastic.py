@@ -14,12 +14,19 @@ from mlstack.design.hyperpod_governance import autoscaling, governance
 from mlstack.plan.model import Plan, Resource
 
 STACK = "TrainingClusterStack"
+READY = "Custom::HyperPodAutoscalingReady"
 
 
 def _price(quote: Quote, nodes: int) -> str:
     if quote.usd is None:
         return f"not priced offline ({quote.source})"
     return f"${quote.usd * nodes:,.2f}/h"
+
+
+def _price_hours(quote: Quote, node_hours: float) -> str:
+    if quote.usd is None:
+        return f"{node_hours:g} node-hours (not priced offline)"
+    return f"${quote.usd * node_hours:,.2f} ({node_hours:g} node-hours)"
 
 
 def plan_hyperpod_elastic(config: BlueprintConfig, plan: Plan) -> list[tuple[str, list[str]]]:
@@ -42,6 +49,13 @@ def plan_hyperpod_elastic(config: BlueprintConfig, plan: Plan) -> list[tuple[str
             ),
             Resource(
                 STACK,
+                "HyperPod autoscaling wait",
+                "the pools wait for DescribeCluster AutoScaling.Status InService (checked each minute, 45 min "
+                "limit), then for the HyperpodNodeClass CRD (kubectl get, 10 min)",
+                type=READY,
+            ),
+            Resource(
+                STACK,
                 "HyperPod pools",
                 f"{len(scaling.max_nodes)} HyperpodNodeClass + NodePool (managed Karpenter)",
                 type=KUBERNETES_RESOURCE,
@@ -58,6 +72,11 @@ def plan_hyperpod_elastic(config: BlueprintConfig, plan: Plan) -> list[tuple[str
                 f"WhenEmpty after {scaling.consolidate_after_minutes}m, expireAfter Never, 0 nodes for "
                 f"Drifted/Underutilized, terminationGracePeriod {scaling.termination_grace_period_minutes}m, job pods "
                 "karpenter.sh/do-not-disrupt"
+            )
+            idle = _price_hours(quote, max_nodes * scaling.consolidate_after_minutes / 60)
+            rows.append(
+                f"{group} idle after each job: up to {max_nodes} nodes stay {scaling.consolidate_after_minutes}m "
+                f"before Karpenter removes them (a next job reuses them), at most {idle} per job"
             )
         rows.append(
             f"health-monitoring agent {versions.HYPERPOD_HEALTH_AGENT} (HyperPod chart; autoscaling needs "
@@ -93,7 +112,8 @@ def plan_hyperpod_elastic(config: BlueprintConfig, plan: Plan) -> list[tuple[str
             for a in team.allocations:
                 borrow = "unlimited" if a.borrow is None else str(a.borrow)
                 rows.append(
-                    f"{team.name}: {a.accelerators} accelerators of {a.instance_type} (borrow up to {borrow}, "
+                    f"{team.name}: {a.accelerators} accelerators, {a.vcpu} vCPU, {a.memory_gib} GiB of "
+                    f"{a.instance_type} (borrow up to {borrow}, "
                     f"{team.strategy}), weight {team.weight}, priority {team.priority_class}; queue "
                     f"{team.namespace}/{team.local_queue}; quota in use ({a.nodes} nodes) "
                     f"{_price(a.quote(region), a.nodes)}"

@@ -168,7 +168,7 @@ class HyperPodEksTrainingStack(TrainingEngineStack):
         # chart "the creation process" may fail).
         self.hyperpod.cluster.node.add_dependency(self.hyperpod_chart.install)
         self.task_governance = add_task_governance(self, blueprint, self.cluster, self.hyperpod, namespace_manifest)
-        self.hyperpod_pools = add_hyperpod_pools(blueprint, self.cluster, self.hyperpod)
+        self.hyperpod_pools = add_hyperpod_pools(self, blueprint, self.cluster, self.hyperpod, network.key)
         self.operations = add_operations(self, network, fsx=self.fsx, cluster=self.cluster, hyperpod=self.hyperpod)
         kernel_log = self.operations.observability.host_log_group
         if kernel_log is not None:

@@ -33,6 +33,8 @@ NOT_RUN_TIME = (
     "ServingClusterRole",
     "StudioUser",
     "HyperPodChartProviderframework",
+    # CDK's provider framework of the HyperPod autoscaling wait (onEvent, isComplete, onTimeout, the waiter).
+    "HyperPodAutoscalingReadyProvider",
     # The custom resource that creates or takes over Fluent Bit's log group: deploy time only (its policy is
     # asserted statement by statement in tests/training/test_observability.py).
     "ObservabilityStepLogGroupRole",

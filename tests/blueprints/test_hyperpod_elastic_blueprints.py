@@ -77,12 +77,17 @@ def test_compute_allocations_as_the_cloudformation_schema_has_them(template: dic
     by_team = {r["Properties"]["ComputeQuotaTarget"]["TeamName"]: r["Properties"] for r in quotas.values()}
     assert set(by_team) == {"research", "product"}
     research = by_team["research"]
+    # CPU and memory explicit (2 nodes' and 1 node's job pods), not SageMaker's ratio of a cluster at 0 nodes.
     assert research["ComputeQuotaConfig"] == {
-        "ComputeQuotaResources": [{"InstanceType": "ml.p5.48xlarge", "Accelerators": 16}],
+        "ComputeQuotaResources": [
+            {"InstanceType": "ml.p5.48xlarge", "Accelerators": 16, "VCpu": 344, "MemoryInGiB": 3276}
+        ],
         "ResourceSharingConfig": {
             "Strategy": "LendAndBorrow",
             "BorrowLimit": 50,
-            "AbsoluteBorrowLimits": [{"InstanceType": "ml.p5.48xlarge", "Accelerators": 8}],
+            "AbsoluteBorrowLimits": [
+                {"InstanceType": "ml.p5.48xlarge", "Accelerators": 8, "VCpu": 172, "MemoryInGiB": 1638}
+            ],
         },
         "PreemptTeamTasks": "LowerPriority",
     }

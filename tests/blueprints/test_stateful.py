@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from mlstack.config import BLUEPRINTS_DIR, BlueprintConfig
+from mlstack.config.training_hyperpod_rules import hyperpod_autoscaling
 from mlstack.design.host_metrics import has_host_agent
 from tests.synth import Session
 
@@ -87,6 +88,11 @@ HYPERPOD_CHART = {
     "HyperPodChartLogs03F56B64": "AWS::Logs::LogGroup",
     "HyperPodChartProviderLogs70117152": "AWS::Logs::LogGroup",
 }
+HYPERPOD_AUTOSCALING = {
+    # hyperpod-eks with capacity_manager karpenter: log groups of the autoscaling wait and of its provider.
+    "HyperPodAutoscalingReadyHandlerLogs6F45D5B6": "AWS::Logs::LogGroup",
+    "HyperPodAutoscalingReadyProviderLogsAF11AFFC": "AWS::Logs::LogGroup",
+}
 TRAINING_PINS_BY_ENGINE: dict[str, dict[str, str]] = {
     "eks": {**FSX, **EKS},
     "hyperpod-slurm": {**FSX, **HYPERPOD},
@@ -121,9 +127,12 @@ def pins(stack_id: str, config: BlueprintConfig) -> dict[str, str]:
     if stack_id != "TrainingClusterStack":
         return PINNED_LOGICAL_IDS.get(stack_id, {})
     assert config.training is not None
+    found = dict(TRAINING_PINS_BY_ENGINE[config.training.engine])
     if has_host_agent(config.training):
-        return {**TRAINING_PINS_BY_ENGINE[config.training.engine], **HOST_AGENT}
-    return TRAINING_PINS_BY_ENGINE[config.training.engine]
+        found.update(HOST_AGENT)
+    if hyperpod_autoscaling(config.training):
+        found.update(HYPERPOD_AUTOSCALING)
+    return found
 
 
 def training_pins(config: BlueprintConfig) -> dict[str, str]:
@@ -135,6 +144,8 @@ def training_pins(config: BlueprintConfig) -> dict[str, str]:
         expected = {k: v for k, v in expected.items() if k not in FSX}
     if has_host_agent(training):
         expected.update(HOST_AGENT)
+    if hyperpod_autoscaling(training):
+        expected.update(HYPERPOD_AUTOSCALING)
     return expected
 
 

@@ -32,12 +32,20 @@ def test_rows_have_their_cloudformation_types() -> None:
 def test_team_quota_and_autoscaling_prices() -> None:
     plan = _plan()
     (research,) = [r for r in _section(plan, "HyperPod task governance") if r.startswith("research:")]
-    assert "16 accelerators of ml.p5.48xlarge (borrow up to 8, LendAndBorrow)" in research
+    assert "16 accelerators, 344 vCPU, 3276 GiB of ml.p5.48xlarge (borrow up to 8, LendAndBorrow)" in research
     assert "queue hyperpod-ns-research/hyperpod-ns-research-localqueue" in research
     assert "quota in use (2 nodes) not priced offline (no dated SageMaker HyperPod rate" in research
     (p5,) = [r for r in _section(plan, "HyperPod autoscaling") if r.startswith("p5:")]
     assert "0 to 4 nodes; $/h min $0.00, max not priced offline" in p5
     assert "$55.04" not in p5  # never the EC2 rate of p5.48xlarge
+    # consolidateAfter's cost window: the nodes a finished job leaves stay 30 minutes.
+    (idle,) = [r for r in _section(plan, "HyperPod autoscaling") if r.startswith("p5 idle")]
+    assert "up to 4 nodes stay 30m" in idle and "at most 2 node-hours (not priced offline) per job" in idle
+
+
+def test_rows_show_the_autoscaling_wait() -> None:
+    rows = {(r.kind, r.type) for r in _plan().resources if not r.supporting}
+    assert ("HyperPod autoscaling wait", "Custom::HyperPodAutoscalingReady") in rows
 
 
 def test_sagemaker_quota_at_max_size() -> None:

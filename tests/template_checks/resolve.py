@@ -179,6 +179,8 @@ def get_att(stack: Stack, logical_id: str, attribute: str) -> Any:
         return _arn(stack, logical_id)
     if attribute in ID_ATTRIBUTES:
         return ID_ATTRIBUTES[attribute].format(h=_hex(logical_id + attribute), uuid=_uuid(logical_id))
+    if attribute == "ClusterArn" and stack.resources[logical_id].get("Type") == "AWS::SageMaker::Cluster":
+        return _arn(stack, logical_id)
     if attribute == "CidrBlock":
         return "10.0.0.0/16"
     if attribute.endswith("Arn"):

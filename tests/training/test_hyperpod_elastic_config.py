@@ -45,7 +45,10 @@ def test_shipped_blueprint_designs(tmp_path: Path) -> None:
         "hyperpod-ns-research-localqueue",
         "training-priority",
     )
-    assert research.borrow_percent == 50 and research.absolute_borrow == (("ml.p5.48xlarge", 8),)
+    assert research.borrow_percent == 50
+    assert [(a.instance_type, a.borrow, a.borrow_vcpu, a.borrow_memory_gib) for a in research.absolute_borrow] == [
+        ("ml.p5.48xlarge", 8, 172, 1638)
+    ]
     assert dict(design.priority_classes) == {"inference": 100, "training": 50, "experiments": 10}
     scaling = autoscaling(training)
     assert scaling is not None and scaling.max_nodes == (("p5", "ml.p5.48xlarge", 4),)

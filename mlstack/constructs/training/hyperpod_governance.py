@@ -17,7 +17,7 @@ Usable from any CDK app::
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -32,23 +32,47 @@ Strategy = Literal["Lend", "DontLend", "LendAndBorrow"]
 
 
 @dataclass(frozen=True)
+class ComputeResource:
+    """Compute of one instance type (ComputeQuotaResourceConfig): `accelerators`, and the `vcpu` and `memory_gib`
+    that come with them (default none: SageMaker then derives both from the team's share of the cluster's
+    accelerators at that moment, "ratio-based values", which on a cluster at 0 nodes is a share of nothing)."""
+
+    instance_type: str
+    accelerators: int
+    vcpu: int | None = None
+    memory_gib: int | None = None
+
+    def to_cfn(self) -> dict[str, object]:
+        found: dict[str, object] = {"InstanceType": self.instance_type, "Accelerators": self.accelerators}
+        if self.vcpu is not None:
+            found["VCpu"] = self.vcpu
+        if self.memory_gib is not None:
+            found["MemoryInGiB"] = self.memory_gib
+        return found
+
+
+def _resource(item: ComputeResource | tuple[str, int]) -> ComputeResource:
+    return item if isinstance(item, ComputeResource) else ComputeResource(item[0], item[1])
+
+
+@dataclass(frozen=True)
 class TeamAllocation:
     """A team's compute allocation.
 
-    - `resources`: (ml instance type, accelerators) the team is guaranteed.
+    - `resources`: what the team is guaranteed: `ComputeResource`s, or (ml instance type, accelerators).
     - `weight`: fair-share weight, 0-100 (default 1).
     - `strategy`: how it shares idle compute (default `LendAndBorrow`).
     - `borrow_percent`: BorrowLimit, 1-500 percent of its quota it may borrow (default none: the service's 50).
-    - `absolute_borrow`: (ml instance type, accelerators) caps on what it borrows (default none).
+    - `absolute_borrow`: caps on what it borrows, like `resources` (default none).
     - `preempt`: `LowerPriority` (default) lets its higher-priority tasks preempt its own lower ones; `Never`.
     """
 
     name: str
-    resources: Sequence[tuple[str, int]]
+    resources: Sequence[ComputeResource | tuple[str, int]]
     weight: int = 1
     strategy: Strategy = "LendAndBorrow"
     borrow_percent: int | None = None
-    absolute_borrow: Sequence[tuple[str, int]] = field(default_factory=tuple)
+    absolute_borrow: Sequence[ComputeResource | tuple[str, int]] = field(default_factory=tuple)
     preempt: Literal["Never", "LowerPriority"] = "LowerPriority"
 
 
@@ -65,6 +89,11 @@ class HyperPodTaskGovernance(Construct):
     - `teams`: the compute allocations.
     - `fair_share`: teams borrow idle compute in proportion to their weights (default True).
     - `addon_version`: of the task-governance add-on (default `versions.HYPERPOD_TASK_GOVERNANCE_VERSION`).
+    - `tags`: on each compute allocation (default none). An allocation is a raw `CfnResource` (no L1 in this
+      aws-cdk-lib), which the stack's `Tags.of` does not reach.
+
+    The allocations are created one after another, in the order of `teams`: each updates the same cluster's Kueue
+    configuration and cohort, and an update that conflicts with another would roll back the whole create.
     """
 
     def __init__(
@@ -79,6 +108,7 @@ class HyperPodTaskGovernance(Construct):
         teams: Sequence[TeamAllocation],
         fair_share: bool = True,
         addon_version: str = versions.HYPERPOD_TASK_GOVERNANCE_VERSION,
+        tags: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         if not teams:
@@ -112,14 +142,13 @@ class HyperPodTaskGovernance(Construct):
         )
         self.policy.node.add_dependency(self.addon)
         self.quotas: dict[str, CfnResource] = {}
+        previous: CfnResource | None = None
         for team in teams:
             sharing: dict[str, object] = {"Strategy": team.strategy}
             if team.borrow_percent is not None:
                 sharing["BorrowLimit"] = team.borrow_percent
             if team.absolute_borrow:
-                sharing["AbsoluteBorrowLimits"] = [
-                    {"InstanceType": t, "Accelerators": n} for t, n in team.absolute_borrow
-                ]
+                sharing["AbsoluteBorrowLimits"] = [_resource(r).to_cfn() for r in team.absolute_borrow]
             quota = CfnResource(
                 self,
                 f"Team{''.join(p.capitalize() for p in team.name.split('-'))}",
@@ -131,10 +160,11 @@ class HyperPodTaskGovernance(Construct):
                     "ActivationState": "Enabled",
                     "ComputeQuotaTarget": {"TeamName": team.name, "FairShareWeight": team.weight},
                     "ComputeQuotaConfig": {
-                        "ComputeQuotaResources": [{"InstanceType": t, "Accelerators": n} for t, n in team.resources],
+                        "ComputeQuotaResources": [_resource(r).to_cfn() for r in team.resources],
                         "ResourceSharingConfig": sharing,
                         "PreemptTeamTasks": team.preempt,
                     },
+                    **({"Tags": [{"Key": k, "Value": v} for k, v in tags.items()]} if tags else {}),
                 },
             )
             Validations.of(quota).acknowledge(
@@ -149,4 +179,8 @@ class HyperPodTaskGovernance(Construct):
             # The cluster policy's priority classes and fair share first: an allocation's weight means something
             # only under it, and the two share the add-on's Kueue configuration.
             quota.node.add_dependency(self.policy)
+            # One allocation at a time: a minute more on the create, and no two concurrent updates of one cluster.
+            if previous is not None:
+                quota.node.add_dependency(previous)
+            previous = quota
             self.quotas[team.name] = quota

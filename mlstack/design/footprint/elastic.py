@@ -15,8 +15,10 @@ from dataclasses import dataclass
 from mlstack.constructs.training import versions
 from mlstack.design.footprint.parts import (
     ACCESS_ENTRY,
+    FUNCTION,
     HELM_CHART,
     KUBERNETES_RESOURCE,
+    LOG_GROUP,
     POD_IDENTITY,
     POLICY,
     QUEUE,
@@ -99,9 +101,32 @@ def task_governance(design: Governance | None) -> Footprint:
     return Counter({ADDON: 1, SCHEDULER_CONFIG: 1, COMPUTE_QUOTA: len(design.teams)})
 
 
+KUBERNETES_OBJECT_VALUE = "Custom::AWSCDK-EKS-KubernetesObjectValue"
+STATE_MACHINE = "AWS::StepFunctions::StateMachine"
+
+
+def hyperpod_autoscaling_ready() -> Footprint:
+    """`HyperPodAutoscalingReady`: its custom resource, its two handler functions (one role and policy, its log
+    group), and CDK's Provider framework with a waiter: the onEvent, isComplete and onTimeout functions (a role and
+    policy each, the provider log group the construct gives them) and the waiter state machine (role, policy)."""
+    return Counter(
+        {
+            "Custom::HyperPodAutoscalingReady": 1,
+            FUNCTION: 2 + 3,
+            LOG_GROUP: 2,
+            ROLE: 1 + 3 + 1,
+            POLICY: 1 + 3 + 1,
+            STATE_MACHINE: 1,
+        }
+    )
+
+
 def hyperpod_autoscaling(design: Autoscaling | None) -> Footprint:
-    """`HyperPodCluster(autoscaling=True)`'s cluster role and policy, and `add_hyperpod_pools`' one manifest of
-    HyperpodNodeClasses and NodePools; nothing without autoscaling."""
+    """`HyperPodCluster(autoscaling=True)`'s cluster role and policy, and `add_hyperpod_pools`' wait for the
+    cluster's autoscaling (`HyperPodAutoscalingReady`), its wait for the HyperpodNodeClass CRD (a kubectl get) and
+    its one manifest of HyperpodNodeClasses and NodePools; nothing without autoscaling."""
     if design is None:
         return Counter()
-    return Counter({ROLE: 1, POLICY: 1, KUBERNETES_RESOURCE: 1})
+    return (
+        Counter({ROLE: 1, POLICY: 1, KUBERNETES_RESOURCE: 1, KUBERNETES_OBJECT_VALUE: 1}) + hyperpod_autoscaling_ready()
+    )
