@@ -55,8 +55,8 @@ else
   base="https://amazoncloudwatch-agent-${region}.s3.${region}.amazonaws.com"
   workdir="$(mktemp -d)"
   fetch() {
-    curl -fsSL --retry 5 -o "$workdir/$package" "$base/$platform/$arch/$1/$package" &&
-      curl -fsSL --retry 5 -o "$workdir/$package.sig" "$base/$platform/$arch/$1/$package.sig"
+    curl -fsSL --connect-timeout 10 --max-time 300 --retry 5 -o "$workdir/$package" "$base/$platform/$arch/$1/$package" &&
+      curl -fsSL --connect-timeout 10 --max-time 300 --retry 5 -o "$workdir/$package.sig" "$base/$platform/$arch/$1/$package.sig"
   }
   # The pinned build was read from a release manifest, not from the bucket (it cannot be listed): should the bucket
   # not serve it, the current release (`latest`, newer than MIN_VERSION) is taken, under the same signature check.
@@ -65,7 +65,7 @@ else
     AGENT_VERSION=latest
     fetch latest
   fi
-  curl -fsSL --retry 5 -o "$workdir/agent.gpg" "$base/assets/amazon-cloudwatch-agent.gpg"
+  curl -fsSL --connect-timeout 10 --max-time 300 --retry 5 -o "$workdir/agent.gpg" "$base/assets/amazon-cloudwatch-agent.gpg"
   export GNUPGHOME="$workdir/gnupg"
   mkdir -m 700 "$GNUPGHOME"
   gpg --batch --quiet --import "$workdir/agent.gpg"

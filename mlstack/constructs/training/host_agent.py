@@ -46,7 +46,16 @@ def host_agent_shell(agent: HostAgent) -> str:
             f"mkdir -p {AGENT_DIR}\n",
             _here_document(config, agent.config, "MLSTACK_AGENT_CONFIG"),
             _here_document(script, HOST_AGENT_SCRIPT.read_text(encoding="utf-8"), "MLSTACK_AGENT_INSTALLER"),
-            f'bash {script} {config} || echo "[mlstack] CloudWatch agent not started: no GPU metrics from this node"\n',
+            # Off cloud-init's path and after the driver: on the AL2023 NVIDIA AMIs the kernel module is loaded at
+            # each boot by nvidia-kmod-load.service, which nothing orders before cloud-final (the user data), so
+            # `nvidia-smi -L` could fail there and the installer skip the node (awslabs/amazon-eks-ami#2733); and
+            # kubelet (nodeadm-run) starts after cloud-final, so an inline install would delay the node's join.
+            # The transient unit starts after the driver's unit (ignored where there is none) and waits for the
+            # GPUs up to 5 minutes.
+            "systemd-run --no-block --unit=mlstack-host-agent --property=After=nvidia-kmod-load.service "
+            f"/bin/bash -c 'for _ in $(seq 60); do nvidia-smi -L >/dev/null 2>&1 && break; sleep 5; done; "
+            f"bash {script} {config} || "
+            """echo "[mlstack] CloudWatch agent not started: no GPU metrics from this node"'\n""",
         ]
     )
 
