@@ -265,7 +265,7 @@ def test_a_worker_hook_waits_for_the_leaders_queue(tmp_path: Path) -> None:
 
 def test_the_service_and_keda_reach_the_leaders_only(manifests: list[dict[str, Any]]) -> None:
     lws = _named(manifests, "LeaderWorkerSet", "vllm-chat-pp")["spec"]["leaderWorkerTemplate"]
-    selector = _named(manifests, "Service", "vllm-chat-pp")["spec"]["selector"]
+    selector = _named(manifests, "Service", "vllm-chat-pp-api")["spec"]["selector"]
     leader_labels = lws["leaderTemplate"]["metadata"]["labels"]
     worker_labels = lws["workerTemplate"]["metadata"]["labels"]
     assert selector.items() <= leader_labels.items()
