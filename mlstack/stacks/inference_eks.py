@@ -31,7 +31,7 @@ from mlstack.constructs.training.admin_host import ClusterAdminHost
 from mlstack.constructs.training.cluster import TrainingCluster
 from mlstack.design.karpenter import Pool
 from mlstack.design.serving_eks import PORT, SERVICE_ACCOUNT, ServerDesign, server_designs, serving_cluster_name
-from mlstack.design.serving_pools import server_startup_seconds, serving_pools
+from mlstack.design.serving_pools import blocks_drift, server_startup_seconds, serving_pools
 from mlstack.k8s.serving_pools import disruption_budget, serving_triggers
 from mlstack.k8s.vllm import namespace_manifests, scaled_object, server_deployment, server_service, weights_volume
 from mlstack.k8s.vllm_multinode import leader_worker_set
@@ -238,7 +238,14 @@ class EksInferenceStack(MlStack):
         group = None
         if self.karpenter is not None and pool is not None:
             # Single-node servers only: the config rejects a multi-node endpoint with Karpenter.
-            nodes = add_endpoint_pool(self, self.karpenter, pool, network, serving_cluster_name(self.blueprint.name))
+            nodes = add_endpoint_pool(
+                self,
+                self.karpenter,
+                pool,
+                network,
+                serving_cluster_name(self.blueprint.name),
+                block_drift=blocks_drift(design),
+            )
         else:
             group = self.cluster.add_accelerated_node_group(
                 design.endpoint,
