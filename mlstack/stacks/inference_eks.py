@@ -130,7 +130,10 @@ class EksInferenceStack(MlStack):
         # No admission webhooks: the ScaledObjects are applied right after the chart (installed without waiting),
         # before a webhook pod could answer; KEDA's controller still validates them when it reconciles.
         keda = self.cluster.add_chart(versions.KEDA, {"webhooks": {"enabled": False}})
-        # LeaderWorkerSet for multi-node servers; `wait`: its webhooks fail closed on every LeaderWorkerSet.
+        # LeaderWorkerSet for multi-node servers; `wait` holds until its controller pod is ready, which does not cover
+        # the webhooks (fail closed on every LeaderWorkerSet): LWS v0.10.0's readiness check is a ping that passes
+        # before the controller has written its webhook certificates (kubernetes-sigs/lws cmd/main.go). The margin
+        # that covers them is the ordering below (the LeaderWorkerSet after the GPU node group: minutes).
         self.lws = None
         if any(d.pipeline_parallel > 1 for d in designs):
             self.lws = self.cluster.add_chart(versions.LWS, {}, wait=True)
@@ -305,7 +308,9 @@ class EksInferenceStack(MlStack):
             assert self.lws is not None and group is not None
             deployment.node.add_dependency(self.lws)
             # LWS's webhook certificates are made by its controller after its pod is ready; the group's nodes take
-            # minutes to join, so applying after them also gives the webhook that time.
+            # minutes to join, so applying after them also gives the webhook that time. A time margin, not a check:
+            # an update that changes the LWS chart and this manifest together can still meet "failed calling
+            # webhook" (the update fails and rolls back; deploy again).
             deployment.node.add_dependency(group.nodegroup)
         deployment.node.add_dependency(volume)
         deployment.node.add_dependency(self.server_identity)  # the init container needs credentials at admission
