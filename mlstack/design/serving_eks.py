@@ -38,6 +38,7 @@ __all__ = [
     "SERVICE_ACCOUNT",
     "Part",
     "ServerDesign",
+    "api_service_name",
     "server_designs",
     "serving_cluster_name",
 ]
@@ -52,6 +53,14 @@ API_KEY_FILE = "/run/vllm/api-key"
 """Where the init container writes the API key for the server (an in-memory emptyDir)."""
 MODEL_DIR = "/models"
 """Where the weights prefix is mounted read-only in the server container."""
+
+
+def api_service_name(endpoint: str) -> str:
+    """The endpoint's API Service (its NLB): `vllm-<endpoint>-api`, never the server's own name `vllm-<endpoint>`,
+    which a LeaderWorkerSet gives its headless Service (LWS creates a Service named after the set and adopts one
+    that exists by that name without checking it is headless: kubernetes-sigs/lws
+    pkg/utils/controller/controller_utils.go, CreateHeadlessServiceIfNotExists)."""
+    return f"vllm-{endpoint}-api"
 
 
 def serving_cluster_name(blueprint: str) -> str:

@@ -6,7 +6,10 @@ before it stops, and what a scale-from-zero costs in time.
   Spot, the GPU taint the servers tolerate and the `mlstack.io/node-group: <endpoint>` label they select, and a
   limit of `ceil(max_replicas / servers per node)` nodes' GPUs: Karpenter launches no node past it (Karpenter docs,
   NodePools: limits), so it is the endpoint's cost cap. Disruption is the serving one
-  (`mlstack.k8s.serving_pools`): consolidation `WhenEmptyOrUnderutilized` and drift replacement, one node at a time.
+  (`mlstack.k8s.serving_pools`): consolidation `WhenEmptyOrUnderutilized` and drift replacement, one node at a time;
+  with fewer than two servers drift is blocked (`blocks_drift`): the AMI alias `al2023@latest` marks every node
+  Drifted at each EKS AMI release, and replacing the only server's node would be an outage of minutes at an hour
+  nobody chose (the training pools block it too, `mlstack.design.karpenter`). New nodes get the new AMI.
 - Drain: vLLM 0.14 ends its in-flight requests on SIGTERM (its engine stops before the HTTP server waits for
   connections; the wait for them, `--shutdown-timeout`, came after 0.14: vllm-project/vllm PR #36666). So each
   server's preStop hook first waits `DRAIN_DELAY_S` for the Service to drop the terminating pod, then until vLLM
@@ -38,6 +41,7 @@ __all__ = [
     "DEFAULT_TPOT_MS",
     "DRAIN_DELAY_S",
     "NODE_LAUNCH_S",
+    "blocks_drift",
     "drain_seconds",
     "server_startup_seconds",
     "serving_pools",
@@ -56,6 +60,12 @@ MAX_DRAIN_S = 900
 NODE_LAUNCH_S = 180
 """Order of magnitude for an EC2 GPU instance to boot the EKS AL2023 NVIDIA AMI and join (kubelet ready, device
 plugin registered); an estimate for the plan's cold-start line, not a measured value."""
+
+
+def blocks_drift(design: ServerDesign) -> bool:
+    """Whether the endpoint's pool keeps its nodes when they drift (a budget of 0 nodes for `Drifted`): with fewer
+    than two servers a drift replacement stops the only one."""
+    return design.min_replicas < 2
 
 
 def startup_seconds(weights_gib: float) -> int:

@@ -35,15 +35,19 @@ SERVING_DISRUPTION_BUDGET = "1"
 """Nodes of a pool Karpenter may disrupt at once, for any reason."""
 
 
-def serving_pool_manifests(pool: Pool, refs: NodeClassRefs) -> list[dict[str, Any]]:
-    """The endpoint's EC2NodeClass and NodePool, with the serving disruption rules."""
+def serving_pool_manifests(pool: Pool, refs: NodeClassRefs, *, block_drift: bool = False) -> list[dict[str, Any]]:
+    """The endpoint's EC2NodeClass and NodePool, with the serving disruption rules; `block_drift` (default False)
+    keeps drifted nodes (Karpenter docs v1.14, "Disruption": budgets with `reasons`)."""
     docs = pool_manifests(pool, refs)
+    budgets: list[dict[str, Any]] = [{"nodes": SERVING_DISRUPTION_BUDGET}]
+    if block_drift:
+        budgets.append({"nodes": "0", "reasons": ["Drifted"]})
     for doc in docs:
         if doc["kind"] == "NodePool":
             doc["spec"]["disruption"] = {
                 "consolidationPolicy": "WhenEmptyOrUnderutilized",
                 "consolidateAfter": pool.consolidate_after,
-                "budgets": [{"nodes": SERVING_DISRUPTION_BUDGET}],
+                "budgets": copy.deepcopy(budgets),
             }
     return docs
 

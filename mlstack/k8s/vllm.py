@@ -32,7 +32,7 @@ import hashlib
 import json
 from typing import Any
 
-from mlstack.design.serving_eks import API_KEY_FILE, MODEL_DIR, PORT, SERVICE_ACCOUNT, ServerDesign
+from mlstack.design.serving_eks import API_KEY_FILE, MODEL_DIR, PORT, SERVICE_ACCOUNT, ServerDesign, api_service_name
 from mlstack.design.serving_neuron import COMPILED_DIR, neuron_env
 from mlstack.k8s.kube import GPU_TAINT, LABEL_PREFIX, NEURON_TAINT
 from mlstack.k8s.serving_drain import drain_lifecycle, termination_grace_seconds
@@ -266,7 +266,7 @@ def server_service(design: ServerDesign, *, namespace: str, vpc_cidr: str) -> di
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": {
-            "name": f"vllm-{design.endpoint}",
+            "name": api_service_name(design.endpoint),
             "namespace": namespace,
             "labels": _labels(design.endpoint),
             "annotations": {
@@ -288,6 +288,7 @@ def scaled_object(design: ServerDesign, *, namespace: str, model_name: str) -> d
     The URL names the endpoint's own Service (KEDA reads the servers of its EndpointSlices) and the metric is the
     served model's (`model_name` label of vLLM's metrics)."""
     name = f"vllm-{design.endpoint}"
+    service = api_service_name(design.endpoint)
     return {
         "apiVersion": "keda.sh/v1alpha1",
         "kind": "ScaledObject",
@@ -311,7 +312,7 @@ def scaled_object(design: ServerDesign, *, namespace: str, model_name: str) -> d
                     "type": "metrics-api",
                     "metricType": "AverageValue",
                     "metadata": {
-                        "url": f"http://{name}.{namespace}.svc.cluster.local:{PORT}/metrics",
+                        "url": f"http://{service}.{namespace}.svc.cluster.local:{PORT}/metrics",
                         "format": "prometheus",
                         "valueLocation": f'vllm:num_requests_waiting{{model_name="{model_name}"}}',
                         "aggregateFromKubeServiceEndpoints": "true",

@@ -16,7 +16,7 @@ from mlstack.catalog.memory import GIB, precision_bytes
 from mlstack.catalog.quotes import eks_control_plane_quote, instance_quote, unpriced
 from mlstack.config import BlueprintConfig
 from mlstack.design.serving import ServingFigures, measured_figures, usd_per_million
-from mlstack.design.serving_eks import PORT, server_designs, serving_cluster_name, stack_parts
+from mlstack.design.serving_eks import PORT, api_service_name, server_designs, serving_cluster_name, stack_parts
 from mlstack.plan.inference_eks_pools import drain_rows, plan_serving_pools, pool_cost_row
 from mlstack.plan.model import Cost, Plan, Quota, Resource
 from mlstack.plan.serving import figure_row
@@ -110,7 +110,8 @@ def plan_inference_eks(config: BlueprintConfig, plan: Plan, serve_checks: Mappin
                 if pooled
                 else f"{design.min_nodes}, fixed (a node group: max_replicas is at most what they hold)"
             ),
-            f"internal NLB (created by Kubernetes, not CloudFormation) on port {PORT}, VPC CIDR only",
+            f"internal NLB of Service {api_service_name(design.endpoint)} (created by Kubernetes, not "
+            f"CloudFormation) on port {PORT}, VPC CIDR only",
             figure_row(design.endpoint, figures, hourly, "EC2 on-demand"),
         ]
         erows += pool_rows.get(design.endpoint, [])

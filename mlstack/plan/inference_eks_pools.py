@@ -7,9 +7,10 @@ from __future__ import annotations
 from mlstack.config import BlueprintConfig
 from mlstack.design.footprint.elastic import KARPENTER_PARTS
 from mlstack.design.footprint.parts import KUBERNETES_RESOURCE
-from mlstack.design.serving_eks import ServerDesign
+from mlstack.design.serving_eks import ServerDesign, server_designs
 from mlstack.design.serving_pools import (
     NODE_LAUNCH_S,
+    blocks_drift,
     drain_seconds,
     server_startup_seconds,
     serving_pools,
@@ -35,7 +36,13 @@ def plan_serving_pools(config: BlueprintConfig, plan: Plan) -> dict[str, list[st
         return {}
     plan.resources += [Resource(STACK, "Karpenter", p.what, p.count, p.cfn_type) for p in KARPENTER_PARTS]
     rows: dict[str, list[str]] = {}
+    designs = {d.endpoint: d for d in server_designs(eks)}
     for pool in found:
+        drift = (
+            "drift kept (budget 0 for Drifted: fewer than 2 servers; new nodes get the new AMI)"
+            if blocks_drift(designs[pool.name])
+            else "drift replaced"
+        )
         plan.resources.append(
             Resource(
                 STACK,
@@ -49,7 +56,7 @@ def plan_serving_pools(config: BlueprintConfig, plan: Plan) -> dict[str, list[st
             f"Karpenter pool {pool.name}: {', '.join(pool.instance_types)}, capacity {', '.join(pool.capacity_types)}, "
             f"{', '.join(pool.zones)}; limit {pool.limit} {pool.accelerator_resource} = max {pool.max_nodes} node(s) "
             "(the cost cap: no node past it)",
-            f"disruption WhenEmptyOrUnderutilized after {pool.consolidate_after}, drift replaced, "
+            f"disruption WhenEmptyOrUnderutilized after {pool.consolidate_after}, {drift}, "
             f"{SERVING_DISRUPTION_BUDGET} node at a time; terminationGracePeriod {pool.termination_grace_period}",
         ]
     return rows

@@ -31,7 +31,7 @@ from mlstack.constructs.training.admin_host import ClusterAdminHost
 from mlstack.constructs.training.cluster import TrainingCluster
 from mlstack.design.karpenter import Pool
 from mlstack.design.serving_eks import PORT, SERVICE_ACCOUNT, ServerDesign, server_designs, serving_cluster_name
-from mlstack.design.serving_pools import server_startup_seconds, serving_pools
+from mlstack.design.serving_pools import blocks_drift, server_startup_seconds, serving_pools
 from mlstack.k8s.serving_pools import disruption_budget, serving_triggers
 from mlstack.k8s.vllm import namespace_manifests, scaled_object, server_deployment, server_service, weights_volume
 from mlstack.k8s.vllm_multinode import leader_worker_set
@@ -130,7 +130,10 @@ class EksInferenceStack(MlStack):
         # No admission webhooks: the ScaledObjects are applied right after the chart (installed without waiting),
         # before a webhook pod could answer; KEDA's controller still validates them when it reconciles.
         keda = self.cluster.add_chart(versions.KEDA, {"webhooks": {"enabled": False}})
-        # LeaderWorkerSet for multi-node servers; `wait`: its webhooks fail closed on every LeaderWorkerSet.
+        # LeaderWorkerSet for multi-node servers; `wait` holds until its controller pod is ready, which does not cover
+        # the webhooks (fail closed on every LeaderWorkerSet): LWS v0.10.0's readiness check is a ping that passes
+        # before the controller has written its webhook certificates (kubernetes-sigs/lws cmd/main.go). The margin
+        # that covers them is the ordering below (the LeaderWorkerSet after the GPU node group: minutes).
         self.lws = None
         if any(d.pipeline_parallel > 1 for d in designs):
             self.lws = self.cluster.add_chart(versions.LWS, {}, wait=True)
@@ -238,7 +241,14 @@ class EksInferenceStack(MlStack):
         group = None
         if self.karpenter is not None and pool is not None:
             # Single-node servers only: the config rejects a multi-node endpoint with Karpenter.
-            nodes = add_endpoint_pool(self, self.karpenter, pool, network, serving_cluster_name(self.blueprint.name))
+            nodes = add_endpoint_pool(
+                self,
+                self.karpenter,
+                pool,
+                network,
+                serving_cluster_name(self.blueprint.name),
+                block_drift=blocks_drift(design),
+            )
         else:
             group = self.cluster.add_accelerated_node_group(
                 design.endpoint,
@@ -298,7 +308,9 @@ class EksInferenceStack(MlStack):
             assert self.lws is not None and group is not None
             deployment.node.add_dependency(self.lws)
             # LWS's webhook certificates are made by its controller after its pod is ready; the group's nodes take
-            # minutes to join, so applying after them also gives the webhook that time.
+            # minutes to join, so applying after them also gives the webhook that time. A time margin, not a check:
+            # an update that changes the LWS chart and this manifest together can still meet "failed calling
+            # webhook" (the update fails and rolls back; deploy again).
             deployment.node.add_dependency(group.nodegroup)
         deployment.node.add_dependency(volume)
         deployment.node.add_dependency(self.server_identity)  # the init container needs credentials at admission

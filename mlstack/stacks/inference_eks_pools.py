@@ -29,15 +29,22 @@ def add_serving_karpenter(
 
 
 def add_endpoint_pool(
-    stack: MlStack, karpenter: Karpenter, pool: Pool, network: NetworkStack, cluster_name: str
+    stack: MlStack,
+    karpenter: Karpenter,
+    pool: Pool,
+    network: NetworkStack,
+    cluster_name: str,
+    *,
+    block_drift: bool,
 ) -> eks.KubernetesManifest:
     """The endpoint's EC2NodeClass + NodePool (construct `<Endpoint>Pool`), its nodes in every private subnet (the
-    servers need no EFA and no placement group, so any zone of the network serves)."""
+    servers need no EFA and no placement group, so any zone of the network serves); `block_drift`: keep drifted
+    nodes (`mlstack.design.serving_pools.blocks_drift`)."""
     subnets = network.network.private_subnets
 
     def render(**refs: Any) -> list[dict[str, Any]]:
         refs["subnet_ids"] = tuple(s.subnet_id for s in subnets)
-        return serving_pool_manifests(pool, NodeClassRefs(cluster_name=cluster_name, **refs))
+        return serving_pool_manifests(pool, NodeClassRefs(cluster_name=cluster_name, **refs), block_drift=block_drift)
 
     return karpenter.add_pool(
         pool.name,

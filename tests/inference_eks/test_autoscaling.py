@@ -25,10 +25,17 @@ from mlstack.access import evaluate
 from mlstack.access.cli import stacks_of
 from mlstack.config import BLUEPRINTS_DIR, load
 from mlstack.design.serving_eks import server_designs
-from mlstack.design.serving_pools import DRAIN_DELAY_S, drain_seconds, serving_pools, termination_grace_seconds
+from mlstack.design.serving_pools import (
+    DRAIN_DELAY_S,
+    blocks_drift,
+    drain_seconds,
+    serving_pools,
+    termination_grace_seconds,
+)
 from mlstack.errors import BlueprintError
+from mlstack.k8s.karpenter import NodeClassRefs
 from mlstack.k8s.serving_drain import DRAIN_SCRIPT
-from mlstack.k8s.serving_pools import serving_triggers
+from mlstack.k8s.serving_pools import serving_pool_manifests, serving_triggers
 from mlstack.k8s.vllm import scaled_object
 from mlstack.plan import build_plan
 from tests.synth import Session
@@ -107,6 +114,29 @@ def test_karpenter_lifts_the_fixed_node_limit(tmp_path: Path) -> None:
     assert pool.limit == 8 and pool.accelerator_resource == "nvidia.com/gpu"
 
 
+@pytest.mark.parametrize(("min_replicas", "blocked"), [(0, True), (1, True), (2, False)])
+def test_drift_keeps_the_node_of_a_lone_server(tmp_path: Path, min_replicas: int, blocked: bool) -> None:
+    # al2023@latest marks every node Drifted at each EKS AMI release: with one server, replacing its node is an
+    # outage nobody started; from two servers one keeps serving while the other's node is replaced.
+    def edit(data: dict[str, Any]) -> None:
+        scaling: dict[str, Any] = {"min_replicas": min_replicas, "max_replicas": 2}
+        if min_replicas == 0:
+            scaling["active_hours"] = {"timezone": "UTC", "start": "0 8 * * 1-5", "end": "0 18 * * 1-5"}
+        data["inference"]["endpoints"][0]["autoscaling"] = scaling
+
+    config = _load(tmp_path, edit)
+    (design,) = server_designs(config.inference_eks)
+    assert blocks_drift(design) is blocked
+    (pool,) = serving_pools(config.inference_eks, config.zones)
+    refs = NodeClassRefs(
+        cluster_name="c", node_role="r", subnet_ids=("subnet-1",), security_group_ids=("sg-1",), kms_key_arn="k"
+    )
+    docs = serving_pool_manifests(pool, refs, block_drift=blocks_drift(design))
+    budgets = next(d for d in docs if d["kind"] == "NodePool")["spec"]["disruption"]["budgets"]
+    assert ({"nodes": "0", "reasons": ["Drifted"]} in budgets) is blocked
+    assert ("drift kept" in json.dumps(build_plan(config).to_json())) is blocked
+
+
 @pytest.fixture(scope="module")
 def manifests(session: Session) -> list[dict[str, Any]]:
     if NAME not in session.blueprints:
@@ -165,7 +195,8 @@ def test_the_pool_launches_nodes_the_servers_select_and_tolerate(manifests: list
     assert pool["disruption"] == {
         "consolidationPolicy": "WhenEmptyOrUnderutilized",
         "consolidateAfter": "10m",
-        "budgets": [{"nodes": "1"}],
+        # One server (min_replicas 1): a new AMI release (al2023@latest) must not replace its only node.
+        "budgets": [{"nodes": "1"}, {"nodes": "0", "reasons": ["Drifted"]}],
     }
     node_class = _kind(manifests, "EC2NodeClass")["spec"]
     assert len(node_class["subnetSelectorTerms"]) == 2  # both private subnets, one per zone

@@ -155,7 +155,7 @@ def test_keda_scales_on_the_summed_queue_depth_of_every_server(manifests: list[d
     assert running["metadata"]["valueLocation"].startswith("vllm:num_requests_running")
     assert trigger["type"] == "metrics-api" and trigger["metricType"] == "AverageValue"
     meta = trigger["metadata"]
-    assert meta["url"] == "http://vllm-chat.serving.svc.cluster.local:8000/metrics"
+    assert meta["url"] == "http://vllm-chat-api.serving.svc.cluster.local:8000/metrics"
     # The endpoint's own Service (KEDA reads its EndpointSlices) and the served model's series only.
     assert meta["format"] == "prometheus"
     assert meta["valueLocation"] == 'vllm:num_requests_waiting{model_name="llama-3.1-8b-instruct"}'
@@ -163,7 +163,7 @@ def test_keda_scales_on_the_summed_queue_depth_of_every_server(manifests: list[d
     assert meta["targetValue"] == "4"
     assert spec["scaleTargetRef"]["name"] == _kind(manifests, "Deployment")["metadata"]["name"]
     service = _kind(manifests, "Service")
-    assert service["metadata"]["name"] == "vllm-chat" and service["spec"]["selector"] == {
+    assert service["metadata"]["name"] == "vllm-chat-api" and service["spec"]["selector"] == {
         "app.kubernetes.io/name": "vllm",
         "app.kubernetes.io/instance": "chat",
     }

@@ -25,17 +25,19 @@ from mlstack.access.workloads import pod_specs
 from mlstack.config import BLUEPRINTS_DIR, load
 from mlstack.constructs.training import versions
 from mlstack.design.serving_eks import server_designs
-from mlstack.design.serving_multinode import leader_script, worker_script
+from mlstack.design.serving_multinode import RAY_OBJECT_STORE_BYTES, leader_script, worker_script
 from mlstack.design.serving_neuron import COMPILED_DIR
 from mlstack.design.serving_pools import DRAIN_DELAY_S, drain_seconds, termination_grace_seconds
 from mlstack.errors import BlueprintError
 from mlstack.k8s.serving_drain import DRAIN_SCRIPT, LEADER_ENV
 from mlstack.k8s.serving_pools import LWS_NAME_LABEL
+from mlstack.k8s.vllm import SHM_GIB
 from mlstack.k8s.vllm_multinode import LWS_API
 from tests.synth import Session
 from tests.training.crds import schema
 
 NAME = "eks-llm-serving-multinode"
+STORE = RAY_OBJECT_STORE_BYTES
 K8S_VERSION = "1.35.0"
 BASE: dict[str, Any] = yaml.safe_load((BLUEPRINTS_DIR / f"{NAME}.yaml").read_text())
 
@@ -265,7 +267,7 @@ def test_a_worker_hook_waits_for_the_leaders_queue(tmp_path: Path) -> None:
 
 def test_the_service_and_keda_reach_the_leaders_only(manifests: list[dict[str, Any]]) -> None:
     lws = _named(manifests, "LeaderWorkerSet", "vllm-chat-pp")["spec"]["leaderWorkerTemplate"]
-    selector = _named(manifests, "Service", "vllm-chat-pp")["spec"]["selector"]
+    selector = _named(manifests, "Service", "vllm-chat-pp-api")["spec"]["selector"]
     leader_labels = lws["leaderTemplate"]["metadata"]["labels"]
     worker_labels = lws["workerTemplate"]["metadata"]["labels"]
     assert selector.items() <= leader_labels.items()
@@ -365,10 +367,26 @@ def test_the_leader_waits_for_every_ray_node_then_serves_and_workers_retry_the_h
     subprocess.run(["/bin/sh", "-c", script, "--", "/models", "--pipeline-parallel-size", "2"], env=env, check=True)
     lines = log.read_text().splitlines()
     assert lines == [
-        "ray start --head --port=6379 --include-dashboard=false --disable-usage-stats",
+        f"ray start --head --port=6379 --include-dashboard=false --disable-usage-stats --object-store-memory={STORE}",
         "vllm serve /models --pipeline-parallel-size 2",
     ]
     assert (tmp_path / "n").read_text().strip() == "2"  # asked twice: 1 node, then both
     log.unlink()
     subprocess.run(["/bin/sh", "-c", worker_script()], env={**env, "FAIL_ONCE": "1"}, check=True)
-    assert log.read_text().splitlines() == ["ray start --address=l:6379 --disable-usage-stats --block"] * 2
+    assert (
+        log.read_text().splitlines()
+        == [f"ray start --address=l:6379 --disable-usage-stats --object-store-memory={STORE} --block"] * 2
+    )
+    # A Ray head that does not start ends the leader (LWS restarts the group), never reaching `vllm serve`.
+    log.unlink()
+    (tmp_path / "failed").unlink()
+    run = subprocess.run(["/bin/sh", "-c", script, "--", "/models"], env={**env, "FAIL_ONCE": "1"}, check=False)
+    assert run.returncode == 1
+    assert [line.split()[0] for line in log.read_text().splitlines()] == ["ray"]
+
+
+def test_the_ray_object_store_fits_in_dev_shm() -> None:
+    # Ray keeps its object store in /dev/shm; past its size Ray falls back to /tmp (disk).
+    assert 0 < RAY_OBJECT_STORE_BYTES <= SHM_GIB * 1024**3 // 2
+    assert leader_script("x").count(f"--object-store-memory={RAY_OBJECT_STORE_BYTES}") == 1
+    assert worker_script().count(f"--object-store-memory={RAY_OBJECT_STORE_BYTES}") == 1
