@@ -73,12 +73,12 @@ else
   if ! gpg --batch --status-fd 1 --verify "$workdir/$package.sig" "$workdir/$package" 2>/dev/null |
     grep -q "^\[GNUPG:\] VALIDSIG .* ${KEY_FINGERPRINT}\$"; then
     echo "[mlstack] $package $AGENT_VERSION: no valid signature by key $KEY_FINGERPRINT, not installed"
-    rm -rf "$workdir"
+    { gpgconf --homedir "$GNUPGHOME" --kill gpg-agent 2>/dev/null || true; rm -rf "$workdir"; }
     exit 1
   fi
   if [[ "$platform" == ubuntu ]]; then dpkg -i -E "$workdir/$package"
   else rpm -U --replacepkgs "$workdir/$package"; fi
-  rm -rf "$workdir"
+  { gpgconf --homedir "$GNUPGHOME" --kill gpg-agent 2>/dev/null || true; rm -rf "$workdir"; }
 fi
 
 # Configurations already in the agent's directory (HyperPod's own, say) stay: ours is appended (the ctl's

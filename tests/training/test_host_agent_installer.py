@@ -151,6 +151,8 @@ def _signed_downloads(tmp_path: Path, *, tamper: bool) -> tuple[Path, str]:
     package.write_bytes(b"a package")
     subprocess.run([*gpg, "--detach-sign", "-o", str(served / "amazon-cloudwatch-agent.deb.sig"), str(package)])
     subprocess.run([*gpg, "--export", "-o", str(served / "amazon-cloudwatch-agent.gpg")], check=True)
+    # Signing started a gpg-agent for this home: stop it, or every test run leaves one behind.
+    subprocess.run(["gpgconf", "--homedir", str(home), "--kill", "gpg-agent"], check=False)
     if tamper:
         package.write_bytes(b"another package")
     return served, fingerprint
