@@ -86,6 +86,21 @@ class ReplicaLayout:
     device_bytes: float
 
 
+def serving_bytes(params: float, precision: str, workload: Workload, shape: ModelShape | None = None) -> float:
+    """Weights and KV cache of `workload` (prompt + output tokens for each concurrent sequence), in bytes: what the
+    instance's accelerators must hold between them."""
+    shape = shape or shape_for_params(params)
+    return inference_memory(
+        params,
+        precision=precision,
+        layers=shape.layers,
+        kv_heads=shape.kv_heads,
+        head_dim=shape.head_dim,
+        context=workload.context_tokens + workload.output_tokens,
+        batch=workload.concurrency,
+    ).total_bytes
+
+
 def replica_layout(
     params: float,
     precision: str,
@@ -101,15 +116,7 @@ def replica_layout(
     if acc is None:
         return None
     shape = shape or shape_for_params(params)
-    need = inference_memory(
-        params,
-        precision=precision,
-        layers=shape.layers,
-        kv_heads=shape.kv_heads,
-        head_dim=shape.head_dim,
-        context=workload.context_tokens + workload.output_tokens,
-        batch=workload.concurrency,
-    ).total_bytes
+    need = serving_bytes(params, precision, workload, shape)
     device = acc.memory_gib * GIB
     degrees = [
         t

@@ -21,9 +21,16 @@ from dataclasses import dataclass
 
 from mlstack.catalog.infer_advisor import INF1_CUT
 from mlstack.catalog.instances import InstanceType
-from mlstack.catalog.memory import GIB, inference_memory, precision_bytes, shape_for_params
+from mlstack.catalog.memory import GIB, precision_bytes, shape_for_params
 from mlstack.catalog.serving_model import estimate_serving, hardware_for, kv_bytes_per_token
-from mlstack.design.serving import HEADROOM, ServingFigures, Workload, estimate_instance, replica_layout
+from mlstack.design.serving import (
+    HEADROOM,
+    ServingFigures,
+    Workload,
+    estimate_instance,
+    replica_layout,
+    serving_bytes,
+)
 
 __all__ = ["MAX_NODES", "NEURON_HOST_SHARE", "EndpointLayout", "LayoutError", "endpoint_layout"]
 
@@ -63,26 +70,13 @@ class EndpointLayout:
         return self.pipeline_parallel
 
 
-def _need(params: float, precision: str, workload: Workload) -> float:
-    shape = shape_for_params(params)
-    return inference_memory(
-        params,
-        precision=precision,
-        layers=shape.layers,
-        kv_heads=shape.kv_heads,
-        head_dim=shape.head_dim,
-        context=workload.context_tokens + workload.output_tokens,
-        batch=workload.concurrency,
-    ).total_bytes
-
-
 def _multi_node(
     params_b: float, precision: str, it: InstanceType, workload: Workload, nodes: int | None
 ) -> EndpointLayout:
     acc = it.accelerator
     assert acc is not None
     params = params_b * 1e9
-    need = _need(params, precision, workload)
+    need = serving_bytes(params, precision, workload)
     device = acc.memory_gib * GIB
     usable = device * (1 - HEADROOM)
     counts = [nodes] if nodes is not None else list(range(2, MAX_NODES + 1))
