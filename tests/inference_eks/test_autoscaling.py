@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -32,12 +33,12 @@ from mlstack.design.serving_pools import (
     serving_pools,
     termination_grace_seconds,
 )
-from mlstack.errors import BlueprintError
 from mlstack.k8s.karpenter import NodeClassRefs
 from mlstack.k8s.serving_drain import DRAIN_SCRIPT
 from mlstack.k8s.serving_pools import serving_pool_manifests, serving_triggers
 from mlstack.k8s.vllm import scaled_object
 from mlstack.plan import build_plan
+from tests.inference_eks.edits import load_edited, one_line_problem
 from tests.synth import Session
 from tests.training.crds import schema
 
@@ -46,21 +47,8 @@ BASE: dict[str, Any] = yaml.safe_load((BLUEPRINTS_DIR / f"{NAME}.yaml").read_tex
 HOURS = {"timezone": "Europe/Berlin", "start": "30 7 * * 1-5", "end": "0 19 * * 1-5"}
 
 
-def _load(tmp_path: Path, edit: Any = None) -> Any:
-    data = copy.deepcopy(BASE)
-    if edit is not None:
-        edit(data)
-    path = tmp_path / "serving.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return load(path)
-
-
-def _problem(tmp_path: Path, edit: Any) -> str:
-    with pytest.raises(BlueprintError) as err:
-        _load(tmp_path, edit)
-    lines = str(err.value).strip().splitlines()
-    assert len(lines) == 1, lines
-    return lines[0]
+_load = partial(load_edited, BASE)
+_problem = partial(one_line_problem, BASE)
 
 
 def _scaling(fixed: bool = False, **changes: Any) -> Any:

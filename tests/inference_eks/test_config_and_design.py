@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import copy
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -13,26 +13,13 @@ from mlstack.catalog.memory import GIB, inference_memory, shape_for_params
 from mlstack.config import BLUEPRINTS_DIR, load
 from mlstack.design.serving import estimate_instance
 from mlstack.design.serving_eks import ACTIVATION_RESERVE, server_designs
-from mlstack.errors import BlueprintError
+from tests.inference_eks.edits import load_edited, one_line_problem
 
 BASE: dict[str, Any] = yaml.safe_load((BLUEPRINTS_DIR / "eks-llm-serving.yaml").read_text())
 
 
-def _load(tmp_path: Path, edit: Any = None) -> Any:
-    data = copy.deepcopy(BASE)
-    if edit is not None:
-        edit(data)
-    path = tmp_path / "serving.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return load(path)
-
-
-def _problem(tmp_path: Path, edit: Any) -> str:
-    with pytest.raises(BlueprintError) as err:
-        _load(tmp_path, edit)
-    lines = str(err.value).strip().splitlines()
-    assert len(lines) == 1, lines
-    return lines[0]
+_load = partial(load_edited, BASE)
+_problem = partial(one_line_problem, BASE)
 
 
 def _endpoint(**changes: Any) -> Any:

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -28,11 +29,11 @@ from mlstack.design.serving_eks import server_designs
 from mlstack.design.serving_multinode import RAY_OBJECT_STORE_BYTES, leader_script, worker_script
 from mlstack.design.serving_neuron import COMPILED_DIR
 from mlstack.design.serving_pools import DRAIN_DELAY_S, drain_seconds, termination_grace_seconds
-from mlstack.errors import BlueprintError
 from mlstack.k8s.serving_drain import DRAIN_SCRIPT, LEADER_ENV
 from mlstack.k8s.serving_pools import LWS_NAME_LABEL
 from mlstack.k8s.vllm import SHM_GIB
 from mlstack.k8s.vllm_multinode import LWS_API
+from tests.inference_eks.edits import load_edited, one_line_problem
 from tests.synth import Session
 from tests.training.crds import schema
 
@@ -42,21 +43,8 @@ K8S_VERSION = "1.35.0"
 BASE: dict[str, Any] = yaml.safe_load((BLUEPRINTS_DIR / f"{NAME}.yaml").read_text())
 
 
-def _load(tmp_path: Path, edit: Any = None) -> Any:
-    data = copy.deepcopy(BASE)
-    if edit is not None:
-        edit(data)
-    path = tmp_path / "serving.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return load(path)
-
-
-def _problem(tmp_path: Path, edit: Any) -> str:
-    with pytest.raises(BlueprintError) as err:
-        _load(tmp_path, edit)
-    lines = str(err.value).strip().splitlines()
-    assert len(lines) == 1, lines
-    return lines[0]
+_load = partial(load_edited, BASE)
+_problem = partial(one_line_problem, BASE)
 
 
 def _endpoint(index: int, **changes: Any) -> Any:
