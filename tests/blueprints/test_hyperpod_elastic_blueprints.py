@@ -15,28 +15,20 @@ from mlstack.access import cli as access_cli
 from mlstack.access.evaluate import evaluate
 from mlstack.constructs.training import versions
 from mlstack.k8s.job import render_job
+from tests.blueprints.hyperpod_teams import NAME, of_type, one_of_type, teams_template
 from tests.synth import Session
 from tests.training.crds import schema
 
-NAME = "hyperpod-eks-teams"
 CFN_SCHEMAS = Path(jsonschema.__file__).parents[1] / "cfnlint" / "data" / "schemas"
+
+
+_of = of_type
+_one = one_of_type
 
 
 @pytest.fixture
 def template(session: Session) -> dict[str, Any]:
-    if NAME not in session.blueprints:
-        pytest.skip(f"{NAME} is not in this session (MLSTACK_TEST_BLUEPRINTS)")
-    found: dict[str, Any] = session.blueprints[NAME].templates["TrainingClusterStack"]
-    return found
-
-
-def _of(template: dict[str, Any], kind: str) -> dict[str, dict[str, Any]]:
-    return {k: r for k, r in template["Resources"].items() if r["Type"] == kind}
-
-
-def _one(template: dict[str, Any], kind: str) -> tuple[str, dict[str, Any]]:
-    (item,) = _of(template, kind).items()
-    return item
+    return teams_template(session)
 
 
 def _cfn_schema(type_name: str) -> dict[str, Any]:

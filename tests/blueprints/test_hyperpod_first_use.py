@@ -15,26 +15,16 @@ from mlstack.access import cli as access_cli
 from mlstack.access.evaluate import evaluate
 from mlstack.constructs.training.hyperpod_ready import HyperPodAutoscalingReady
 from mlstack.k8s.job import render_job
+from tests.blueprints.hyperpod_teams import NAME, of_type, one_of_type, teams_template
 from tests.synth import Session
 
-NAME = "hyperpod-eks-teams"
+_of = of_type
+_one = one_of_type
 
 
 @pytest.fixture
 def template(session: Session) -> dict[str, Any]:
-    if NAME not in session.blueprints:
-        pytest.skip(f"{NAME} is not in this session (MLSTACK_TEST_BLUEPRINTS)")
-    found: dict[str, Any] = session.blueprints[NAME].templates["TrainingClusterStack"]
-    return found
-
-
-def _of(template: dict[str, Any], kind: str) -> dict[str, dict[str, Any]]:
-    return {k: r for k, r in template["Resources"].items() if r["Type"] == kind}
-
-
-def _one(template: dict[str, Any], kind: str) -> tuple[str, dict[str, Any]]:
-    (item,) = _of(template, kind).items()
-    return item
+    return teams_template(session)
 
 
 def test_pools_wait_for_autoscaling_in_service_then_the_crd(template: dict[str, Any]) -> None:

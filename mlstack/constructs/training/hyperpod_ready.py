@@ -85,29 +85,23 @@ class HyperPodAutoscalingReady(Construct):
         self.role.add_to_principal_policy(
             iam.PolicyStatement(actions=["sagemaker:DescribeCluster"], resources=[cluster_arn])
         )
-        self.function = python_function(
-            self,
-            "Function",
-            code_dir=HANDLER_DIR,
-            handler="handler.on_event",
-            role=self.role,
-            timeout=Duration.minutes(1),
-            memory_size=128,
-            log_group=self.log_group,
-            environment={"HYPERPOD_CLUSTER": cluster_name},
-            description="names the HyperPod autoscaling wait",
-        )
-        self.check = python_function(
-            self,
-            "Check",
-            code_dir=HANDLER_DIR,
-            handler="handler.is_complete",
-            role=self.role,
-            timeout=Duration.minutes(1),
-            memory_size=128,
-            log_group=self.log_group,
-            environment={"HYPERPOD_CLUSTER": cluster_name},
-            description="DescribeCluster: is the HyperPod cluster's autoscaling InService",
+        self.function, self.check = (
+            python_function(
+                self,
+                construct_id,
+                code_dir=HANDLER_DIR,
+                handler=f"handler.{entry}",
+                role=self.role,
+                timeout=Duration.minutes(1),
+                memory_size=128,
+                log_group=self.log_group,
+                environment={"HYPERPOD_CLUSTER": cluster_name},
+                description=description,
+            )
+            for construct_id, entry, description in (
+                ("Function", "on_event", "names the HyperPod autoscaling wait"),
+                ("Check", "is_complete", "DescribeCluster: is the HyperPod cluster's autoscaling InService"),
+            )
         )
         for fn in (self.function, self.check):
             fn.node.add_dependency(self.role)
