@@ -1,7 +1,12 @@
-"""Run a layer README's "Use it from your own CDK app" example as written, in a fresh interpreter.
+"""Run each layer README's "Use it from your own CDK app" example as written, in a fresh interpreter.
 
 The example must define `app` and `stack`; the runner returns the stack's synthesized template and the blueprint
 schema modules (`mlstack.config*`) the example loaded, which must be none: constructs take keyword props only.
+
+All the layers' examples run in one interpreter that imported nothing of mlstack before them, one after another,
+each with globals of its own (so each needs exactly the imports it shows): one jsii kernel start instead of one
+per layer. An example's schema modules are those loaded while it ran; a module an earlier example loaded counts
+against that one (and fails its test first).
 """
 
 from __future__ import annotations
@@ -16,13 +21,24 @@ from typing import Any
 CONSTRUCTS = Path(__file__).resolve().parents[1] / "mlstack" / "constructs"
 HEADING = "## Use it from your own CDK app"
 
+LAYERS = ("network", "storage", "training", "sagemaker", "ai_services")
+"""The layers whose README has an own-app example that a test runs."""
+
 _RUNNER = """
 import json, sys
-{example}
-template = app.synth().get_stack_by_name(stack.stack_name).template
-loaded = sorted(m for m in sys.modules if m.split(".")[:2] == ["mlstack", "config"])
-json.dump({{"template": template, "schema_modules": loaded}}, sys.stdout)
+results = {}
+for layer, code in json.load(sys.stdin):
+    before = set(sys.modules)
+    scope = {"__name__": "__main__"}
+    exec(compile(code, layer + "/README.md", "exec"), scope)
+    app, stack = scope["app"], scope["stack"]
+    template = app.synth().get_stack_by_name(stack.stack_name).template
+    loaded = sorted(m for m in set(sys.modules) - before if m.split(".")[:2] == ["mlstack", "config"])
+    results[layer] = {"template": template, "schema_modules": loaded}
+json.dump(results, sys.stdout)
 """
+
+_RESULTS: dict[str, dict[str, Any]] = {}
 
 
 def example_code(layer: str) -> str:
@@ -35,13 +51,27 @@ def example_code(layer: str) -> str:
 
 
 def run_example(layer: str, cwd: Path) -> dict[str, Any]:
-    code = _RUNNER.format(example=example_code(layer))
+    """The result of `layer`'s example; the first call runs every layer's (in `cwd`) and keeps the results."""
+    assert layer in LAYERS, f"add {layer!r} to tests/own_app.LAYERS"
+    if not _RESULTS:
+        _RESULTS.update(run_examples([(name, example_code(name)) for name in LAYERS], cwd))
+    return _RESULTS[layer]
+
+
+def run_examples(examples: list[tuple[str, str]], cwd: Path) -> dict[str, dict[str, Any]]:
+    """(layer, code) examples run in order in one fresh interpreter -> layer -> template and schema modules."""
     run = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=False, cwd=cwd, timeout=300
+        [sys.executable, "-c", _RUNNER],
+        input=json.dumps(examples),
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=cwd,
+        timeout=600,
     )
     assert run.returncode == 0, run.stderr[-3000:]
-    result: dict[str, Any] = json.loads(run.stdout)
-    return result
+    results: dict[str, dict[str, Any]] = json.loads(run.stdout)
+    return results
 
 
 def resources(template: dict[str, Any], type_: str) -> list[dict[str, Any]]:

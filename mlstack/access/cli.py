@@ -25,9 +25,8 @@ def register(sub: Any) -> None:
 
 def stacks_of(synthesized: Any) -> Stacks:
     """The `Stacks` of one `mlstack.synth_all.SynthesizedBlueprint` (templates by CloudFormation stack name)."""
-    by_id = {stack.node.id: stack for stack in synthesized.built.stacks}
-    templates = {by_id[sid].stack_name: t for sid, t in synthesized.templates.items()}
-    return Stacks(templates, synthesized.built.config.env.region)
+    templates = {synthesized.stacks[sid].stack_name: t for sid, t in synthesized.templates.items()}
+    return Stacks(templates, synthesized.config.env.region)
 
 
 def check(path: str) -> Report:

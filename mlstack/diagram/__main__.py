@@ -26,8 +26,12 @@ def dot_sources(synthesis: Synthesis) -> dict[str, str]:
     """Blueprint name -> DOT source of its diagram."""
     sources: dict[str, str] = {}
     for name, item in sorted(synthesis.blueprints.items()):
-        stacks = {s.stack_name: item.templates[s.node.id] for s in item.built.stacks if s.node.id in item.templates}
-        sources[name] = render(build(name, stacks, item.built.config.description or ""))
+        stacks = {
+            s.stack_name: item.templates[s.construct_id]
+            for s in item.stacks.values()
+            if s.construct_id in item.templates
+        }
+        sources[name] = render(build(name, stacks, item.config.description or ""))
     return sources
 
 
@@ -48,11 +52,11 @@ def markdown(synthesis: Synthesis) -> str:
         "",
     ]
     for name, item in sorted(synthesis.blueprints.items()):
-        stacks = ", ".join(s.stack_name for s in item.built.stacks)
+        stacks = ", ".join(s.stack_name for s in item.stacks.values())
         lines += [
             f"## {name}",
             "",
-            item.built.config.description or "",
+            item.config.description or "",
             "",
             f"Stacks: {stacks}. Source: [`blueprints/{name}.yaml`](../blueprints/{name}.yaml);"
             f" picture: [SVG](diagrams/{name}.svg), [PNG](diagrams/{name}.png), [DOT](diagrams/{name}.dot).",

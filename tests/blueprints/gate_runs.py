@@ -68,14 +68,10 @@ RUNS: dict[str, list[Run]] = {}
 def template_files(session: Session) -> dict[Path, tuple[str, str, str]]:
     """Each template file of the session -> (blueprint, stack construct ID, region)."""
     return {
-        session.outdir / f"assembly-{name}" / f"{stack.artifact_id}.template.json": (
-            name,
-            stack.node.id,
-            bp.built.config.env.region,
-        )
+        stack.template_file: (name, stack.construct_id, stack.region)
         for name, bp in session.blueprints.items()
-        for stack in bp.built.stacks
-        if stack.node.id in bp.templates
+        for stack in bp.stacks.values()
+        if stack.construct_id in bp.templates
     }
 
 

@@ -194,7 +194,7 @@ def test_pools_after_the_cluster_and_valid(template: dict[str, Any]) -> None:
 def test_rendered_job_is_queued_by_task_governance(session: Session) -> None:
     if NAME not in session.blueprints:
         pytest.skip(f"{NAME} is not in this session")
-    (job,) = render_job(session.blueprints[NAME].built.config, "image")
+    (job,) = render_job(session.blueprints[NAME].config, "image")
     assert job["metadata"]["namespace"] == "hyperpod-ns-research"
     assert job["metadata"]["labels"] == {
         "kueue.x-k8s.io/queue-name": "hyperpod-ns-research-localqueue",

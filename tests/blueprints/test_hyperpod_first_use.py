@@ -101,7 +101,7 @@ def _quantity(value: str | int) -> float:
 def test_a_teams_job_at_its_quota_fits_the_quotas_cpu_and_memory(session: Session, template: dict[str, Any]) -> None:
     """The rendered job of team research asks for its whole quota of GPUs: its pods' CPU and memory must fit the
     quota's VCpu and MemoryInGiB too, or Kueue never admits it."""
-    (job,) = render_job(session.blueprints[NAME].built.config, "image")
+    (job,) = render_job(session.blueprints[NAME].config, "image")
     totals = {"nvidia.com/gpu": 0.0, "cpu": 0.0, "memory": 0.0}
     for replica in job["spec"]["pytorchReplicaSpecs"].values():
         requests = replica["template"]["spec"]["containers"][0]["resources"]["requests"]
@@ -127,7 +127,7 @@ def _containers(job: dict[str, Any]) -> list[dict[str, Any]]:
 def test_job_under_managed_schedulers_requests_no_huge_pages(session: Session) -> None:
     """Task governance's Kueue and HyperPod's Karpenter would hold a pod that requests a resource they do not
     model: no hugepages-2Mi request, libfabric on regular pages, the EFA devices still requested."""
-    (job,) = render_job(session.blueprints[NAME].built.config, "image")
+    (job,) = render_job(session.blueprints[NAME].config, "image")
     for container in _containers(job):
         for kind in ("requests", "limits"):
             assert "hugepages-2Mi" not in container["resources"][kind]
@@ -139,7 +139,7 @@ def test_job_without_managed_schedulers_keeps_huge_pages(session: Session) -> No
     other = "hyperpod-eks-training"
     if other not in session.blueprints:
         pytest.skip(f"{other} is not in this session")
-    (job,) = render_job(session.blueprints[other].built.config, "image")
+    (job,) = render_job(session.blueprints[other].config, "image")
     for container in _containers(job):
         assert container["resources"]["requests"]["hugepages-2Mi"] == "5120Mi"
         assert all(e["name"] != "FI_EFA_USE_HUGE_PAGE" for e in container["env"])

@@ -55,9 +55,8 @@ def test_there_is_a_blueprint_per_strategy() -> None:
 def test_builds_the_network_data_and_inference_stacks(session: Session, name: str) -> None:
     # The DataStack (model bucket, image repository) deploys before the endpoints: CreateModel reads both.
     assert list(session.blueprints[name].templates) == ["NetworkStack", "DataStack", "InferenceStack"]
-    built = session.blueprints[name].built
-    assert built.inference is not None and built.data is not None
-    assert built.data in built.inference.dependencies
+    built = session.blueprints[name]
+    assert "DataStack" in built.stacks["InferenceStack"].depends_on
     inference = session.blueprints[name].templates["InferenceStack"]["Resources"]
     assert "ModelBucketB33D855B" not in inference
     if built.config.inference.model.artifact.existing_bucket is None:  # type: ignore[union-attr]
@@ -68,7 +67,7 @@ def test_builds_the_network_data_and_inference_stacks(session: Session, name: st
 
 @pytest.mark.parametrize("name", INFERENCE)
 def test_hosted_models_are_network_isolated_in_the_private_subnets(session: Session, name: str) -> None:
-    serverless = {e.name for e in session.blueprints[name].built.config.inference.endpoints if e.mode == "serverless"}  # type: ignore[union-attr]
+    serverless = {e.name for e in session.blueprints[name].config.inference.endpoints if e.mode == "serverless"}  # type: ignore[union-attr]
     for logical_id, model in _resources(session, name, "AWS::SageMaker::Model").items():
         props = model["Properties"]
         if any(logical_id.lower().startswith(s) for s in serverless):

@@ -36,7 +36,7 @@ def test_a_karpenter_blueprint_is_shipped() -> None:
 @pytest.fixture(params=KARPENTER)
 def bp(request: pytest.FixtureRequest, session: Session) -> tuple[str, Any, dict[str, Any]]:
     name = request.param
-    return name, session.blueprints[name].built.config, session.blueprints[name].templates["TrainingClusterStack"]
+    return name, session.blueprints[name].config, session.blueprints[name].templates["TrainingClusterStack"]
 
 
 def _of(template: dict[str, Any], kind: str) -> dict[str, dict[str, Any]]:

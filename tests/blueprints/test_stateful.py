@@ -163,7 +163,7 @@ def test_stateful_logical_ids_are_pinned(session: Session) -> None:
     unpinned = [
         f"{name}/{stack_id}: {logical_id} ({kind})"
         for name, stack_id, logical_id, kind, _ in _stateful(session)
-        if pins(stack_id, session.blueprints[name].built.config).get(logical_id) != kind
+        if pins(stack_id, session.blueprints[name].config).get(logical_id) != kind
     ]
     assert unpinned == [], "stateful resource with an unpinned logical ID: a rename would replace its data"
 
@@ -176,7 +176,7 @@ def test_every_pinned_logical_id_is_still_synthesized(session: Session) -> None:
         stack_id
         for bp in session.blueprints.values()
         for stack_id in bp.templates
-        if pins(stack_id, bp.built.config) is PINNED_LOGICAL_IDS.get(stack_id)  # not engine eks's InferenceStack
+        if pins(stack_id, bp.config) is PINNED_LOGICAL_IDS.get(stack_id)  # not engine eks's InferenceStack
     }
     missing = [
         f"{stack_id}/{logical_id}"
@@ -195,7 +195,7 @@ def test_every_training_pin_is_synthesized_by_its_blueprint(session: Session) ->
         f"{name}: {logical_id}"
         for name, bp in session.blueprints.items()
         if "TrainingClusterStack" in bp.templates
-        for logical_id in training_pins(bp.built.config)
+        for logical_id in training_pins(bp.config)
         if logical_id not in bp.templates["TrainingClusterStack"]["Resources"]
     ]
     assert missing == []
@@ -205,7 +205,7 @@ def test_every_eks_serving_pin_is_synthesized_by_its_blueprint(session: Session)
     missing = [
         f"{name}: {logical_id}"
         for name, bp in session.blueprints.items()
-        if bp.built.config.inference_eks is not None
+        if bp.config.inference_eks is not None
         for logical_id in EKS_SERVING
         if logical_id not in bp.templates["InferenceStack"]["Resources"]
     ]
@@ -214,7 +214,7 @@ def test_every_eks_serving_pin_is_synthesized_by_its_blueprint(session: Session)
 
 def test_stateful_resources_are_retained_unless_the_blueprint_opts_out(session: Session) -> None:
     for name, stack_id, logical_id, _, resource in _stateful(session):
-        retain = session.blueprints[name].built.config.retain
+        retain = session.blueprints[name].config.retain
         expected = ("RetainExceptOnCreate", "Retain") if retain else ("Delete", "Delete")
         where = f"{name}/{stack_id}/{logical_id}"
         assert (resource.get("DeletionPolicy"), resource.get("UpdateReplacePolicy")) == expected, where

@@ -58,7 +58,7 @@ def _subnet_zone(session: Session, name: str, ref: Any) -> str:
 @pytest.fixture(params=TRAINING)
 def bp(request: pytest.FixtureRequest, session: Session) -> tuple[str, Any, dict[str, Any]]:
     name = request.param
-    config = session.blueprints[name].built.config
+    config = session.blueprints[name].config
     return name, config, session.blueprints[name].templates["TrainingClusterStack"]
 
 

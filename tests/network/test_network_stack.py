@@ -163,9 +163,9 @@ def test_inference_blueprints_get_only_the_ecr_endpoints_their_hosts_use(session
     checked = 0
     for name, bp in session.blueprints.items():
         raw = yaml.safe_load((BLUEPRINTS_DIR / f"{name}.yaml").read_text())
-        if bp.built.config.inference is None or "interface_endpoints" in (raw.get("network") or {}):
+        if bp.config.inference is None or "interface_endpoints" in (raw.get("network") or {}):
             continue  # training-only, or an explicit list (which wins)
-        assert bp.built.config.network.interface_endpoints == list(INFERENCE_INTERFACE_ENDPOINTS), name
+        assert bp.config.network.interface_endpoints == list(INFERENCE_INTERFACE_ENDPOINTS), name
         checked += 1
     assert checked or not any(n.startswith("inference-") for n in session.blueprints)
 
@@ -199,7 +199,7 @@ def test_no_interface_endpoints_means_no_endpoint_security_group(variants: dict[
 
 
 def test_stack_name_carries_the_blueprint_and_synth_needs_no_lookup(session: Session) -> None:
-    stack = session.blueprints["eks-gpu-training"].built.network
+    stack = session.blueprints["eks-gpu-training"].stacks["NetworkStack"]
     assert stack.stack_name == "eks-gpu-training-NetworkStack"
     manifest = (Path(session.outdir) / "assembly-eks-gpu-training" / "manifest.json").read_text()
     assert '"missing"' not in manifest  # no context lookups were requested
@@ -207,7 +207,7 @@ def test_stack_name_carries_the_blueprint_and_synth_needs_no_lookup(session: Ses
 
 def test_network_stack_has_termination_protection_unless_a_sandbox(session: Session) -> None:
     for bp in session.blueprints.values():
-        assert bp.built.network.termination_protection is bp.built.config.retain, bp.name
+        assert bp.stacks["NetworkStack"].termination_protection is bp.config.retain, bp.name
 
 
 def test_a_destroy_sandbox_deletes_its_key_and_logs_with_the_stack(variants: dict[str, Template]) -> None:

@@ -265,12 +265,14 @@ def session_stacks(blueprints: Mapping[str, Any]) -> list[tuple[str, Stack]]:
     stacks: dict[str, Stack] = {}
     labels: dict[str, str] = {}
     for name, item in blueprints.items():
-        for built in item.built.stacks:
-            if built.node.id not in item.templates:
+        for built in item.stacks.values():
+            if built.construct_id not in item.templates:
                 continue
-            account = built.account if re.fullmatch(r"\d{12}", str(built.account)) else ACCOUNT
-            stacks[built.stack_name] = Stack(built.stack_name, item.templates[built.node.id], built.region, account)
-            labels[built.stack_name] = f"{name}/{built.node.id}"
+            account = built.account if re.fullmatch(r"\d{12}", built.account) else ACCOUNT
+            stacks[built.stack_name] = Stack(
+                built.stack_name, item.templates[built.construct_id], built.region, account
+            )
+            labels[built.stack_name] = f"{name}/{built.construct_id}"
     for stack in stacks.values():
         stack.others = stacks
     return [(labels[stack_name], stack) for stack_name, stack in stacks.items()]

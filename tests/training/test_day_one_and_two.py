@@ -40,7 +40,7 @@ TRAINING = [
 @pytest.fixture(params=TRAINING)
 def bp(request: pytest.FixtureRequest, session: Session) -> tuple[str, Any, dict[str, Any]]:
     name = request.param
-    return name, session.blueprints[name].built.config, session.blueprints[name].templates["TrainingClusterStack"]
+    return name, session.blueprints[name].config, session.blueprints[name].templates["TrainingClusterStack"]
 
 
 def _of_type(template: dict[str, Any], kind: str) -> dict[str, dict[str, Any]]:
@@ -302,10 +302,10 @@ def test_control_plane_log_group_is_owned_encrypted_and_expires(bp: tuple[str, A
 
 
 def test_training_only_network_has_no_sagemaker_endpoints(session: Session) -> None:
-    names = [n for n in TRAINING if session.blueprints[n].built.config.inference is None]
+    names = [n for n in TRAINING if session.blueprints[n].config.inference is None]
     assert names
     for name in names:
-        config = session.blueprints[name].built.config
+        config = session.blueprints[name].config
         assert not any(k.startswith("sagemaker") for k in config.network.interface_endpoints), name
         assert set(TRAINING_INTERFACE_ENDPOINTS) <= set(config.network.interface_endpoints)
         assert {"ssm", "ssmmessages", "ec2messages"} <= set(config.network.interface_endpoints)

@@ -434,7 +434,7 @@ def test_plan_names_ml_groups_unknown_prices_and_the_job() -> None:
 def test_stateful_ids_are_the_engine_pins(session: Session, second: dict[str, Any]) -> None:
     from tests.blueprints.test_stateful import HOST_AGENT, STATEFUL_TYPES, TRAINING_PINS_BY_ENGINE, training_pins
 
-    config = session.blueprints[NAME].built.config
+    config = session.blueprints[NAME].config
     stateful = {k: r["Type"] for k, r in second["Resources"].items() if r["Type"] in STATEFUL_TYPES}
     # The engine's pins and the GPU nodes' kernel-log group (the CloudWatch agent's).
     assert stateful == {**TRAINING_PINS_BY_ENGINE["hyperpod-eks"], **HOST_AGENT} == training_pins(config)

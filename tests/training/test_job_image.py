@@ -229,7 +229,7 @@ def test_deploy_builds_the_image_and_the_job_manifest_on_the_cluster_names_it(se
     synthesized = session.blueprints[name]
     template = synthesized.templates["TrainingClusterStack"]
     uri = template["Outputs"][IMAGE_OUTPUT]["Value"]["Fn::Sub"]
-    region = synthesized.built.config.env.region
+    region = synthesized.config.env.region
     assert re.fullmatch(
         rf"\$\{{AWS::AccountId\}}\.dkr\.ecr\.{region}\.\$\{{AWS::URLSuffix\}}/"
         rf"cdk-hnb659fds-container-assets-\$\{{AWS::AccountId\}}-{region}:[0-9a-f]{{64}}",
@@ -240,7 +240,7 @@ def test_deploy_builds_the_image_and_the_job_manifest_on_the_cluster_names_it(se
     docs = json.loads(text.replace("${Sub:" + uri + "}", "IMAGE"))
     (config_map,) = docs
     assert config_map["kind"] == "ConfigMap" and config_map["metadata"]["name"] == JOB_CONFIGMAP
-    config = synthesized.built.config
+    config = synthesized.config
     assert config.training is not None
     assert config_map["metadata"]["namespace"] == config.training.job.namespace
     jobs = list(yaml.safe_load_all(config_map["data"][JOB_CONFIGMAP_KEY]))

@@ -358,7 +358,7 @@ def test_plan_rows_count_the_operations_resources_of_each_template(session: Any)
         # Karpenter's interruption rules are its own (mlstack.design.footprint.elastic), not the day-two ones.
         held = Counter(r["Type"] for k, r in resources if r["Type"] in mine and not k.startswith("Karpenter"))
         planned: Counter[str] = Counter()
-        for row in operations_resources(bp.built.config):
+        for row in operations_resources(bp.config):
             if row.cfn_type in mine:
                 planned[row.cfn_type] += row.count
         assert planned == held, name
