@@ -1,10 +1,12 @@
 """What `mlstack.synth_all` reads back from the cloud assembly it wrote: each blueprint's stacks as the CDK CLI
-sees them (`manifest.json` of `assembly-<blueprint>/`), and the merge of assemblies written by several processes
-into one, file for file the assembly one process writes (no CDK import: plain JSON and files)."""
+sees them (`manifest.json` of `assembly-<blueprint>/`), how many processes it splits over, and the merge of
+assemblies written by several processes into one, file for file the assembly one process writes (no CDK import:
+plain JSON and files)."""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -29,6 +31,13 @@ class StackInfo:
     depends_on: tuple[str, ...]
     """Construct IDs of the blueprint's stacks this one deploys after."""
     template_file: Path
+
+
+def default_jobs() -> int:
+    """Processes for `synth_all`'s command line: one per CPU this process may run on, at most 4. A synth keeps
+    about one CPU busy (Python and its jsii kernel take turns), so a second process on a second CPU halves the
+    wall time; each process pays its own kernel start (about 3 s CPU), so more than 4 gains little."""
+    return max(1, min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1))
 
 
 def read_stacks(assembly_dir: Path) -> dict[str, StackInfo]:

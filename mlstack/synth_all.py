@@ -5,15 +5,14 @@ Used by `make synth`, `make bench` and the test session, so all three measure an
 Templates are the same as `npx cdk synth -c blueprint=<name>` produces (logical IDs are stack-relative and
 stack names are explicit); the assembly nests them as `cdk.out/assembly-<name>/`.
 
-    python -m mlstack.synth_all [OUTDIR]      # default ./cdk.out; exits 1 on a bad blueprint or a nag finding
-                                            # (one process per CPU, at most 4: `default_jobs`)
+    python -m mlstack.synth_all [OUTDIR] [--jobs N]   # default ./cdk.out, one process per CPU (at most 4);
+                                                    # exits 1 on a bad blueprint or a nag finding
 """
 
 from __future__ import annotations
 
 import gc
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -26,7 +25,7 @@ import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 
 from mlstack import blueprint, resources
-from mlstack.assembly import REPORT, StackInfo, merge_part, read_stacks
+from mlstack.assembly import REPORT, StackInfo, default_jobs, merge_part, read_stacks
 from mlstack.config import BLUEPRINTS_DIR, BlueprintConfig, load
 from mlstack.console import print_problems
 from mlstack.errors import MlstackError
@@ -80,13 +79,6 @@ class Synthesis:
     validation_report: dict[str, Any]
     nag_failure: str | None
     """None when cdk-nag passed; otherwise CDK's ValidationFailed message (details in `validation_report`)."""
-
-
-def default_jobs() -> int:
-    """Processes for `synth_all`'s command line: one per CPU this process may run on, at most 4. A synth keeps
-    about one CPU busy (Python and its jsii kernel take turns), so a second process on a second CPU halves the
-    wall time; each process pays its own kernel start (about 3 s CPU), so more than 4 gains little."""
-    return max(1, min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1))
 
 
 def _weight(config: BlueprintConfig) -> int:
@@ -196,9 +188,13 @@ def _worker(argv: list[str]) -> int:
 def main(argv: list[str]) -> int:
     if argv[:1] == ["--worker"]:
         return _worker(argv[1:])
+    jobs = default_jobs()
+    if "--jobs" in argv:
+        at = argv.index("--jobs")
+        jobs, argv = int(argv[at + 1]), argv[:at] + argv[at + 2 :]
     outdir = Path(argv[0] if argv else "cdk.out")
     try:
-        synthesis = synthesize_all(outdir, jobs=default_jobs())
+        synthesis = synthesize_all(outdir, jobs=jobs)
     except MlstackError as err:
         print_problems(err)
         return 1

@@ -15,8 +15,8 @@ import os
 
 import pytest
 
+from mlstack.assembly import default_jobs
 from mlstack.config import BLUEPRINTS_DIR
-from mlstack.synth_all import default_jobs
 from tests.blueprints import gate_runs
 from tests.synth import Session, synthesize
 from tests.template_checks import background

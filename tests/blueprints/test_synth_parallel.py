@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from mlstack import synth_all
-from mlstack.assembly import merge_reports
+from mlstack.assembly import default_jobs, merge_reports
 from mlstack.config import BLUEPRINTS_DIR, load
 from tests.synth import TEST_CONTEXT, Session
 
@@ -21,7 +21,7 @@ def _worker_made(session: Session) -> list[str]:
 
 
 def test_the_session_is_split_and_merged_into_one_assembly(session: Session) -> None:
-    if synth_all.default_jobs() < 2 or len(session.blueprints) < 2:
+    if default_jobs() < 2 or len(session.blueprints) < 2:
         pytest.skip("one CPU (or one blueprint): the session synthesizes in one process")
     assert _worker_made(session), "no blueprint came from a worker"
     assert any(bp.built is not None for bp in session.blueprints.values())
