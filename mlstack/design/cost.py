@@ -52,7 +52,7 @@ class PoolLimits:
     def resume_command(self) -> str:
         """The kubectl command that gives the pool its manifest's limits back (a merge patch of `spec.limits`)."""
         limits = ",".join(f'"{key}":"{value}"' for key, value in self.limits)
-        return f"kubectl patch nodepool {self.name} --type merge -p '{{\"spec\":{{\"limits\":{{{limits}}}}}}}'"
+        return f'kubectl patch nodepool {self.name} --type merge -p \'{{"spec":{{"limits":{{{limits}}}}}}}\''
 
 
 def scale_to_zero_pools(config: BlueprintConfig) -> tuple[PoolLimits, ...]:
@@ -76,7 +76,9 @@ def scale_to_zero_pools(config: BlueprintConfig) -> tuple[PoolLimits, ...]:
         it = groups[name].instance
         resource = accelerator_resource(it)
         if resource is not None and it.accelerator is not None:
-            found.append(PoolLimits(node_class_name(design, name), ((resource, str(max_nodes * it.accelerator.count)),)))
+            found.append(
+                PoolLimits(node_class_name(design, name), ((resource, str(max_nodes * it.accelerator.count)),))
+            )
     return tuple(found)
 
 

@@ -42,13 +42,14 @@ passes its scale-to-zero threshold (AWS Budgets notification through SNS).
 
 With `NOTIFY_TOPIC_ARN`, what it did and what failed is published to that topic. Scaling back up is the
 user's step: CloudFormation applies only properties that change, so `cdk deploy` with an unchanged template
-leaves the node groups at 0 and the compute environment DISABLED.
+leaves the node groups at 0, the compute environment DISABLED and the NodePools' limits at 0 (CDK's kubectl
+handler runs `kubectl apply` only on an update of the manifest's resource).
 Run `aws eks update-nodegroup-config --cluster-name <cluster> --nodegroup-name <group> --scaling-config
 minSize=<min>,desiredSize=<desired>,maxSize=<max>` for each node group, or `aws batch
 update-compute-environment --compute-environment <arn> --state ENABLED`, or `aws sagemaker update-cluster` with the
 groups' counts (the HyperPod console's "Edit" does the same), or, for a NodePool, the `kubectl patch nodepool`
-command the message names (the pool's limits before; a re-deploy re-applies a pool's manifest only when the
-manifest changed), or change the blueprint (sizes, a new block) and deploy. Runs with the function's role only; every call is idempotent.
+command the message names (its limits before), or change the blueprint (sizes, a new block) and deploy. Runs
+with the function's role only; every call is idempotent.
 """
 
 from __future__ import annotations
@@ -254,7 +255,7 @@ def _pools(done: list[str], trigger: str) -> None:
     for name in pools:
         path = f"{KARPENTER}/nodepools/{urllib.parse.quote(name)}"
         limits: dict[str, str] = (kube.request("GET", path).get("spec") or {}).get("limits") or {}
-        zero = {key: "0" for key in limits} or {"cpu": "0"}
+        zero = dict.fromkeys(limits, "0") or {"cpu": "0"}
         if {key: str(limits.get(key)) for key in zero} != zero:
             kube.request("PATCH", path, {"spec": {"limits": zero}}, "application/merge-patch+json")
             before = {key: value for key, value in limits.items() if str(value) != "0"}

@@ -29,8 +29,8 @@ from mlstack.constructs.removal import RETAINED
 from mlstack.constructs.scanners import skip_checkov, skip_guard
 from mlstack.constructs.security.function_role import python_function
 from mlstack.constructs.training import versions
-from mlstack.constructs.training.kube_api_client import api_client_group
 from mlstack.constructs.training.admin_host import ADMIN_POLICY
+from mlstack.constructs.training.kube_api_client import api_client_group
 
 HANDLER_DIR = resources.runtime_path("hyperpod_chart")
 RESOURCE_TYPE = "Custom::HyperPodDependencies"
