@@ -319,3 +319,28 @@ def test_mlstack_access_follows_the_pool_function_and_denies_none(pooled: Any, n
     assert {"sns:Publish", "ec2:CreateNetworkInterface"} <= actions
     if name == "hyperpod-karpenter-budget":
         assert {"sagemaker:DescribeCluster", "sagemaker:UpdateCluster"} <= actions
+
+
+def test_the_variants_pass_aws_guard_rules_and_the_iam_lint(pooled: Any, tmp_path: Path) -> None:
+    from tests.template_checks import iam_lint, node_tools
+    from tests.template_checks.resolve import session_stacks
+
+    stacks = [(label, stack) for label, stack in session_stacks(pooled.blueprints) if "TrainingClusterStack" in label]
+    assert len(stacks) == len(VARIANTS)
+    code, output = node_tools.start_guard(tmp_path / "guard", stacks).wait()
+    assert code in (0, 19), output[-2000:]
+    skips = {
+        f"{name}/{stack_id}/{logical_id}": {
+            str(e.get("id")) for e in r.get("Metadata", {}).get("guard", {}).get("skip", [])
+        }
+        for name, bp in pooled.blueprints.items()
+        for stack_id, template in bp.templates.items()
+        for logical_id, r in template["Resources"].items()
+    }
+    found = [
+        str(f) for f in node_tools.guard_findings(json.loads(output)) if f.control not in skips.get(f.where, set())
+    ]
+    assert found == []
+    findings, documents = iam_lint.lint_stacks(stacks)
+    ours = [f for f in findings if "BudgetScaleToZero" in f.where]
+    assert ours == [] and documents > 0
