@@ -216,6 +216,16 @@ def test_the_function_runs_in_the_vpc_and_reaches_the_api_endpoint_on_443(pooled
         "AWSLambdaVPCAccessExecutionRole" in json.dumps(p) for p in resources[role]["Properties"]["ManagedPolicyArns"]
     )
     assert function_id.startswith("BudgetScaleToZeroFunction")
+    # What it calls from the private subnets: SNS (and on hyperpod-eks SageMaker) through the NAT gateway, or the
+    # sagemaker.api interface endpoint (private DNS; its group admits the VPC's CIDR on 443); the token needs no call.
+    assert [r for r in network.values() if r["Type"] == "AWS::EC2::NatGateway"]
+    if name == "hyperpod-karpenter-budget":
+        (endpoint,) = [
+            r["Properties"]
+            for r in network.values()
+            if r["Type"] == "AWS::EC2::VPCEndpoint" and "sagemaker.api" in json.dumps(r["Properties"]["ServiceName"])
+        ]
+        assert endpoint["PrivateDnsEnabled"] is True
 
 
 def _by_name(name: str) -> BlueprintConfig:
