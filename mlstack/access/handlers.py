@@ -164,7 +164,11 @@ def _hyperpod_ready_calls(finder: Finder, env: dict[str, Any]) -> list[dict[str,
 
 def _scale_to_zero_calls(finder: Finder, env: dict[str, Any]) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
     """The calls of runtime/scale_to_zero/handler.py for the node groups, Batch queues and environments and the
-    HyperPod cluster its environment names, and the roles it passes (UpdateCluster repeats each group's role)."""
+    HyperPod cluster its environment names, and the roles it passes (UpdateCluster repeats each group's role).
+    Its Karpenter step (`NODEPOOLS`) makes no IAM-authorized call: the token is a locally presigned
+    sts:GetCallerIdentity, which needs no permission (AWS STS API Reference, GetCallerIdentity), and the Kubernetes
+    requests are authorized by RBAC (`ScaleToZero`'s ClusterRole, tested against the handler's requests); its network
+    interfaces in the VPC are the function's own calls (`VpcConfig`)."""
     s, region, account = finder.stacks, finder.stacks.region, finder.stacks.account
     calls: list[dict[str, str]] = []
     passes: list[dict[str, str]] = []

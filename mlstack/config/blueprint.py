@@ -151,18 +151,6 @@ class BlueprintConfig(StrictModel):
                 "budget: needs a training section: its notifications go to the training stack's alarm topic; add "
                 "training or remove budget"
             )
-        elif (
-            self.budget is not None
-            and self.budget.scale_to_zero_at_percent is not None
-            and self.training is not None
-            and self.training.capacity_manager == "karpenter"
-        ):
-            # The function calls AWS APIs only; a NodePool's limits and its nodes are Kubernetes objects.
-            problems.append(
-                "budget.scale_to_zero_at_percent: not offered with training.capacity_manager 'karpenter' (its "
-                "NodePools are Kubernetes objects the function cannot reach, so the accelerated nodes would keep "
-                "running); remove it, or use capacity_manager node_groups"
-            )
         if self.ai_services is not None:
             # Each AI service used is offered in env.region.
             problems += self.ai_services.check_region(self.env.region)

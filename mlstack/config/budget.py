@@ -27,7 +27,9 @@ class BudgetConfig(StrictModel):
     """When actual cost passes this percentage, a function scales the accelerated capacity to zero (engine eks:
     every accelerated node group; batch: the queue's jobs terminated, the compute environment disabled; HyperPod
     engines: every accelerated instance group to 0 instances) and tells the alarm topic; null (default) for none.
-    Not offered with `capacity_manager: karpenter` (NodePools are Kubernetes objects the function does not reach).
+    With `capacity_manager: karpenter` (eks, and HyperPod's managed Karpenter on hyperpod-eks) it also sets each
+    accelerated NodePool's limits to 0 and deletes its NodeClaims through the Kubernetes API (the function then runs
+    in the cluster's VPC); resume with the `kubectl patch nodepool` command the plan and the message name.
     Endpoints are not scaled (a real-time endpoint keeps at least one instance): the plan says so."""
     expected_hours: float = Field(default=730, gt=0, le=744)
     """Hours a month the blueprint's accelerated nodes run at their maximum: `mlstack plan` warns when maximum

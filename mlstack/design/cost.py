@@ -1,5 +1,5 @@
-"""Cost guardrails a blueprint implies (no CDK import): its budget's notifications, and the Capacity Block
-reservations whose expiry warning the training stack watches."""
+"""Cost guardrails a blueprint implies (no CDK import): its budget's notifications, the Karpenter NodePools its
+scale-to-zero action stops, and the Capacity Block reservations whose expiry warning the training stack watches."""
 
 from __future__ import annotations
 
@@ -8,6 +8,10 @@ from dataclasses import dataclass
 from mlstack.config import BlueprintConfig
 from mlstack.config.budget import BUDGET_TAG
 from mlstack.config.training import TrainingConfig
+from mlstack.design.hyperpod_governance import autoscaling
+from mlstack.design.karpenter import pools
+from mlstack.k8s.hyperpod_karpenter import node_class_name
+from mlstack.k8s.kube import accelerator_resource
 
 
 @dataclass(frozen=True)
@@ -35,6 +39,47 @@ def budget_design(config: BlueprintConfig) -> BudgetDesign | None:
         expected_hours=budget.expected_hours,
         scale_to_zero_at_percent=budget.scale_to_zero_at_percent,
     )
+
+
+@dataclass(frozen=True)
+class PoolLimits:
+    """An accelerated Karpenter NodePool the budget's action stops, with the `spec.limits` its manifest sets."""
+
+    name: str
+    limits: tuple[tuple[str, str], ...]
+
+    @property
+    def resume_command(self) -> str:
+        """The kubectl command that gives the pool its manifest's limits back (a merge patch of `spec.limits`)."""
+        limits = ",".join(f'"{key}":"{value}"' for key, value in self.limits)
+        return f'kubectl patch nodepool {self.name} --type merge -p \'{{"spec":{{"limits":{{{limits}}}}}}}\''
+
+
+def scale_to_zero_pools(config: BlueprintConfig) -> tuple[PoolLimits, ...]:
+    """The accelerated NodePools of a blueprint with Karpenter (engine eks, or hyperpod-eks with HyperPod's managed
+    Karpenter), each with the limits its manifest carries; () without Karpenter or without a training section."""
+    training = config.training
+    if training is None or training.capacity_manager != "karpenter":
+        return ()
+    if training.engine == "eks":
+        return tuple(
+            PoolLimits(p.name, ((p.accelerator_resource, str(p.limit)),))
+            for p in pools(training, config.zones)
+            if p.accelerator_resource is not None
+        )
+    design = autoscaling(training) if training.engine == "hyperpod-eks" else None
+    if design is None:
+        return ()
+    groups = {g.name: g for g in training.node_groups}
+    found = []
+    for name, _ml_type, max_nodes in design.max_nodes:
+        it = groups[name].instance
+        resource = accelerator_resource(it)
+        if resource is not None and it.accelerator is not None:
+            found.append(
+                PoolLimits(node_class_name(design, name), ((resource, str(max_nodes * it.accelerator.count)),))
+            )
+    return tuple(found)
 
 
 def capacity_block_reservations(training: TrainingConfig) -> tuple[str, ...]:

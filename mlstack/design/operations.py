@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mlstack.config import BlueprintConfig
-from mlstack.design.cost import budget_design, capacity_block_reservations
+from mlstack.design.cost import budget_design, capacity_block_reservations, scale_to_zero_pools
 from mlstack.design.observability import observability_design
 
 STACK = "TrainingClusterStack"
@@ -118,7 +118,12 @@ def operations_resources(config: BlueprintConfig) -> list[OperationsResource]:
                 OperationsResource(
                     STACK, "AWS::SNS::Subscription", "SNS subscription", "BudgetScaleToZero on BudgetActionTopic"
                 ),
-                *_function_rows("BudgetScaleToZero", _what(training.engine, "accelerated node groups"), "the topic"),
+                *_function_rows(
+                    "BudgetScaleToZero",
+                    _what(training.engine, "accelerated node groups", bool(scale_to_zero_pools(config))),
+                    "the topic",
+                ),
+                *_pool_rows(config),
             ]
         rows.append(
             OperationsResource(
@@ -143,9 +148,45 @@ def operations_resources(config: BlueprintConfig) -> list[OperationsResource]:
     return rows
 
 
-def _what(engine: str, groups: str) -> str:
+def _pool_rows(config: BlueprintConfig) -> list[OperationsResource]:
+    """With Karpenter pools: BudgetScaleToZero's way into the cluster (`ScaleToZero` with pools)."""
+    pools = scale_to_zero_pools(config)
+    if not pools:
+        return []
+    names = ", ".join(p.name for p in pools)
+    return [
+        OperationsResource(
+            STACK, "AWS::EC2::SecurityGroup", "Security group", "BudgetScaleToZero in the VPC: HTTPS out only"
+        ),
+        OperationsResource(
+            STACK,
+            "AWS::EC2::SecurityGroupIngress",
+            "Security group rule",
+            "BudgetScaleToZero -> EKS API endpoint on 443 (cluster and control-plane groups)",
+            2,
+        ),
+        OperationsResource(
+            STACK,
+            "AWS::EKS::AccessEntry",
+            "EKS access entry",
+            "BudgetScaleToZero's role -> Kubernetes group mlstack:budget-scale-to-zero (no access policy)",
+        ),
+        OperationsResource(
+            STACK,
+            "Custom::AWSCDK-EKS-KubernetesResource",
+            "Kubernetes manifest",
+            f"ClusterRole + binding: get/patch NodePools {names}, list/delete NodeClaims",
+        ),
+    ]
+
+
+def _what(engine: str, groups: str, pools: bool = False) -> str:
     if engine.startswith("hyperpod"):
-        return "accelerated HyperPod instance groups -> 0 (UpdateCluster)"
+        return "accelerated HyperPod instance groups -> 0 (UpdateCluster)" + (
+            "; NodePool limits -> 0, NodeClaims deleted" if pools else ""
+        )
+    if pools:
+        return "NodePool limits -> 0, their NodeClaims deleted (Kubernetes API, in the VPC)"
     return f"{groups} -> 0" if engine == "eks" else "the queue's jobs terminated, its compute environment disabled"
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from mlstack.catalog.prices import price as dated_price
 from mlstack.config import BlueprintConfig
-from mlstack.design.cost import budget_design
+from mlstack.design.cost import budget_design, scale_to_zero_pools
 from mlstack.design.observability import observability_design
 from mlstack.design.operations import operations_resources
 from mlstack.plan.model import Plan, Resource
@@ -22,6 +22,7 @@ def plan_operations(config: BlueprintConfig, plan: Plan) -> None:
     rows = [f"alarm {a.construct_id}: {a.description}" for a in design.alarms]
     rows += [f"not watched: {line}" for line in design.omitted]
     rows += restart_notes(config)
+    rows += pool_notes(config)
     plan.details.setdefault("sections", []).append(("Operations", rows))
     plan.warnings.extend(budget_warnings(config, plan))
 
@@ -70,6 +71,19 @@ def budget_warnings(config: BlueprintConfig, plan: Plan) -> list[str]:
             "endpoints keep billing until `aws sagemaker delete-endpoint --endpoint-name <name>` (redeploy to restore)"
         )
     return out
+
+
+def pool_notes(config: BlueprintConfig) -> list[str]:
+    """What the budget's action does to each Karpenter NodePool, and the command that resumes it: a re-deploy
+    re-applies a pool's manifest only when the manifest changed (CloudFormation updates changed properties only)."""
+    budget = budget_design(config)
+    if budget is None or budget.scale_to_zero_at_percent is None:
+        return []
+    return [
+        f"budget action at {budget.scale_to_zero_at_percent}%: NodePool {pool.name} limits -> 0 (no new node), its "
+        f"NodeClaims deleted (drained within terminationGracePeriod); resume: {pool.resume_command}"
+        for pool in scale_to_zero_pools(config)
+    ]
 
 
 def restart_notes(config: BlueprintConfig) -> list[str]:

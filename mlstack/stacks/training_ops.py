@@ -21,7 +21,7 @@ from mlstack.constructs.training.cluster import TrainingCluster
 from mlstack.constructs.training.hyperpod import HyperPodCluster
 from mlstack.constructs.training.observability import TrainingObservability
 from mlstack.constructs.training.scale_to_zero import ScaleToZero
-from mlstack.design.cost import budget_design, capacity_block_reservations
+from mlstack.design.cost import budget_design, capacity_block_reservations, scale_to_zero_pools
 from mlstack.design.observability import cluster_name_of, observability_design
 from mlstack.stacks.base import MlStack
 from mlstack.stacks.network import NetworkStack
@@ -91,6 +91,8 @@ def add_operations(
         # A notification takes one SNS subscriber: the scale-down has a topic of its own, and the function tells
         # the alarm topic what it did.
         action_topic = sns.Topic(stack, "BudgetActionTopic", master_key=network.key, enforce_ssl=True)
+        # Karpenter's pools are Kubernetes objects: the function then runs in the cluster's VPC to reach the API.
+        pools = [p.name for p in scale_to_zero_pools(blueprint)] if cluster is not None else []
         budget_scale = ScaleToZero(
             stack,
             "BudgetScaleToZero",
@@ -110,6 +112,10 @@ def add_operations(
             ],
             hyperpod_execution_roles=[hyperpod.role.role_arn] if hyperpod is not None else [],
             failure_topic=topic,
+            pools=pools,
+            pools_cluster=cluster.cluster if cluster is not None and pools else None,
+            pools_subnets=network.network.private_subnets if pools else [],
+            kubernetes_group="mlstack:budget-scale-to-zero",
             description=f"scale the training capacity to zero at {spec.scale_to_zero_at_percent}% of the budget",
             removal_policy=stack.removal_policy,
         )
@@ -152,6 +158,11 @@ def add_operations(
             hyperpod_groups=[],
             hyperpod_execution_roles=[],
             failure_topic=topic,
+            # Karpenter handles a reservation's interruption in its pools itself (its interruption queue).
+            pools=[],
+            pools_cluster=None,
+            pools_subnets=[],
+            kubernetes_group="mlstack:scale-to-zero",
             description="scale the training capacity on an expiring Capacity Block to zero",
             removal_policy=stack.removal_policy,
         )

@@ -23,21 +23,44 @@ passes its scale-to-zero threshold (AWS Budgets notification through SNS).
   ClusterInstanceGroupSpecification); the controller, login and other groups keep theirs. HyperPod then removes
   the groups' nodes; a Slurm job on them is requeued (`--requeue` / auto-resume) and resumes from its newest
   checkpoint once the group is scaled back up.
+- Karpenter NodePools (`NODEPOOLS`, JSON list of the accelerated pools of cluster `CLUSTER_NAME`, engine eks or
+  HyperPod's managed Karpenter on hyperpod-eks), through the Kubernetes API at `KUBE_ENDPOINT` (the private
+  endpoint, reached from the function's VPC subnets; `KUBE_CA`, the cluster's base64 CA data): each pool's
+  `spec.limits` are set to "0" with a JSON merge patch, every key the pool has (its accelerator resource), so
+  Karpenter launches no node for it ("If a limit has been exceeded, nodes provisioning is prevented until some
+  nodes have been terminated", Karpenter docs v1.14, NodePools, spec.limits); a pool without limits gets cpu "0".
+  Only keys the manifest has: `kubectl apply` of a changed manifest restores them, but keeps a key it never set.
+  Then the pool's NodeClaims (label karpenter.sh/nodepool) are deleted, which "will cause cascade deletion" of the
+  node, drained by Karpenter's termination controller (Karpenter docs v1.14, Disruption, "Manual Methods"). Job
+  pods (karpenter.sh/do-not-disrupt, the job's PodDisruptionBudget) keep their node until the pool's
+  terminationGracePeriod; Karpenter deletes them early enough to give their own 300 s grace period (NodePools,
+  spec.template.spec.terminationGracePeriod), so train.py saves its step. A claim already being deleted is left
+  to finish. The function authenticates with an EKS bearer token presigned locally from its own credentials
+  (STS GetCallerIdentity with the signed `x-k8s-aws-id` header, what `aws eks get-token` makes; no network call)
+  and may only get/patch these pools and list/delete NodeClaims (its access entry's Kubernetes group, bound to a
+  ClusterRole).
 
 With `NOTIFY_TOPIC_ARN`, what it did and what failed is published to that topic. Scaling back up is the
 user's step: CloudFormation applies only properties that change, so `cdk deploy` with an unchanged template
-leaves the node groups at 0 and the compute environment DISABLED.
+leaves the node groups at 0, the compute environment DISABLED and the NodePools' limits at 0 (CDK's kubectl
+handler runs `kubectl apply` only on an update of the manifest's resource).
 Run `aws eks update-nodegroup-config --cluster-name <cluster> --nodegroup-name <group> --scaling-config
 minSize=<min>,desiredSize=<desired>,maxSize=<max>` for each node group, or `aws batch
 update-compute-environment --compute-environment <arn> --state ENABLED`, or `aws sagemaker update-cluster` with the
-groups' counts (the HyperPod console's "Edit" does the same), or change the blueprint (sizes, a new block) and
-deploy. Runs with the function's role only; every call is idempotent.
+groups' counts (the HyperPod console's "Edit" does the same), or, for a NodePool, the `kubectl patch nodepool`
+command the message names (its limits before), or change the blueprint (sizes, a new block) and deploy. Runs
+with the function's role only; every call is idempotent.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import os
+import ssl
+import urllib.error
+import urllib.parse
+import urllib.request
 from typing import Any
 
 import boto3
@@ -156,7 +179,112 @@ def _hyperpod(done: list[str], trigger: str) -> None:
         done += [f"HyperPod {hyperpod} group {g}: 0 instances" for g in sorted(groups & present)]
 
 
-STEPS = {"EKS node groups": _nodegroups, "AWS Batch": _batch, "SageMaker HyperPod": _hyperpod}
+TOKEN_PREFIX = "k8s-aws-v1."
+KARPENTER = "/apis/karpenter.sh/v1"
+POOL_LABEL = "karpenter.sh/nodepool"
+
+
+def eks_token(cluster: str, region: str) -> str:
+    """An EKS bearer token for the function's credentials: a GET of STS GetCallerIdentity presigned with the
+    cluster name in the signed `x-k8s-aws-id` header, base64url without padding (what `aws eks get-token` makes).
+    Signing is local: no network call."""
+    from botocore.signers import RequestSigner
+
+    session = boto3.session.Session(region_name=region)
+    sts = session.client("sts", region_name=region, endpoint_url=f"https://sts.{region}.amazonaws.com")
+    signer = RequestSigner(
+        sts.meta.service_model.service_id, region, "sts", "v4", session.get_credentials(), session.events
+    )
+    url = signer.generate_presigned_url(
+        {
+            "method": "GET",
+            "url": f"https://sts.{region}.amazonaws.com/?Action=GetCallerIdentity&Version=2011-06-15",
+            "body": {},
+            "headers": {"x-k8s-aws-id": cluster},
+            "context": {},
+        },
+        region_name=region,
+        expires_in=60,
+        operation_name="",
+    )
+    return TOKEN_PREFIX + base64.urlsafe_b64encode(url.encode()).decode().rstrip("=")
+
+
+class Kube:
+    """The few Kubernetes API requests the pool step makes, over HTTPS verified against the cluster's CA."""
+
+    def __init__(self, endpoint: str, ca_data: str, token: str) -> None:
+        self.endpoint = endpoint.rstrip("/")
+        self.token = token
+        self.context = ssl.create_default_context(cadata=base64.b64decode(ca_data).decode())
+
+    def request(self, method: str, path: str, body: Any = None, content_type: str = "application/json") -> Any:
+        headers = {"Authorization": f"Bearer {self.token}", "Accept": "application/json"}
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode()
+            headers["Content-Type"] = content_type
+        request = urllib.request.Request(self.endpoint + path, data=data, method=method, headers=headers)
+        try:
+            with urllib.request.urlopen(request, context=self.context, timeout=20) as response:
+                return json.loads(response.read() or b"{}")
+        except urllib.error.HTTPError as error:
+            detail = error.read()[:300].decode(errors="replace")
+            raise RuntimeError(f"{method} {path}: HTTP {error.code} {detail}") from error
+
+    def nodeclaims(self, pool: str) -> list[dict[str, Any]]:
+        selector = urllib.parse.quote(f"{POOL_LABEL}={pool}")
+        found: list[dict[str, Any]] = []
+        after = ""
+        while True:
+            page = self.request("GET", f"{KARPENTER}/nodeclaims?labelSelector={selector}&limit=100{after}")
+            found += page.get("items") or []
+            more = (page.get("metadata") or {}).get("continue")
+            if not more:
+                return found
+            after = "&continue=" + urllib.parse.quote(more)
+
+
+def _pools(done: list[str], trigger: str) -> None:
+    pools = _names("NODEPOOLS")
+    if not pools:
+        return
+    cluster = os.environ["CLUSTER_NAME"]
+    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+    kube = Kube(os.environ["KUBE_ENDPOINT"], os.environ["KUBE_CA"], eks_token(cluster, region))
+    for name in pools:
+        path = f"{KARPENTER}/nodepools/{urllib.parse.quote(name)}"
+        limits: dict[str, str] = (kube.request("GET", path).get("spec") or {}).get("limits") or {}
+        zero = dict.fromkeys(limits, "0") or {"cpu": "0"}
+        if {key: str(limits.get(key)) for key in zero} != zero:
+            kube.request("PATCH", path, {"spec": {"limits": zero}}, "application/merge-patch+json")
+            before = {key: value for key, value in limits.items() if str(value) != "0"}
+            resume = json.dumps({"spec": {"limits": before or {"cpu": None}}}, separators=(",", ":"))
+            done.append(
+                f"NodePool {name}: limits {json.dumps(limits)} -> 0, no new node (resume: kubectl patch nodepool "
+                f"{name} --type merge -p '{resume}')"
+            )
+        else:
+            done.append(f"NodePool {name}: limits already 0")
+        for claim in kube.nodeclaims(name):
+            claim_name = claim["metadata"]["name"]
+            if claim["metadata"].get("deletionTimestamp"):
+                done.append(f"NodeClaim {claim_name}: already draining")
+                continue
+            try:
+                kube.request("DELETE", f"{KARPENTER}/nodeclaims/{urllib.parse.quote(claim_name)}")
+            except RuntimeError as error:
+                if "HTTP 404" not in str(error):  # gone meanwhile: what the step wants
+                    raise
+            done.append(f"NodeClaim {claim_name}: deleted (Karpenter drains and terminates its node)")
+
+
+STEPS = {
+    "EKS node groups": _nodegroups,
+    "AWS Batch": _batch,
+    "SageMaker HyperPod": _hyperpod,
+    "Karpenter NodePools": _pools,
+}
 
 
 def handler(event: dict[str, Any], context: object = None) -> dict[str, list[str]]:

@@ -422,10 +422,12 @@ def test_mlstack_access_follows_every_scale_down_call_and_denies_none(on_blocks:
     assert all(c.context == {"iam:PassedToService": "sagemaker.amazonaws.com"} for c in passes)
 
 
-def test_budget_scale_to_zero_with_karpenter_pools_is_one_clear_error() -> None:
+def test_budget_scale_to_zero_with_karpenter_pools_is_offered() -> None:
+    # Was refused with one line; the pools' step (tests/training/test_cost_guardrails_karpenter.py) now stops them.
     budget = {"monthly_usd": 100, "thresholds_percent": [80], "scale_to_zero_at_percent": 100}
-    with pytest.raises(ValidationError, match=r"not offered with training\.capacity_manager 'karpenter'"):
-        _with("eks-karpenter-training", budget=budget)
+    for name in ("eks-karpenter-training", "hyperpod-eks-teams"):
+        config = _with(name, budget=budget)
+        assert config.budget is not None and config.budget.scale_to_zero_at_percent == 100
 
 
 def test_plan_says_the_budget_action_leaves_endpoints_billing() -> None:

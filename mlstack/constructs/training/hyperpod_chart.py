@@ -28,9 +28,9 @@ from mlstack import resources
 from mlstack.constructs.removal import RETAINED
 from mlstack.constructs.scanners import skip_checkov, skip_guard
 from mlstack.constructs.security.function_role import python_function
-from mlstack.constructs.security.groups import closed_security_group
 from mlstack.constructs.training import versions
 from mlstack.constructs.training.admin_host import ADMIN_POLICY
+from mlstack.constructs.training.kube_api_client import api_client_group
 
 HANDLER_DIR = resources.runtime_path("hyperpod_chart")
 RESOURCE_TYPE = "Custom::HyperPodDependencies"
@@ -68,29 +68,13 @@ class HyperPodDependencies(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
-        self.security_group = closed_security_group(
+        self.security_group, self.api_ingress = api_client_group(
             self,
-            "SecurityGroup",
-            vpc=cluster.vpc,
+            cluster=cluster,
             description="HyperPod chart installer: no inbound; HTTPS out to the EKS API, GitHub and Helm repositories",
+            egress_description="HTTPS: EKS API, GitHub, charts",
+            ingress_description="helm from the HyperPod chart installer",
         )
-        self.security_group.add_egress_rule(ec2.Peer.any_ipv4(), ec2.Port.tcp(443), "HTTPS: EKS API, GitHub, charts")
-        # The API endpoint's ENIs carry CDK's control-plane group and the EKS cluster group: both admit the function.
-        # Own resources (not `connections.allow_from`) so the install can wait for them: a rule created after the
-        # function runs would leave it timing out against the endpoint.
-        self.api_ingress = [
-            ec2.CfnSecurityGroupIngress(
-                self,
-                f"ApiIngress{i}",
-                group_id=group_id,
-                source_security_group_id=self.security_group.security_group_id,
-                ip_protocol="tcp",
-                from_port=443,
-                to_port=443,
-                description="helm from the HyperPod chart installer",
-            )
-            for i, group_id in enumerate(g.security_group_id for g in cluster.connections.security_groups)
-        ]
         self.role = iam.Role(
             self,
             "Role",

@@ -1,0 +1,356 @@
+"""The budget's scale-to-zero action on Karpenter NodePools (engine eks, and HyperPod's managed Karpenter on
+hyperpod-eks): the real handler against a Kubernetes API stub over HTTPS (tests/training/kube_stub.py) with moto's
+SNS, the RBAC it is granted against what it sends, and the synthesized function in the cluster's VPC with its
+access entry, through every gate."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from mlstack.config import BlueprintConfig, load
+from mlstack.design.cost import scale_to_zero_pools
+from mlstack.plan.build import build_plan
+from runtime.scale_to_zero import handler
+from tests.training.kube_stub import KubeStub, serve
+
+REGION = "us-east-1"
+CLUSTER = "eks-karpenter-training-cluster"
+SECRET = "FOOBARSECRET"
+"""The secret key moto's mock_aws puts in the environment: the credentials the handler signs its token with."""
+BUDGET = {"monthly_usd": 50000, "thresholds_percent": [50, 80], "scale_to_zero_at_percent": 100}
+EVENT = {"Records": [{"Sns": {"Subject": "AWS Budgets: eks-karpenter-training has exceeded your alert threshold"}}]}
+
+
+@pytest.fixture
+def kube(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[KubeStub, Any]]:
+    """The stub serving pools p5 (32 GPUs) and trn (limits already 0 from an earlier run), moto's SNS with a queue
+    subscribed to the alarm topic, and the handler's environment."""
+    for name, value in {
+        "AWS_DEFAULT_REGION": REGION,
+        "AWS_REGION": REGION,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+    }.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
+    stub = KubeStub(cluster=CLUSTER, secret=SECRET)
+    stub.add_pool("p5", {"nvidia.com/gpu": "32"})
+    stub.add_pool("trn", {"aws.amazon.com/neuron": "0"})
+    stub.add_claim("p5-abcde", "p5")
+    stub.add_claim("p5-fghij", "p5")
+    stub.add_claim("p5-old", "p5", deleting=True)
+    stub.add_claim("other-x", "other")
+    with serve(stub, tmp_path), mock_aws():
+        sns, sqs = boto3.client("sns"), boto3.client("sqs")
+        topic = sns.create_topic(Name="alarms")["TopicArn"]
+        queue = sqs.create_queue(QueueName="inbox")["QueueUrl"]
+        arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=arn, Attributes={"RawMessageDelivery": "false"})
+        for name, value in {
+            "CLUSTER_NAME": CLUSTER,
+            "NODEGROUPS": "[]",
+            "JOB_QUEUES": "[]",
+            "COMPUTE_ENVIRONMENTS": "[]",
+            "NODEPOOLS": json.dumps(["p5", "trn"]),
+            "KUBE_ENDPOINT": stub.endpoint,
+            "KUBE_CA": stub.ca_data,
+            "NOTIFY_TOPIC_ARN": topic,
+        }.items():
+            monkeypatch.setenv(name, value)
+
+        def messages() -> list[dict[str, Any]]:
+            found = sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10).get("Messages", [])
+            return [json.loads(m["Body"]) for m in found]
+
+        yield stub, messages
+
+
+def test_the_pools_stop_and_their_nodeclaims_are_deleted_then_the_topic_is_told(kube: Any) -> None:
+    stub, messages = kube
+    result = handler.handler(EVENT)
+    assert stub.pools["p5"]["spec"]["limits"] == {"nvidia.com/gpu": "0"}
+    assert stub.patches == [("p5", "application/merge-patch+json", {"spec": {"limits": {"nvidia.com/gpu": "0"}}})]
+    # Limits first (no replacement node), then every claim of the pool; the draining one and the other pool's stay.
+    assert [r for r in stub.requests if r[1] == "nodeclaims" and r[0] == "delete"] == [
+        ("delete", "nodeclaims", "p5-abcde"),
+        ("delete", "nodeclaims", "p5-fghij"),
+    ]
+    assert stub.requests.index(("patch", "nodepools", "p5")) < stub.requests.index(("delete", "nodeclaims", "p5-abcde"))
+    assert "deletionTimestamp" not in stub.claims["other-x"]["metadata"]
+    (message,) = messages()
+    assert message["Subject"] == "mlstack: training capacity scaled to zero"
+    text = message["Message"]
+    assert "NodePool p5: limits" in text and "NodeClaim p5-abcde: deleted" in text
+    assert "NodePool trn: limits already 0" in text and "NodeClaim p5-old: already draining" in text
+    assert """kubectl patch nodepool p5 --type merge -p '{"spec":{"limits":{"nvidia.com/gpu":"32"}}}'""" in text
+    assert len(result["done"]) == 5
+
+
+def test_a_second_budget_notification_changes_nothing(kube: Any) -> None:
+    stub, messages = kube
+    handler.handler(EVENT)
+    sent = len(stub.requests)
+    handler.handler(EVENT)
+    again = stub.requests[sent:]
+    assert {verb for verb, _, _ in again} == {"get", "list"}  # nothing patched or deleted twice
+    assert stub.pools["p5"]["spec"]["limits"] == {"nvidia.com/gpu": "0"}
+    assert "NodePool p5: limits already 0" in messages()[-1]["Message"]
+
+
+def test_a_refused_request_fails_visibly_and_the_other_pools_still_run(kube: Any) -> None:
+    stub, messages = kube
+    stub.fail[("delete", "nodeclaims")] = 403
+    with pytest.raises(RuntimeError, match=r"Karpenter NodePools FAILED: RuntimeError: DELETE .*HTTP 403"):
+        handler.handler(EVENT)
+    (message,) = messages()
+    assert message["Subject"] == "mlstack: scale to zero FAILED"
+    assert "HTTP 403" in message["Message"]
+    assert stub.pools["p5"]["spec"]["limits"] == {"nvidia.com/gpu": "0"}  # the limits went to 0 before
+
+
+def test_the_api_refuses_a_token_not_signed_for_this_cluster(kube: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    stub, _ = kube
+    token = handler.eks_token("another-cluster", REGION)
+    monkeypatch.setattr(handler, "eks_token", lambda cluster, region: token)
+    with pytest.raises(RuntimeError, match=r"HTTP 401.*x-k8s-aws-id"):
+        handler.handler(EVENT)
+    assert stub.pools["p5"]["spec"]["limits"] == {"nvidia.com/gpu": "32"}
+
+
+def test_the_api_server_certificate_must_be_the_cluster_ca(
+    kube: Any, monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    stub, _ = kube
+    from tests.training.kube_stub import self_signed
+
+    monkeypatch.setenv("KUBE_CA", self_signed(tmp_path_factory.mktemp("other-ca"))[2])
+    with pytest.raises(RuntimeError, match="CERTIFICATE_VERIFY_FAILED"):
+        handler.handler(EVENT)
+    assert stub.requests == []
+
+
+# --------------------------------------------------------------------------------------------- synthesized
+
+
+def _karpenter_budget() -> BlueprintConfig:
+    data = load("eks-karpenter-training").model_dump(exclude_unset=True)
+    return BlueprintConfig.model_validate({**data, "name": "karpenter-budget", "budget": BUDGET})
+
+
+def _hyperpod_karpenter_budget() -> BlueprintConfig:
+    data = load("hyperpod-eks-teams").model_dump(exclude_unset=True)
+    return BlueprintConfig.model_validate({**data, "name": "hyperpod-karpenter-budget", "budget": BUDGET})
+
+
+VARIANTS = ("karpenter-budget", "hyperpod-karpenter-budget")
+
+
+@pytest.fixture(scope="module")
+def pooled(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """Both variants synthesized with cdk-nag and CDK's validation, like the shipped blueprints."""
+    import yaml
+
+    from tests.synth import synthesize
+
+    folder = tmp_path_factory.mktemp("pools")
+    files = []
+    for config in (_karpenter_budget(), _hyperpod_karpenter_budget()):
+        path = folder / f"{config.name}.yaml"
+        path.write_text(yaml.safe_dump(config.model_dump(mode="json", exclude_unset=True)))
+        files.append(path)
+    return synthesize(tmp_path_factory.mktemp("cdk.out"), files)
+
+
+def _resources(pooled: Any, name: str) -> dict[str, Any]:
+    return dict(pooled.blueprints[name].templates["TrainingClusterStack"]["Resources"])
+
+
+def _one(resources: dict[str, Any], kind: str, prefix: str = "BudgetScaleToZero") -> tuple[str, dict[str, Any]]:
+    (found,) = [(k, r) for k, r in resources.items() if r["Type"] == kind and k.startswith(prefix)]
+    return found
+
+
+def test_budget_scale_to_zero_with_karpenter_is_offered() -> None:
+    assert _karpenter_budget().budget is not None
+    assert [p.name for p in scale_to_zero_pools(_karpenter_budget())] == ["p5"]
+    assert [p.name for p in scale_to_zero_pools(_hyperpod_karpenter_budget())] == ["mlstack-hyperpod-p5"]
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_the_function_runs_in_the_vpc_and_reaches_the_api_endpoint_on_443(pooled: Any, name: str) -> None:
+    resources = _resources(pooled, name)
+    function_id, function = _one(resources, "AWS::Lambda::Function")
+    group_id, _ = _one(resources, "AWS::EC2::SecurityGroup")
+    vpc = function["Properties"]["VpcConfig"]
+    assert vpc["SecurityGroupIds"] == [{"Fn::GetAtt": [group_id, "GroupId"]}]
+    network = pooled.blueprints[name].templates["NetworkStack"]["Resources"]
+    private = {k for k, r in network.items() if r["Type"] == "AWS::EC2::Subnet" and "Private" in k}
+    assert len(vpc["SubnetIds"]) == len(private)
+    assert all("PrivateSubnet" in json.dumps(s) for s in vpc["SubnetIds"])
+    cluster = next(k for k, r in resources.items() if r["Type"] == "AWS::EKS::Cluster")
+    ingress = [
+        r["Properties"]
+        for k, r in resources.items()
+        if r["Type"] == "AWS::EC2::SecurityGroupIngress" and k.startswith("BudgetScaleToZero")
+    ]
+    assert {"Fn::GetAtt": [cluster, "ClusterSecurityGroupId"]} in [i["GroupId"] for i in ingress]
+    assert all(
+        (i["IpProtocol"], i["FromPort"], i["ToPort"], i["SourceSecurityGroupId"])
+        == ("tcp", 443, 443, {"Fn::GetAtt": [group_id, "GroupId"]})
+        for i in ingress
+    )
+    env = function["Properties"]["Environment"]["Variables"]
+    assert env["KUBE_ENDPOINT"] == {"Fn::GetAtt": [cluster, "Endpoint"]}
+    assert env["KUBE_CA"] == {"Fn::GetAtt": [cluster, "CertificateAuthorityData"]}
+    assert env["CLUSTER_NAME"] == resources[cluster]["Properties"]["Name"]
+    assert json.loads(env["NODEPOOLS"]) == [p.name for p in scale_to_zero_pools(_by_name(name))]
+    role = function["Properties"]["Role"]["Fn::GetAtt"][0]
+    assert any(
+        "AWSLambdaVPCAccessExecutionRole" in json.dumps(p) for p in resources[role]["Properties"]["ManagedPolicyArns"]
+    )
+    assert function_id.startswith("BudgetScaleToZeroFunction")
+    # What it calls from the private subnets: SNS (and on hyperpod-eks SageMaker) through the NAT gateway, or the
+    # sagemaker.api interface endpoint (private DNS; its group admits the VPC's CIDR on 443); the token needs no call.
+    assert [r for r in network.values() if r["Type"] == "AWS::EC2::NatGateway"]
+    if name == "hyperpod-karpenter-budget":
+        (endpoint,) = [
+            r["Properties"]
+            for r in network.values()
+            if r["Type"] == "AWS::EC2::VPCEndpoint" and "sagemaker.api" in json.dumps(r["Properties"]["ServiceName"])
+        ]
+        assert endpoint["PrivateDnsEnabled"] is True
+
+
+def _by_name(name: str) -> BlueprintConfig:
+    return _karpenter_budget() if name == "karpenter-budget" else _hyperpod_karpenter_budget()
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_the_access_entry_maps_the_role_to_a_group_without_an_access_policy(pooled: Any, name: str) -> None:
+    resources = _resources(pooled, name)
+    _, entry = _one(resources, "AWS::EKS::AccessEntry")
+    _, function = _one(resources, "AWS::Lambda::Function")
+    props = entry["Properties"]
+    assert props["KubernetesGroups"] == ["mlstack:budget-scale-to-zero"]
+    assert props["Type"] == "STANDARD"
+    assert "AccessPolicies" not in props
+    assert props["PrincipalArn"] == function["Properties"]["Role"]
+
+
+def _rbac(resources: dict[str, Any]) -> list[dict[str, Any]]:
+    _, manifest = _one(resources, "Custom::AWSCDK-EKS-KubernetesResource")
+    return list(json.loads(manifest["Properties"]["Manifest"]))
+
+
+def test_rbac_grants_exactly_what_the_handler_sends(pooled: Any, kube: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    stub, _ = kube
+    resources = _resources(pooled, "karpenter-budget")
+    # The synthesized function's own pool list (the stub serves one pool more: it must not be touched).
+    monkeypatch.setenv(
+        "NODEPOOLS", _one(resources, "AWS::Lambda::Function")[1]["Properties"]["Environment"]["Variables"]["NODEPOOLS"]
+    )
+    handler.handler(EVENT)
+    sent = set(stub.requests)
+    assert not [r for r in sent if r[2] == "trn"]
+    cluster_role, binding = _rbac(resources)
+    granted: set[tuple[str, str, str | None]] = set()
+    for rule in cluster_role["rules"]:
+        assert rule["apiGroups"] == ["karpenter.sh"]
+        for resource in rule["resources"]:
+            for verb in rule["verbs"]:
+                granted |= {(verb, resource, n) for n in rule.get("resourceNames", [None])}
+
+    def allowed(verb: str, resource: str, name: str | None) -> bool:
+        return (verb, resource, None) in granted or (verb, resource, name) in granted
+
+    assert all(allowed(*request) for request in sent), sent
+    # Nothing more: every (verb, resource) granted is sent, the named pools are the blueprint's only.
+    assert {(v, r) for v, r, _ in granted} == {(v, r) for v, r, _ in sent}
+    assert {n for v, r, n in granted if r == "nodepools"} == {"p5"}
+    assert binding["subjects"] == [
+        {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "mlstack:budget-scale-to-zero"}
+    ]
+    assert binding["roleRef"]["name"] == cluster_role["metadata"]["name"]
+
+
+def test_the_variants_pass_cdk_nag_cdk_validation_cfn_lint_and_checkov(pooled: Any) -> None:
+    import subprocess
+
+    from cfnlint.api import ManualArgs, lint
+
+    from tests.blueprints.gate_runs import CHECKOV
+
+    assert pooled.nag_failure is None
+    args = [str(CHECKOV), "--framework", "cloudformation", "--skip-download", "--quiet", "--compact", "-o", "json"]
+    for name in VARIANTS:
+        for stack_id, t in pooled.blueprints[name].templates.items():
+            assert lint(json.dumps(t), config=ManualArgs(regions=["us-east-1"])) == [], f"{name}/{stack_id}"
+        stack = pooled.blueprints[name].built.training
+        args += ["-f", str(pooled.outdir / f"assembly-{name}" / f"{stack.artifact_id}.template.json")]
+    run = subprocess.run(args, capture_output=True, text=True, timeout=600, check=False)
+    report = json.loads(run.stdout)
+    failed = [
+        f"{c['check_id']} {c['resource']}"
+        for r in (report if isinstance(report, list) else [report])
+        for c in r.get("results", {}).get("failed_checks", [])
+    ]
+    assert failed == []
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_the_plan_counts_every_resource_and_names_the_resume_command(pooled: Any, name: str) -> None:
+    from tests.plan.test_footprint import differences, plan_counts, template_counts
+
+    plan = build_plan(_by_name(name))
+    found = differences(plan_counts(plan), template_counts(pooled.blueprints[name].templates))
+    assert not found, "\n".join(found)
+    (section,) = [rows for title, rows in plan.details["sections"] if title == "Operations"]
+    (pool,) = scale_to_zero_pools(_by_name(name))
+    assert any(pool.resume_command in row for row in section)
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_mlstack_access_follows_the_pool_function_and_denies_none(pooled: Any, name: str) -> None:
+    from mlstack.access import cli as access_cli
+    from mlstack.access import evaluate
+
+    report = evaluate(name, access_cli.stacks_of(pooled.blueprints[name]))
+    function = [c for c in report.calls if "scale-to-zero" in c.what]
+    assert function, sorted({c.what for c in report.calls})
+    assert [(c.action, c.resource) for c in function if c.decision != "Allowed"] == []
+    actions = {c.action for c in function}
+    assert {"sns:Publish", "ec2:CreateNetworkInterface"} <= actions
+    if name == "hyperpod-karpenter-budget":
+        assert {"sagemaker:DescribeCluster", "sagemaker:UpdateCluster"} <= actions
+
+
+def test_the_variants_pass_aws_guard_rules_and_the_iam_lint(pooled: Any, tmp_path: Path) -> None:
+    from tests.template_checks import iam_lint, node_tools
+    from tests.template_checks.resolve import session_stacks
+
+    stacks = [(label, stack) for label, stack in session_stacks(pooled.blueprints) if "TrainingClusterStack" in label]
+    assert len(stacks) == len(VARIANTS)
+    code, output = node_tools.start_guard(tmp_path / "guard", stacks).wait()
+    assert code in (0, 19), output[-2000:]
+    skips = {
+        f"{name}/{stack_id}/{logical_id}": {
+            str(e.get("id")) for e in r.get("Metadata", {}).get("guard", {}).get("skip", [])
+        }
+        for name, bp in pooled.blueprints.items()
+        for stack_id, template in bp.templates.items()
+        for logical_id, r in template["Resources"].items()
+    }
+    found = [
+        str(f) for f in node_tools.guard_findings(json.loads(output)) if f.control not in skips.get(f.where, set())
+    ]
+    assert found == []
+    findings, documents = iam_lint.lint_stacks(stacks)
+    ours = [f for f in findings if "BudgetScaleToZero" in f.where]
+    assert ours == [] and documents > 0
