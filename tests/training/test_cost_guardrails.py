@@ -277,8 +277,7 @@ def test_blocks_pass_checkov(on_blocks: Any) -> None:
 
     args = [str(CHECKOV), "--framework", "cloudformation", "--skip-download", "--quiet", "--compact", "-o", "json"]
     for name in ("batch-training", "eks-block", "g6e-budget", "hyperpod-budget", "hyperpod-eks-budget"):
-        stack = on_blocks.blueprints[name].built.training
-        args += ["-f", str(on_blocks.outdir / f"assembly-{name}" / f"{stack.artifact_id}.template.json")]
+        args += ["-f", str(on_blocks.blueprints[name].stacks["TrainingClusterStack"].template_file)]
     run = subprocess.run(args, capture_output=True, text=True, timeout=600, check=False)
     report = json.loads(run.stdout)
     failed = [

@@ -292,8 +292,7 @@ def test_the_variants_pass_cdk_nag_cdk_validation_cfn_lint_and_checkov(pooled: A
     for name in VARIANTS:
         for stack_id, t in pooled.blueprints[name].templates.items():
             assert lint(json.dumps(t), config=ManualArgs(regions=["us-east-1"])) == [], f"{name}/{stack_id}"
-        stack = pooled.blueprints[name].built.training
-        args += ["-f", str(pooled.outdir / f"assembly-{name}" / f"{stack.artifact_id}.template.json")]
+        args += ["-f", str(pooled.blueprints[name].stacks["TrainingClusterStack"].template_file)]
     run = subprocess.run(args, capture_output=True, text=True, timeout=600, check=False)
     report = json.loads(run.stdout)
     failed = [
