@@ -13,11 +13,6 @@ NODE_OPTIONS accepts the flag): a synth allocates hundreds of MB of short-lived 
 size V8 scavenges so often that it spent about 5% more of the kernel's CPU time (measured over the all-blueprint
 synth). A caller's own `--max-semi-space-size` wins.
 
-The kernel also keeps V8's compiled code of every JavaScript module it loads in Node's compile cache (Node
-22.1 and later, `module.enableCompileCache()`: the folder NODE_COMPILE_CACHE names, else `node-compile-cache` in
-the OS temp folder; Node checks each entry against the module's source and version). aws-cdk-lib's modules
-(about 1 s of compiling per synth) are then compiled once per machine, not once per `cdk synth`.
-
 `prepare()` runs when `mlstack` is imported (`mlstack/__init__.py`). A kernel that is already running (aws_cdk
 imported before mlstack) keeps its flags: nothing breaks, it is only slower. NODE_OPTIONS set by the caller is
 kept, with the preload added once.
