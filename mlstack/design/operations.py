@@ -162,8 +162,8 @@ def _pool_rows(config: BlueprintConfig) -> list[OperationsResource]:
             STACK,
             "AWS::EC2::SecurityGroupIngress",
             "Security group rule",
-            "BudgetScaleToZero -> EKS API endpoint on 443 (cluster and control-plane groups)",
-            2,
+            "BudgetScaleToZero -> EKS API endpoint on 443 (the control-plane group)",
+            1,
         ),
         OperationsResource(
             STACK,

@@ -22,6 +22,7 @@ from mlstack.constructs.training.hyperpod import HyperPodCluster
 from mlstack.constructs.training.observability import TrainingObservability
 from mlstack.constructs.training.scale_to_zero import ScaleToZero
 from mlstack.design.cost import budget_design, capacity_block_reservations, scale_to_zero_pools
+from mlstack.design.hyperpod_governance import autoscaling
 from mlstack.design.observability import cluster_name_of, observability_design
 from mlstack.stacks.base import MlStack
 from mlstack.stacks.network import NetworkStack
@@ -93,6 +94,10 @@ def add_operations(
         action_topic = sns.Topic(stack, "BudgetActionTopic", master_key=network.key, enforce_ssl=True)
         # Karpenter's pools are Kubernetes objects: the function then runs in the cluster's VPC to reach the API.
         pools = [p.name for p in scale_to_zero_pools(blueprint)] if cluster is not None else []
+        # With HyperPod's managed Karpenter the pools own the groups' instances: stopping the pools (and deleting
+        # their NodeClaims) removes them with a Kubernetes drain, where UpdateCluster would take them away undrained
+        # and may not accept a count on a Karpenter-managed group at all.
+        managed = blueprint.training is not None and autoscaling(blueprint.training) is not None
         budget_scale = ScaleToZero(
             stack,
             "BudgetScaleToZero",
@@ -107,10 +112,10 @@ def add_operations(
             hyperpod_cluster_arn=hyperpod.cluster_arn if hyperpod is not None else None,
             hyperpod_groups=[
                 g.name
-                for g in (hyperpod.instance_groups if hyperpod is not None else ())
+                for g in (hyperpod.instance_groups if hyperpod is not None and not managed else ())
                 if get_instance(g.instance_type).accelerator is not None
             ],
-            hyperpod_execution_roles=[hyperpod.role.role_arn] if hyperpod is not None else [],
+            hyperpod_execution_roles=[hyperpod.role.role_arn] if hyperpod is not None and not managed else [],
             failure_topic=topic,
             pools=pools,
             pools_cluster=cluster.cluster if cluster is not None and pools else None,

@@ -182,6 +182,8 @@ def _hyperpod(done: list[str], trigger: str) -> None:
 TOKEN_PREFIX = "k8s-aws-v1."
 KARPENTER = "/apis/karpenter.sh/v1"
 POOL_LABEL = "karpenter.sh/nodepool"
+LIMITS_BEFORE = "mlstack.io/limits-before-scale-to-zero"
+"""The annotation on a stopped NodePool with its limits before (JSON): what the resume command gives back."""
 
 
 def eks_token(cluster: str, region: str) -> str:
@@ -190,15 +192,17 @@ def eks_token(cluster: str, region: str) -> str:
     Signing is local: no network call."""
     from botocore.signers import RequestSigner
 
+    # The regional STS endpoint of the region's partition (the China regions' DNS suffix differs).
+    host = f"sts.{region}.amazonaws.com" + (".cn" if region.startswith("cn-") else "")
     session = boto3.session.Session(region_name=region)
-    sts = session.client("sts", region_name=region, endpoint_url=f"https://sts.{region}.amazonaws.com")
+    sts = session.client("sts", region_name=region, endpoint_url=f"https://{host}")
     signer = RequestSigner(
         sts.meta.service_model.service_id, region, "sts", "v4", session.get_credentials(), session.events
     )
     url = signer.generate_presigned_url(
         {
             "method": "GET",
-            "url": f"https://sts.{region}.amazonaws.com/?Action=GetCallerIdentity&Version=2011-06-15",
+            "url": f"https://{host}/?Action=GetCallerIdentity&Version=2011-06-15",
             "body": {},
             "headers": {"x-k8s-aws-id": cluster},
             "context": {},
@@ -254,18 +258,26 @@ def _pools(done: list[str], trigger: str) -> None:
     kube = Kube(os.environ["KUBE_ENDPOINT"], os.environ["KUBE_CA"], eks_token(cluster, region))
     for name in pools:
         path = f"{KARPENTER}/nodepools/{urllib.parse.quote(name)}"
-        limits: dict[str, str] = (kube.request("GET", path).get("spec") or {}).get("limits") or {}
+        pool = kube.request("GET", path)
+        limits: dict[str, str] = (pool.get("spec") or {}).get("limits") or {}
+        grace = ((pool.get("spec") or {}).get("template") or {}).get("spec", {}).get("terminationGracePeriod")
         zero = dict.fromkeys(limits, "0") or {"cpu": "0"}
         if {key: str(limits.get(key)) for key in zero} != zero:
-            kube.request("PATCH", path, {"spec": {"limits": zero}}, "application/merge-patch+json")
             before = {key: value for key, value in limits.items() if str(value) != "0"}
-            resume = json.dumps({"spec": {"limits": before or {"cpu": None}}}, separators=(",", ":"))
-            done.append(
-                f"NodePool {name}: limits {json.dumps(limits)} -> 0, no new node (resume: kubectl patch nodepool "
-                f"{name} --type merge -p '{resume}')"
-            )
+            # The limits before go on the pool itself, so that a retry (or a later notification) still names them.
+            patch = {"metadata": {"annotations": {LIMITS_BEFORE: json.dumps(before)}}, "spec": {"limits": zero}}
+            kube.request("PATCH", path, patch, "application/merge-patch+json")
+            done.append(f"NodePool {name}: limits {json.dumps(limits)} -> 0, no new node ({_resume(name, before)})")
         else:
-            done.append(f"NodePool {name}: limits already 0")
+            annotations = (pool.get("metadata") or {}).get("annotations") or {}
+            before = json.loads(annotations.get(LIMITS_BEFORE) or "{}")
+            done.append(f"NodePool {name}: limits already 0" + (f" ({_resume(name, before)})" if before else ""))
+        drain = (
+            f"a node running a job drains when the job ends, at the latest after the pool's terminationGracePeriod "
+            f"{grace}"
+            if grace
+            else "a node running a job drains when the job ends"
+        )
         for claim in kube.nodeclaims(name):
             claim_name = claim["metadata"]["name"]
             if claim["metadata"].get("deletionTimestamp"):
@@ -276,14 +288,20 @@ def _pools(done: list[str], trigger: str) -> None:
             except RuntimeError as error:
                 if "HTTP 404" not in str(error):  # gone meanwhile: what the step wants
                     raise
-            done.append(f"NodeClaim {claim_name}: deleted (Karpenter drains and terminates its node)")
+            done.append(f"NodeClaim {claim_name}: deleted (Karpenter drains and terminates its node; {drain})")
+
+
+def _resume(pool: str, before: dict[str, str]) -> str:
+    resume = json.dumps({"spec": {"limits": before or {"cpu": None}}}, separators=(",", ":"))
+    return f"resume: kubectl patch nodepool {pool} --type merge -p '{resume}'"
 
 
 STEPS = {
+    # The pools first: no node launches for the requeued job while the other steps run.
+    "Karpenter NodePools": _pools,
     "EKS node groups": _nodegroups,
     "AWS Batch": _batch,
     "SageMaker HyperPod": _hyperpod,
-    "Karpenter NodePools": _pools,
 }
 
 

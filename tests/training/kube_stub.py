@@ -109,9 +109,16 @@ class KubeStub:
     endpoint: str = ""
     ca_data: str = ""
 
-    def add_pool(self, name: str, limits: dict[str, str]) -> None:
-        self.pools[name] = {"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": name},
-                            "spec": {"limits": dict(limits)}}  # fmt: skip
+    def add_pool(self, name: str, limits: dict[str, str], grace: str | None = None) -> None:
+        spec: dict[str, Any] = {"limits": dict(limits)}
+        if grace is not None:
+            spec["template"] = {"spec": {"terminationGracePeriod": grace}}
+        self.pools[name] = {
+            "apiVersion": "karpenter.sh/v1",
+            "kind": "NodePool",
+            "metadata": {"name": name},
+            "spec": spec,
+        }
 
     def add_claim(self, name: str, pool: str, *, deleting: bool = False) -> None:
         metadata: dict[str, Any] = {"name": name, "labels": {"karpenter.sh/nodepool": pool}}
@@ -165,6 +172,8 @@ def _handler(stub: KubeStub) -> type[BaseHTTPRequestHandler]:
             if verb == "patch":
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 stub.patches.append((name, self.headers["Content-Type"], body))
+                annotations = store[name]["metadata"].setdefault("annotations", {})
+                annotations.update((body.get("metadata") or {}).get("annotations") or {})  # a JSON merge patch
                 limits = store[name]["spec"].setdefault("limits", {})
                 for key, value in body["spec"]["limits"].items():
                     if value is None:

@@ -41,7 +41,7 @@ def kube(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Kube
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
     stub = KubeStub(cluster=CLUSTER, secret=SECRET)
-    stub.add_pool("p5", {"nvidia.com/gpu": "32"})
+    stub.add_pool("p5", {"nvidia.com/gpu": "32"}, grace="60m")
     stub.add_pool("trn", {"aws.amazon.com/neuron": "0"})
     stub.add_claim("p5-abcde", "p5")
     stub.add_claim("p5-fghij", "p5")
@@ -76,7 +76,10 @@ def test_the_pools_stop_and_their_nodeclaims_are_deleted_then_the_topic_is_told(
     stub, messages = kube
     result = handler.handler(EVENT)
     assert stub.pools["p5"]["spec"]["limits"] == {"nvidia.com/gpu": "0"}
-    assert stub.patches == [("p5", "application/merge-patch+json", {"spec": {"limits": {"nvidia.com/gpu": "0"}}})]
+    annotation = {"metadata": {"annotations": {handler.LIMITS_BEFORE: '{"nvidia.com/gpu": "32"}'}}}
+    assert stub.patches == [
+        ("p5", "application/merge-patch+json", {**annotation, "spec": {"limits": {"nvidia.com/gpu": "0"}}})
+    ]
     # Limits first (no replacement node), then every claim of the pool; the draining one and the other pool's stay.
     assert [r for r in stub.requests if r[1] == "nodeclaims" and r[0] == "delete"] == [
         ("delete", "nodeclaims", "p5-abcde"),
@@ -88,6 +91,8 @@ def test_the_pools_stop_and_their_nodeclaims_are_deleted_then_the_topic_is_told(
     assert message["Subject"] == "mlstack: training capacity scaled to zero"
     text = message["Message"]
     assert "NodePool p5: limits" in text and "NodeClaim p5-abcde: deleted" in text
+    # Deleting a claim does not evict a running job: the message says how long its node may still bill.
+    assert "at the latest after the pool's terminationGracePeriod 60m" in text
     assert "NodePool trn: limits already 0" in text and "NodeClaim p5-old: already draining" in text
     assert """kubectl patch nodepool p5 --type merge -p '{"spec":{"limits":{"nvidia.com/gpu":"32"}}}'""" in text
     assert len(result["done"]) == 5
@@ -101,7 +106,10 @@ def test_a_second_budget_notification_changes_nothing(kube: Any) -> None:
     again = stub.requests[sent:]
     assert {verb for verb, _, _ in again} == {"get", "list"}  # nothing patched or deleted twice
     assert stub.pools["p5"]["spec"]["limits"] == {"nvidia.com/gpu": "0"}
-    assert "NodePool p5: limits already 0" in messages()[-1]["Message"]
+    text = messages()[-1]["Message"]
+    # A retry (the first one timed out after the patch) still names the limits to give back.
+    assert "NodePool p5: limits already 0" in text
+    assert """kubectl patch nodepool p5 --type merge -p '{"spec":{"limits":{"nvidia.com/gpu":"32"}}}'""" in text
 
 
 def test_a_refused_request_fails_visibly_and_the_other_pools_still_run(kube: Any) -> None:
@@ -200,7 +208,8 @@ def test_the_function_runs_in_the_vpc_and_reaches_the_api_endpoint_on_443(pooled
         for k, r in resources.items()
         if r["Type"] == "AWS::EC2::SecurityGroupIngress" and k.startswith("BudgetScaleToZero")
     ]
-    assert {"Fn::GetAtt": [cluster, "ClusterSecurityGroupId"]} in [i["GroupId"] for i in ingress]
+    # One rule, into the control-plane group on the API endpoint's ENIs; none into the cluster group (on every node).
+    assert [i["GroupId"] for i in ingress] == resources[cluster]["Properties"]["ResourcesVpcConfig"]["SecurityGroupIds"]
     assert all(
         (i["IpProtocol"], i["FromPort"], i["ToPort"], i["SourceSecurityGroupId"])
         == ("tcp", 443, 443, {"Fn::GetAtt": [group_id, "GroupId"]})
@@ -326,8 +335,17 @@ def test_mlstack_access_follows_the_pool_function_and_denies_none(pooled: Any, n
     assert [(c.action, c.resource) for c in function if c.decision != "Allowed"] == []
     actions = {c.action for c in function}
     assert {"sns:Publish", "ec2:CreateNetworkInterface"} <= actions
-    if name == "hyperpod-karpenter-budget":
-        assert {"sagemaker:DescribeCluster", "sagemaker:UpdateCluster"} <= actions
+    # HyperPod's managed Karpenter owns the groups' instances: the pools stop them, UpdateCluster is not called
+    # (it would remove them without a drain) and the role may not call it.
+    assert not {"sagemaker:DescribeCluster", "sagemaker:UpdateCluster"} & actions
+
+
+def test_the_function_stops_the_pools_not_the_hyperpod_groups_under_managed_karpenter(pooled: Any) -> None:
+    resources = _resources(pooled, "hyperpod-karpenter-budget")
+    _, function = _one(resources, "AWS::Lambda::Function")
+    env = function["Properties"]["Environment"]["Variables"]
+    assert "HYPERPOD_GROUPS" not in env and env["NODEPOOLS"]
+    assert "sagemaker:UpdateCluster" not in json.dumps(resources)
 
 
 def test_the_variants_pass_aws_guard_rules_and_the_iam_lint(pooled: Any, tmp_path: Path) -> None:

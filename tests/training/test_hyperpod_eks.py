@@ -367,7 +367,7 @@ def test_chart_installer_runs_in_the_vpc_with_helm_and_reaches_the_private_endpo
     assert fn["Layers"] == [{"Ref": layer_id}]
     assert "kubectl 1.34" in layers[layer_id]["Properties"]["Description"]
     (sg,) = fn["VpcConfig"]["SecurityGroupIds"]
-    ((eks_id, eks),) = _resources(second, "AWS::EKS::Cluster").items()
+    (eks,) = _resources(second, "AWS::EKS::Cluster").values()
     # The control plane's additional security group (on the API endpoint's ENIs) admits the installer.
     (control_plane,) = eks["Properties"]["ResourcesVpcConfig"]["SecurityGroupIds"]
     ingress = [
@@ -375,15 +375,14 @@ def test_chart_installer_runs_in_the_vpc_with_helm_and_reaches_the_private_endpo
         for r in _resources(second, "AWS::EC2::SecurityGroupIngress").values()
         if r["Properties"].get("SourceSecurityGroupId") == sg
     ]
-    # Both groups of the API endpoint's ENIs (CDK's control-plane group and the EKS cluster group) admit it.
-    assert sorted(json.dumps(r["GroupId"]) for r in ingress) == sorted(
-        json.dumps(g) for g in (control_plane, {"Fn::GetAtt": [eks_id, "ClusterSecurityGroupId"]})
-    )
+    # Only the control-plane group admits it: the EKS cluster group, also on the endpoint's ENIs, is on every node,
+    # and a rule there would open 443 on the nodes to the installer too.
+    assert [r["GroupId"] for r in ingress] == [control_plane]
     assert all((r["IpProtocol"], r["FromPort"], r["ToPort"]) == ("tcp", 443, 443) for r in ingress)
-    # The install waits for both rules (a rule created after the function ran would leave it timing out).
+    # The install waits for the rule (a rule created after the function ran would leave it timing out).
     ((_, install),) = _resources(second, RESOURCE_TYPE).items()
     rules = [k for k, r in _resources(second, "AWS::EC2::SecurityGroupIngress").items() if r["Properties"] in ingress]
-    assert len(rules) == 2 and set(rules) <= set(install["DependsOn"])
+    assert len(rules) == 1 and set(rules) <= set(install["DependsOn"])
 
 
 def test_execution_role_has_the_vpc_cni_permissions_of_the_hyperpod_reference(second: dict[str, Any]) -> None:

@@ -105,9 +105,10 @@ def hyperpod_cluster() -> Footprint:
 
 def hyperpod_dependencies() -> Footprint:
     """`HyperPodDependencies`: the chart installer function in the VPC (own group, HTTPS ingress to the cluster's
-    two groups, role without inline policy, log group), its access entry, its provider and the custom resource."""
+    control-plane group, role without inline policy, log group), its access entry, its provider and the custom
+    resource."""
     return (
-        Counter({"Custom::HyperPodDependencies": 1, SECURITY_GROUP: 1, INGRESS: 2, ACCESS_ENTRY: 1})
+        Counter({"Custom::HyperPodDependencies": 1, SECURITY_GROUP: 1, INGRESS: 1, ACCESS_ENTRY: 1})
         + function(policy=False)
         + provider_framework()
     )
