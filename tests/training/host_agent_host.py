@@ -82,14 +82,15 @@ def host(
     return root, env, log
 
 
-def run(tmp_path: Path, env: dict[str, str], *, ok: bool = True) -> subprocess.CompletedProcess[str]:
+def run(
+    tmp_path: Path, env: dict[str, str], *, ok: bool = True, script: Path = HOST_AGENT_SCRIPT
+) -> subprocess.CompletedProcess[str]:
+    """The installer (`script`: the repository's, or a copy) run on the host `host` made."""
     config = load("hyperpod-slurm-training")
     assert config.training is not None
     source = tmp_path / "cloudwatch_agent.json"
     source.write_text(json.dumps(agent_config(config, config.training)))
-    result = subprocess.run(
-        ["bash", str(HOST_AGENT_SCRIPT), str(source)], env=env, capture_output=True, text=True, check=False
-    )
+    result = subprocess.run(["bash", str(script), str(source)], env=env, capture_output=True, text=True, check=False)
     assert (result.returncode == 0) is ok, result.stdout + result.stderr
     return result
 

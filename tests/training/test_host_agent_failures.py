@@ -19,6 +19,7 @@ import boto3
 import pytest
 from moto.server import ThreadedMotoServer
 
+from mlstack.constructs.training.host_agent import user_data_installer
 from mlstack.design.host_metrics import INSTALL_FAILED
 from tests.training.host_agent_host import VERSION
 from tests.training.host_agent_host import host as _host
@@ -230,3 +231,23 @@ def test_a_good_install_sends_cloudwatch_nothing(tmp_path: Path, cloudwatch: tup
         env["MLSTACK_MONITORING_ENDPOINT"] = endpoint
         _run(tmp_path, env)
     assert client.list_metrics(Namespace="mlstack/hyperpod-slurm-training/hosts")["Metrics"] == []
+
+
+def test_the_user_data_copy_without_comments_behaves_like_the_script(tmp_path: Path) -> None:
+    """Batch and EKS user data carry `user_data_installer()` (the script less its comment lines)."""
+    script = tmp_path / "installer.sh"
+    script.write_text(user_data_installer())
+    assert "#" not in "".join(line.split()[0] for line in script.read_text().splitlines()[1:] if line.split())
+    with imds() as (url, _):
+        (tmp_path / "good").mkdir()
+        _, env, log = _host(tmp_path / "good", gpu=True, deb=True, efa_devices=1, imds_url=url)
+        _run(tmp_path / "good", env, script=script)
+        assert any(c.startswith("ctl -a fetch-config") for c in log.read_text().splitlines())
+        assert _report(tmp_path / "good") is None
+        (tmp_path / "bad").mkdir()
+        _, env, _ = _fail_at(tmp_path / "bad", "package")
+        env["MLSTACK_IMDS"] = url
+        _break(tmp_path / "bad", env, "package")
+        _run(tmp_path / "bad", env, ok=False, script=script)
+    report = _report(tmp_path / "bad")
+    assert report is not None and "Dimensions.member.2.Value=package" in report["data"]
