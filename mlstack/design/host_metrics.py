@@ -268,6 +268,9 @@ def agent_missing_alarms(
       the add-on's DCGM exporter off; Sum per period is the GPUs of every node times the minutes. hyperpod-slurm:
       the GPUs of the instance groups' InstanceCount (HyperPod publishes no instance count to CloudWatch), so the
       alarm also fires once the budget action has taken the groups to 0 and while HyperPod replaces a node.
+      On the Kubernetes engines a cluster where no agent has ever published relies on FILL filling a series
+      without any sample in the window with 0 [INFERRED: the CloudWatch User Guide's metric math page does not say;
+      HostAgentInstallFailed still covers the failed installs there].
     - batch: nothing counts a compute environment's instances in CloudWatch (AWS Batch publishes no metric; its ECS
       cluster is created by Batch, unnamed at synth, and its AWS/ECS metrics are reservation percentages).
     """
@@ -329,7 +332,8 @@ def agent_missing_alarms(
                 threshold=smallest / 2,
                 comparison="GreaterThanThreshold",
                 evaluation_periods=MISSING_PERIODS,
-                # No sample at all: no GPU reports (FILL has no series to fill).
+                # Breaching: should FILL give nothing for a series without any sample in the window, a cluster
+                # where no GPU reports still alarms.
                 treat_missing_data="breaching",
                 source=GPU_PAGE,
             )

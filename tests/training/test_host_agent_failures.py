@@ -251,3 +251,38 @@ def test_the_user_data_copy_without_comments_behaves_like_the_script(tmp_path: P
         _run(tmp_path / "bad", env, ok=False, script=script)
     report = _report(tmp_path / "bad")
     assert report is not None and "Dimensions.member.2.Value=package" in report["data"]
+
+
+def _python(minor: int) -> str | None:
+    """A CPython 3.`minor` interpreter on this machine (PATH or pyenv), or None."""
+    candidates = [
+        shutil.which(f"python3.{minor}"),
+        *map(str, Path.home().glob(f".pyenv/versions/3.{minor}.*/bin/python3")),
+    ]
+    for found in filter(None, candidates):
+        done = subprocess.run([found, "--version"], capture_output=True, text=True, check=False)
+        if done.returncode == 0 and done.stdout.startswith(f"Python 3.{minor}."):
+            return found
+    return None
+
+
+@pytest.mark.parametrize(
+    "minor",
+    [
+        pytest.param(9, id="python3.9-al2023"),  # Amazon Linux 2023 (EKS, ECS GPU AMI): python3 is 3.9
+        pytest.param(10, id="python3.10-ubuntu22.04"),  # the HyperPod DLAMI's Ubuntu 22.04: 3.10
+    ],
+)
+def test_the_report_runs_on_the_hosts_python(tmp_path: Path, minor: int) -> None:
+    found = _python(minor)
+    if found is None:
+        pytest.skip(f"no Python 3.{minor} here")
+    with imds() as (url, _):
+        _, env, _ = _host(tmp_path, gpu=False, deb=True, efa_devices=0, nvidia_pci=True, imds_url=url)
+        python = Path(env["PATH"]) / "python3"
+        python.unlink()
+        python.symlink_to(found)
+        _run(tmp_path, env, ok=False)
+    report = _report(tmp_path)
+    assert report is not None and report["user"].startswith(CREDENTIALS["AccessKeyId"])
+    assert "Dimensions.member.2.Value=no_gpu" in report["data"]
