@@ -326,7 +326,8 @@ def agent_missing_alarms(
             Alarm(
                 "HostAgentMissing",
                 missing + f"; the cluster runs {expected} GPUs (InstanceCount of its GPU groups), so this also "
-                "fires while HyperPod replaces a node and after the budget action scaled the groups to 0",
+                "fires until a new cluster's nodes first report, while HyperPod replaces a node, and after the budget "
+                "action scaled the groups to 0",
                 (("reporting", reporting),),
                 expression=f"{expected} - FILL(reporting, 0) / {minutes}",
                 threshold=smallest / 2,
