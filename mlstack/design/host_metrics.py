@@ -32,11 +32,32 @@ import json
 
 from mlstack.config import BlueprintConfig
 from mlstack.config.training import TrainingConfig
-from mlstack.constructs.training.metric_names import Alarm, HostAgent, Metric, Widget
+from mlstack.constructs.training.metric_names import CONTAINER_INSIGHTS, Alarm, HostAgent, Metric, Widget
 
 GPU_PAGE = "https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/CloudWatch-Agent-NVIDIA-GPU.html"
 EFA_PAGE = "https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/CloudWatch-Agent-EFA.html"
 XID_PAGE = "https://docs.nvidia.com/deploy/xid-errors/index.html"
+PUT_PAGE = "https://docs.aws.amazon.com/AmazonCloudWatch/latest/APIReference/API_PutMetricData.html"
+CI_PAGE = "https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/Container-Insights-metrics-enhanced-EKS.html"
+
+INSTALL_FAILED = "host_agent_install_failed"
+"""What the installer publishes, without the agent, when it cannot install or start it on a GPU host
+(runtime/host_metrics/install_cloudwatch_agent.sh `report`): 1, once with dimensions InstanceId and Reason (the
+failed step: architecture, download, signature, package, configuration, kernel_log, agent_start, no_gpu) and once
+without any, the series `HostAgentInstallFailed` watches."""
+INSTALL_OUTPUT = {
+    "eks": "`journalctl -u mlstack-host-agent` on the node (the transient unit the user data starts)",
+    "hyperpod-eks": "the node's lifecycle log, CloudWatch Logs /aws/sagemaker/Clusters/<cluster>/<id>, stream "
+    "LifecycleConfig/<group>/<instance-id>",
+    "hyperpod-slurm": "the node's lifecycle log, CloudWatch Logs /aws/sagemaker/Clusters/<cluster>/<id>, stream "
+    "LifecycleConfig/<group>/<instance-id>",
+    "batch": "/var/log/cloud-init-output.log on the container instance (the installer is a user-data part)",
+}
+MISSING_PERIOD_S = 300
+MISSING_PERIODS = 3
+"""GPUs that should report and do not, in each of 3 periods of 5 minutes: long enough for a new node's agent
+(installed within minutes of the node, after the driver), short enough to see a dead agent within the hour the
+idle alarm needs."""
 
 KERNEL_LOG = "/var/log/mlstack/kernel.log"
 """Where the hosts' `mlstack-kernel-log` unit appends the kernel's journal (runtime/host_metrics)."""
@@ -229,3 +250,97 @@ def host_widgets_and_alarms(
             )
         )
     return widgets, alarms
+
+
+def agent_missing_alarms(
+    config: BlueprintConfig, training: TrainingConfig, agent: HostAgent, cluster_name: str
+) -> tuple[list[Alarm], list[str]]:
+    """The alarms that make a GPU host without a working agent loud (the idle and Xid alarms read missing data as
+    no node), and, one line each, what is not watched.
+
+    - `HostAgentInstallFailed`: the installer's own datapoint (`INSTALL_FAILED`), every engine.
+    - `HostAgentMissing`: fewer GPUs report nvidia_smi_utilization_gpu (SampleCount of the cluster series: one
+      sample per GPU per minute) than an independent count says run, for 15 minutes. eks and hyperpod-eks: Container
+      Insights' node_gpu_limit at ClusterName, "the total number of GPU(s) available on the node" (`CI_PAGE`), which
+      the add-on's agent reads from each node's status capacity of nvidia.com/gpu through the Kubernetes API, not
+      from DCGM (amazon-contributing/opentelemetry-collector-contrib, awscontainerinsightreceiver
+      internal/stores/podstore.go, decorateNode; on by default, `accelerated_compute_metrics`), so it is there with
+      the add-on's DCGM exporter off; Sum per period is the GPUs of every node times the minutes. hyperpod-slurm:
+      the GPUs of the instance groups' InstanceCount (HyperPod publishes no instance count to CloudWatch), so the
+      alarm also fires once the budget action has taken the groups to 0 and while HyperPod replaces a node.
+      On the Kubernetes engines a cluster where no agent has ever published relies on FILL filling a series
+      without any sample in the window with 0 [INFERRED: the CloudWatch User Guide's metric math page does not say;
+      HostAgentInstallFailed still covers the failed installs there].
+    - batch: nothing counts a compute environment's instances in CloudWatch (AWS Batch publishes no metric; its ECS
+      cluster is created by Batch, unnamed at synth, and its AWS/ECS metrics are reservation percentages).
+    """
+    window = MISSING_PERIOD_S * MISSING_PERIODS // 60
+    where = INSTALL_OUTPUT[training.engine]
+    ns = agent.namespace
+    minutes = MISSING_PERIOD_S // 60
+    alarms = [
+        Alarm(
+            "HostAgentInstallFailed",
+            f"The CloudWatch agent could not be installed or started on a GPU host: no GPU metrics, idle or Xid "
+            f"alarm for it. Which host and step: metric {INSTALL_FAILED} in {ns} (dimensions InstanceId, Reason); "
+            f"why: {where}. One notification per failed install (OK again 5 minutes later)",
+            (("failed", Metric(ns, INSTALL_FAILED, (), "Sum", MISSING_PERIOD_S)),),
+            threshold=0,
+            comparison="GreaterThanThreshold",
+            evaluation_periods=1,
+            treat_missing_data="notBreaching",
+            source=PUT_PAGE,
+        )
+    ]
+    gpus = [
+        g
+        for g in training.node_groups
+        if g.instance.accelerator is not None and g.instance.accelerator.vendor == "nvidia"
+    ]
+    # Half the smallest node's GPUs: one silent node always crosses it, a sample early or late does not.
+    smallest = min(g.instance.accelerator.count for g in gpus if g.instance.accelerator is not None)
+    reporting = Metric(ns, "nvidia_smi_utilization_gpu", (), "SampleCount", MISSING_PERIOD_S)
+    missing = (
+        f"GPUs without the CloudWatch agent's metrics for {window} minutes: an agent stopped, or a host never ran "
+        f"the installer (its output: {where}; on the node: amazon-cloudwatch-agent-ctl -a status)"
+    )
+    if training.engine in ("eks", "hyperpod-eks"):
+        limit = Metric(CONTAINER_INSIGHTS, "node_gpu_limit", (("ClusterName", cluster_name),), "Sum", MISSING_PERIOD_S)
+        alarms.append(
+            Alarm(
+                "HostAgentMissing",
+                missing + "; the nodes' GPUs: Container Insights node_gpu_limit",
+                (("gpus", limit), ("reporting", reporting)),
+                expression=f"(FILL(gpus, 0) - FILL(reporting, 0)) / {minutes}",
+                threshold=smallest / 2,
+                comparison="GreaterThanThreshold",
+                evaluation_periods=MISSING_PERIODS,
+                treat_missing_data="notBreaching",
+                source=CI_PAGE,
+            )
+        )
+        return alarms, []
+    if training.engine == "hyperpod-slurm":
+        expected = sum(g.desired_size * g.instance.accelerator.count for g in gpus if g.instance.accelerator)
+        alarms.append(
+            Alarm(
+                "HostAgentMissing",
+                missing + f"; the cluster runs {expected} GPUs (InstanceCount of its GPU groups), so this also "
+                "fires until a new cluster's nodes first report, while HyperPod replaces a node, and after the budget "
+                "action scaled the groups to 0",
+                (("reporting", reporting),),
+                expression=f"{expected} - FILL(reporting, 0) / {minutes}",
+                threshold=smallest / 2,
+                comparison="GreaterThanThreshold",
+                evaluation_periods=MISSING_PERIODS,
+                # Breaching: should FILL give nothing for a series without any sample in the window, a cluster
+                # where no GPU reports still alarms.
+                treat_missing_data="breaching",
+                source=GPU_PAGE,
+            )
+        )
+        return alarms, []
+    return alarms, [
+        f"a GPU host whose agent stopped after a good install ({training.engine}): no CloudWatch metric counts "
+        "the compute environment's instances to compare with (HostAgentInstallFailed covers failed installs)"
+    ]

@@ -40,7 +40,7 @@ from mlstack.constructs.training.metric_names import (
     StepMetric,
     Widget,
 )
-from mlstack.design.host_metrics import host_agent, host_widgets_and_alarms
+from mlstack.design.host_metrics import agent_missing_alarms, host_agent, host_widgets_and_alarms
 
 CI_PAGE = "https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/Container-Insights-metrics-enhanced-EKS.html"
 FSX_PAGE = "https://docs.aws.amazon.com/fsx/latest/LustreGuide/fs-metrics.html"
@@ -90,6 +90,9 @@ def observability_design(config: BlueprintConfig) -> ObservabilityDesign:
         more_widgets, more_alarms = host_widgets_and_alarms(config, training, agent, IDLE_PERCENT, IDLE_MINUTES)
         widgets += more_widgets
         alarms += more_alarms
+        missing, unwatched = agent_missing_alarms(config, training, agent, cluster_name_of(config))
+        alarms += missing
+        omitted += unwatched
         if not kubernetes:
             omitted.append(
                 f"node health: {engine} publishes no node-condition metric (HyperPod and Batch replace failed "

@@ -2,14 +2,18 @@
 # The CloudWatch agent on a GPU host of AWS Batch (Amazon Linux 2023 ECS GPU AMI) or SageMaker HyperPod Slurm
 # (Ubuntu DLAMI): per-GPU nvidia-smi metrics, EFA counters, and the kernel log (NVIDIA Xid lines) to CloudWatch.
 # Usage: install_cloudwatch_agent.sh CONFIG_JSON (the agent configuration the stack rendered; its agent.region
-# names the region). A host where `nvidia-smi -L` lists no GPU (a Slurm controller or login node, whose DLAMI
-# ships the driver's tools) is left alone.
-# Paths can be moved for the tests: MLSTACK_ROOT (prefix of every system path), MLSTACK_EFA_SYSFS.
+# names the region). A host where `nvidia-smi -L` lists no GPU and no NVIDIA display controller is on the PCI bus
+# (a Slurm controller or login node) is left alone. A failure on a GPU host is reported (`report`) and exits 1.
+# Test-only overrides: MLSTACK_ROOT (prefix of system paths), MLSTACK_EFA_SYSFS, MLSTACK_PCI_SYSFS, MLSTACK_IMDS,
+# MLSTACK_MONITORING_ENDPOINT, MLSTACK_WAIT_STEP_S.
 set -euo pipefail
 
 CONFIG_SRC="$1"
 ROOT="${MLSTACK_ROOT:-}"
 EFA_SYSFS="${MLSTACK_EFA_SYSFS:-/sys/class/infiniband}"
+PCI_SYSFS="${MLSTACK_PCI_SYSFS:-/sys/bus/pci/devices}"
+IMDS="${MLSTACK_IMDS:-http://169.254.169.254}"
+WAIT_STEP_S="${MLSTACK_WAIT_STEP_S:-5}"
 AGENT_DIR="$ROOT/opt/aws/amazon-cloudwatch-agent"
 CONFIG_DIR="$AGENT_DIR/etc/amazon-cloudwatch-agent.d"
 CONFIG="$AGENT_DIR/etc/mlstack.json"
@@ -27,11 +31,56 @@ MIN_VERSION="1.300068.0"
 # a package whose .sig is not a valid signature by this key is not installed.
 KEY_FINGERPRINT="937616F3450B7D806CBD9725D58167303B789C72"
 
+read -r ns region < <(python3 -c 'import json,sys; c = json.load(open(sys.argv[1]))
+print(c["metrics"]["namespace"], c["agent"]["region"])' "$CONFIG_SRC") || true
+stage=start
+# A failure publishes host_agent_install_failed = 1 with dimensions InstanceId and Reason (the step), and without
+# any (the alarm's series): CloudWatch's Query API PutMetricData, signed by curl --aws-sigv4 (curl >= 7.75) with
+# the role's IMDSv2 credentials, the keys on curl's stdin, not its command line. Best effort, bounded.
+report() {
+  python3 - "$IMDS" "${ns:-}" "$1" "${region:-}" <<'PY' | curl -sS -f -o /dev/null --connect-timeout 5 -m 20 --retry 2 -K - &&
+import json, os, sys, urllib.parse as up, urllib.request as ur
+imds, ns, reason, region = sys.argv[1:]
+def get(path, method="GET", **head):
+    h = {k.replace("_", "-"): v for k, v in head.items()}
+    return ur.urlopen(ur.Request(f"{imds}/latest/{path}", method=method, headers=h), timeout=5).read().decode()
+t = get("api/token", "PUT", X_aws_ec2_metadata_token_ttl_seconds="300")
+md = lambda path: get("meta-data/" + path, X_aws_ec2_metadata_token=t)
+region, instance = region or md("placement/region"), md("instance-id")
+c = json.loads(md("iam/security-credentials/" + md("iam/security-credentials/").split()[0]))
+form = {"Action": "PutMetricData", "Version": "2010-08-01", "Namespace": ns}
+for n, dims in ((1, {"InstanceId": instance, "Reason": reason}), (2, {})):
+    m = f"MetricData.member.{n}."
+    form |= {m + "MetricName": "host_agent_install_failed", m + "Value": "1", m + "Unit": "Count"}
+    for d, kv in enumerate(dims.items(), 1):
+        form |= {f"{m}Dimensions.member.{d}.{k}": v for k, v in zip(("Name", "Value"), kv)}
+url = os.environ.get("MLSTACK_MONITORING_ENDPOINT") or f"https://monitoring.{region}.amazonaws.com" + ".cn" * region.startswith("cn-")
+print(f'url = "{url}/"', f'aws-sigv4 = "aws:amz:{region}:monitoring"', f'user = "{c["AccessKeyId"]}:{c["SecretAccessKey"]}"',
+      f'header = "X-Amz-Security-Token: {c["Token"]}"', f'data = "{up.urlencode(form)}"', sep="\n")
+PY
+    echo "[mlstack] reported host_agent_install_failed (Reason=$1) to ${ns:-}" || echo "[mlstack] could not report it"
+}
+on_exit() {
+  local rc=$?
+  [[ $rc -eq 0 ]] || { echo "[mlstack] CloudWatch agent not installed or not running: step $stage failed"; report "$stage"; }
+  exit "$rc"
+}
+trap on_exit EXIT
+
+# A host with an NVIDIA display controller (PCI vendor 0x10de, class 0x03xxxx) is a GPU host: its driver gets a
+# minute more to list the GPUs, then the host is reported. A host without one is left alone.
+nvidia_pci() {
+  for dev in "$PCI_SYSFS"/*; do
+    [[ "$(cat "$dev/vendor" 2>/dev/null)" == 0x10de && "$(cat "$dev/class" 2>/dev/null)" == 0x03* ]] && return 0
+  done
+  return 1
+}
 if ! nvidia-smi -L >/dev/null 2>&1; then
-  echo "[mlstack] nvidia-smi lists no GPU on this host: no GPU metrics agent"
-  exit 0
+  nvidia_pci || { echo "[mlstack] nvidia-smi lists no GPU on this host: no GPU metrics agent"; exit 0; }
+  stage=no_gpu
+  for _ in $(seq 12); do nvidia-smi -L >/dev/null 2>&1 && break; sleep "$WAIT_STEP_S"; done
+  nvidia-smi -L >/dev/null 2>&1 || { echo "[mlstack] an NVIDIA GPU is on the PCI bus, nvidia-smi lists none"; exit 1; }
 fi
-region="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["agent"]["region"])' "$CONFIG_SRC")"
 
 installed="$(cat "$AGENT_DIR/bin/CWAGENT_VERSION" 2>/dev/null || true)"
 if python3 - "$installed" "$MIN_VERSION" <<'PY'; then
@@ -44,6 +93,7 @@ sys.exit(0 if have is not None and have >= need else 1)
 PY
   echo "[mlstack] CloudWatch agent $installed already installed (>= $MIN_VERSION): kept"
 else
+  stage=architecture
   case "$(uname -m)" in
     x86_64) arch=amd64 ;;
     aarch64) arch=arm64 ;;
@@ -52,6 +102,7 @@ else
   if command -v dpkg >/dev/null 2>&1; then platform=ubuntu package=amazon-cloudwatch-agent.deb
   else platform=amazon_linux package=amazon-cloudwatch-agent.rpm; fi
   # Over the VPC's S3 gateway endpoint (a regional bucket) or NAT.
+  stage=download
   base="https://amazoncloudwatch-agent-${region}.s3.${region}.amazonaws.com"
   workdir="$(mktemp -d)"
   fetch() {
@@ -66,6 +117,7 @@ else
     fetch latest
   fi
   curl -fsSL --connect-timeout 10 --max-time 300 --retry 5 -o "$workdir/agent.gpg" "$base/assets/amazon-cloudwatch-agent.gpg"
+  stage=signature
   export GNUPGHOME="$workdir/gnupg"
   mkdir -m 700 "$GNUPGHOME"
   gpg --batch --quiet --import "$workdir/agent.gpg"
@@ -76,6 +128,7 @@ else
     { gpgconf --homedir "$GNUPGHOME" --kill gpg-agent 2>/dev/null || true; rm -rf "$workdir"; }
     exit 1
   fi
+  stage=package
   if [[ "$platform" == ubuntu ]]; then dpkg -i -E "$workdir/$package"
   else rpm -U --replacepkgs "$workdir/$package"; fi
   { gpgconf --homedir "$GNUPGHOME" --kill gpg-agent 2>/dev/null || true; rm -rf "$workdir"; }
@@ -86,6 +139,7 @@ fi
 # key (translator/jsonconfig/mergeJsonUtil), and a host has one metrics namespace (metrics.namespace is top-level
 # only in the agent's schema): when another file already sets metrics keys of ours differently, our metrics
 # section is left out (the kernel log and its Xid alarm still work) and the log says which file.
+stage=configuration
 mkdir -p "$AGENT_DIR/etc"
 efa=0
 if compgen -G "$EFA_SYSFS/*" >/dev/null; then efa=1; fi
@@ -129,6 +183,7 @@ PY
 # appends the kernel's journal entries to a file, from the start of the boot, resuming after the last entry it
 # wrote when it restarts (journalctl --cursor-file, systemd 242 and later). journalctl writes the cursor when it
 # exits, so after a crash (not a stop) it re-sends the lines since its last start.
+stage=kernel_log
 mkdir -p "$KERNEL_LOG_DIR" "$ROOT/var/lib/mlstack" "$(dirname "$UNIT")" "$(dirname "$LOGROTATE")"
 cat >"$UNIT" <<'UNIT'
 [Unit]
@@ -160,6 +215,13 @@ ROTATE
 systemctl daemon-reload
 systemctl enable --now mlstack-kernel-log.service
 
+stage=agent_start
 "$AGENT_DIR/bin/amazon-cloudwatch-agent-ctl" -a "$mode" -m ec2 -s -c "file:$CONFIG"
-echo "[mlstack] CloudWatch agent started ($mode, EFA counters: $efa):"
-"$AGENT_DIR/bin/amazon-cloudwatch-agent-ctl" -a status
+# An agent that exits at once (a configuration it rejects at run time) shows in the ctl's status JSON.
+for _ in $(seq 6); do
+  status="$("$AGENT_DIR/bin/amazon-cloudwatch-agent-ctl" -a status 2>&1)" || true
+  [[ "$status" == *'"status": "running"'* ]] && break
+  sleep "$WAIT_STEP_S"
+done
+echo "[mlstack] CloudWatch agent ($mode, EFA counters: $efa): $status"
+[[ "$status" == *'"status": "running"'* ]] || exit 1

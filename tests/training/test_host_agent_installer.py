@@ -2,14 +2,13 @@
 (runtime/host_metrics/install_cloudwatch_agent.sh), run with stand-ins for the package tools, systemd, curl and
 nvidia-smi (and the real gpg for the signature check): which package it fetches, that it installs only a package
 signed by the agent's key, that it keeps a new-enough agent and another configuration already on the host, and
-that it leaves hosts without GPUs alone."""
+that it leaves hosts without GPUs alone (its failure reports: test_host_agent_failures.py)."""
 
 from __future__ import annotations
 
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,68 +16,9 @@ import pytest
 from mlstack.config import load
 from mlstack.constructs.training.host_agent import HOST_AGENT_SCRIPT
 from mlstack.design.host_metrics import agent_config
-
-_TOOLS = ("bash", "mktemp", "rm", "mkdir", "cat", "dirname", "env", "grep")
-FINGERPRINT = "937616F3450B7D806CBD9725D58167303B789C72"
-VALIDSIG = f"[GNUPG:] VALIDSIG 1111222233334444555566667777888899990000 2026-07-22 0 0 4 0 1 10 00 {FINGERPRINT}"
-
-
-def _host(
-    tmp_path: Path,
-    *,
-    gpu: bool | None,
-    deb: bool,
-    efa_devices: int,
-    installed: str | None = None,
-    signature: str = VALIDSIG,
-) -> tuple[Path, dict[str, str], Path]:
-    """A fake root, a PATH of stand-ins (each records its arguments in calls.log) and the EFA sysfs folder.
-    `gpu`: True, nvidia-smi lists a GPU; False, nvidia-smi is there and finds none (a CPU node of the DLAMI); None,
-    no nvidia-smi. `installed`: the agent version already on the host. `signature`: what `gpg --verify` reports."""
-    root, bin_dir, sysfs = tmp_path / "root", tmp_path / "bin", tmp_path / "infiniband"
-    for d in (root, bin_dir, sysfs):
-        d.mkdir()
-    for i in range(efa_devices):
-        (sysfs / f"rdmap{i}s0").mkdir()
-    for tool in _TOOLS:
-        real = subprocess.run(["bash", "-c", f"command -v {tool}"], capture_output=True, text=True, check=True)
-        (bin_dir / tool).symlink_to(real.stdout.strip())
-    (bin_dir / "python3").symlink_to(sys.executable)
-    log = tmp_path / "calls.log"
-    outputs = {
-        "uname": "echo x86_64",
-        "nvidia-smi": "echo 'GPU 0: NVIDIA H100 80GB HBM3'" if gpu else "exit 9",
-        "gpg": f'[[ "$*" == *--verify* ]] && echo "{signature}"; true',
-    }
-    stubs = ["curl", "systemctl", "rpm", "uname", "gpg"] + (["dpkg"] if deb else [])
-    stubs += ["nvidia-smi"] if gpu is not None else []
-    for stub in stubs:
-        (bin_dir / stub).write_text(f'#!/bin/bash\necho "{stub} $*" >>{log}\n{outputs.get(stub, "")}\n')
-        (bin_dir / stub).chmod(0o755)
-    ctl = root / "opt/aws/amazon-cloudwatch-agent/bin/amazon-cloudwatch-agent-ctl"
-    ctl.parent.mkdir(parents=True)
-    ctl.write_text(f'#!/bin/bash\necho "ctl $*" >>{log}\n')
-    ctl.chmod(0o755)
-    if installed is not None:
-        (ctl.parent / "CWAGENT_VERSION").write_text(installed + "\n")
-    env = {"PATH": str(bin_dir), "MLSTACK_ROOT": str(root), "MLSTACK_EFA_SYSFS": str(sysfs), "HOME": str(tmp_path)}
-    return root, env, log
-
-
-def _run(tmp_path: Path, env: dict[str, str], *, ok: bool = True) -> subprocess.CompletedProcess[str]:
-    config = load("hyperpod-slurm-training")
-    assert config.training is not None
-    source = tmp_path / "cloudwatch_agent.json"
-    source.write_text(json.dumps(agent_config(config, config.training)))
-    result = subprocess.run(
-        ["bash", str(HOST_AGENT_SCRIPT), str(source)], env=env, capture_output=True, text=True, check=False
-    )
-    assert (result.returncode == 0) is ok, result.stdout + result.stderr
-    return result
-
-
-BASE = "https://amazoncloudwatch-agent-us-east-1.s3.us-east-1.amazonaws.com"
-VERSION = "1.300071.0b1720"
+from tests.training.host_agent_host import BASE, FINGERPRINT, VALIDSIG, VERSION
+from tests.training.host_agent_host import host as _host
+from tests.training.host_agent_host import run as _run
 
 
 def test_installer_on_ubuntu_installs_the_pinned_signed_deb_and_starts_the_agent(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from mlstack.config import load
-from mlstack.constructs.training.host_agent import HOST_AGENT_SCRIPT
+from mlstack.constructs.training.host_agent import user_data_installer
 from mlstack.design.host_metrics import (
     EFA_COUNTERS,
     GPU_FIELDS,
@@ -283,7 +283,7 @@ def test_batch_user_data_writes_the_config_and_runs_the_installer(session: Sessi
     assert loaded.training is not None
     assert json.loads(config.group(1)) == agent_config(loaded, loaded.training)
     assert 'set -- "/etc/mlstack/cloudwatch-agent.json"' in part
-    assert HOST_AGENT_SCRIPT.read_text(encoding="utf-8") in part
+    assert user_data_installer() in part
     script = tmp_path / "part.sh"
     script.write_text(part, encoding="utf-8")
     subprocess.run(["bash", "-n", str(script)], check=True)

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from mlstack.config import load
-from mlstack.constructs.training.host_agent import HOST_AGENT_SCRIPT
+from mlstack.constructs.training.host_agent import user_data_installer
 from mlstack.design.host_metrics import agent_config, has_host_agent
 from mlstack.design.observability import observability_design
 from tests.synth import ROOT, Session
@@ -85,7 +85,7 @@ def _check_part(part: str, name: str, tmp_path: Path) -> None:
     assert loaded.training is not None
     assert json.loads(config.group(1)) == agent_config(loaded, loaded.training)
     installer = re.search(r"<<'MLSTACK_AGENT_INSTALLER'\n(.*?\n)MLSTACK_AGENT_INSTALLER\n", part, re.S)
-    assert installer is not None and installer.group(1) == HOST_AGENT_SCRIPT.read_text(encoding="utf-8")
+    assert installer is not None and installer.group(1) == user_data_installer()
     # A transient unit after the NVIDIA driver's (nvidia-kmod-load.service is not ordered before cloud-init's user
     # data on AL2023), waiting for the GPUs, off kubelet's start path.
     assert part.rstrip("\n").endswith(

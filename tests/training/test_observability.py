@@ -43,6 +43,8 @@ def test_eks_gpu_watches_container_insights_metrics_by_cluster_name() -> None:
         "EfaErrors",
         "FsxFreeCapacityLow",
         "GpuErrors",
+        "HostAgentInstallFailed",
+        "HostAgentMissing",
         "JobStalled",
         "NodesFailed",
     ]
@@ -105,6 +107,8 @@ def test_slurm_watches_the_host_agent_and_fsx_and_says_what_is_left_out() -> Non
         "AcceleratorsIdle",
         "GpuErrors",
         "EfaErrors",
+        "HostAgentInstallFailed",
+        "HostAgentMissing",
         "FsxFreeCapacityLow",
     ]
     assert design.step_log is None
@@ -114,7 +118,14 @@ def test_slurm_watches_the_host_agent_and_fsx_and_says_what_is_left_out() -> Non
 
 def test_batch_reads_step_lines_from_the_job_log_group() -> None:
     _, design = _design("batch-training")
-    assert sorted(_alarms(design)) == ["AcceleratorsIdle", "EfaErrors", "FsxFreeCapacityLow", "GpuErrors", "JobStalled"]
+    assert sorted(_alarms(design)) == [
+        "AcceleratorsIdle",
+        "EfaErrors",
+        "FsxFreeCapacityLow",
+        "GpuErrors",
+        "HostAgentInstallFailed",
+        "JobStalled",
+    ]
     assert design.step_log == StepLog(
         log_group_name=None, create=False, field_prefix="$.", namespace="mlstack/batch-training"
     )
@@ -237,7 +248,7 @@ def test_every_alarm_notifies_the_topic_and_the_stalled_one_reads_running_pods()
     resources, _ = _construct("eks-gpu-training")
     alarms = {k: r["Properties"] for k, r in resources.items() if r["Type"] == "AWS::CloudWatch::Alarm"}
     topic = next(k for k, r in resources.items() if r["Type"] == "AWS::SNS::Topic")
-    assert len(alarms) == 6
+    assert len(alarms) == 8
     for props in alarms.values():
         assert props["AlarmActions"] == [{"Ref": topic}]
     stalled = next(p for k, p in alarms.items() if k.startswith("ObsJobStalled"))

@@ -15,7 +15,7 @@ from __future__ import annotations
 from aws_cdk import Fn
 
 from mlstack import resources
-from mlstack.constructs.training.host_agent import HOST_AGENT_SCRIPT
+from mlstack.constructs.training.host_agent import user_data_installer
 
 BOUNDARY = "==MLSTACK-BATCH=="
 SCRIPTS_DIR = resources.runtime_path("batch")
@@ -77,6 +77,6 @@ def user_data(
             "MLSTACK_AGENT_CONFIG\n",
             f'set -- "{AGENT_CONFIG_PATH}"\n',
         ]
-        parts += _part(header, HOST_AGENT_SCRIPT.read_text(encoding="utf-8"))
+        parts += _part(header, user_data_installer())
     parts.append(f"--{BOUNDARY}--\n")
     return Fn.base64(Fn.join("", parts))

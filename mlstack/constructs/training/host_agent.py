@@ -24,6 +24,15 @@ HOST_AGENT_FILES = ("install_cloudwatch_agent.sh", "cloudwatch_agent.json")
 script when both are there)."""
 
 
+def user_data_installer() -> str:
+    """The installer as user data carries it (Batch's MIME part, EKS nodes' shell part): without its comment lines,
+    which are a third of it, because EC2 takes 16 KB of user data (EC2 User Guide, "Run commands when you launch an
+    EC2 instance with user data input") and the node's own parts share it. No line of its here-documents starts
+    with `#` (tests/training/test_host_agent_failures.py runs this text), so only comments go."""
+    lines = HOST_AGENT_SCRIPT.read_text(encoding="utf-8").splitlines(keepends=True)
+    return lines[0] + "".join(line for line in lines[1:] if not line.lstrip().startswith("#"))
+
+
 AGENT_DIR = "/etc/mlstack"
 """Where an EKS node's user data writes the agent's configuration and installer."""
 
@@ -45,7 +54,7 @@ def host_agent_shell(agent: HostAgent) -> str:
             "#!/bin/bash\n",
             f"mkdir -p {AGENT_DIR}\n",
             _here_document(config, agent.config, "MLSTACK_AGENT_CONFIG"),
-            _here_document(script, HOST_AGENT_SCRIPT.read_text(encoding="utf-8"), "MLSTACK_AGENT_INSTALLER"),
+            _here_document(script, user_data_installer(), "MLSTACK_AGENT_INSTALLER"),
             # Off cloud-init's path and after the driver: on the AL2023 NVIDIA AMIs the kernel module is loaded at
             # each boot by nvidia-kmod-load.service, which nothing orders before cloud-final (the user data), so
             # `nvidia-smi -L` could fail there and the installer skip the node (awslabs/amazon-eks-ami#2733); and
