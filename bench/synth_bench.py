@@ -1,9 +1,8 @@
 """`make bench`: what a synth costs, against an empty CDK app measured in the same run.
 
 1. All blueprints: `python -m mlstack.synth_all` (every blueprint, CDK's template validation and cdk-nag on, as
-   `make synth` and the tests run it: one process per CPU) and the same in one process (`--jobs 1`), against an
-   empty CDK Python app. Printed as the cost per 100 resources above the empty app (goal: <= 0.40 s); the CPU
-   figures show what the split costs in total (each process starts its own jsii kernel).
+   `make synth` and the tests run it) against an empty CDK Python app. Printed as the cost per 100 resources above
+   the empty app (goal: <= 0.40 s).
 2. The CLI: `npx cdk synth TrainingClusterStack` (the default blueprint) against an app with one empty stack,
    through the same CLI, cdk.json and flags. Printed as a ratio (goal: <= 1.5x).
 
@@ -31,9 +30,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from mlstack.assembly import default_jobs  # noqa: E402  (after the checkout is on the path; imports no CDK)
 
 EMPTY_APP = """
 import sys
@@ -121,7 +117,6 @@ def bench_all_blueprints(runs: int, env: dict[str, str]) -> None:
         {
             "empty CDK app": lambda out: [python, "-c", EMPTY_APP, str(out)],
             "all blueprints (synth_all)": lambda out: [python, "-m", "mlstack.synth_all", str(out)],
-            "all blueprints, one process": lambda out: [python, "-m", "mlstack.synth_all", str(out), "--jobs", "1"],
         },
         env,
     )
@@ -129,15 +124,13 @@ def bench_all_blueprints(runs: int, env: dict[str, str]) -> None:
         subprocess.run([python, "-m", "mlstack.synth_all", outdir], cwd=ROOT, env=env, check=True, capture_output=True)
         counts = _counts(Path(outdir))
     resources = sum(c[1] for c in counts)
-    empty = timings["empty CDK app"]
+    empty, full = timings["empty CDK app"], timings["all blueprints (synth_all)"]
     print(f"1. all blueprints: {len(counts)} stacks, {resources} resources; {runs} interleaved runs each, medians")
-    print(f"   synth_all splits them over {default_jobs()} processes here (one per CPU, at most 4)")
     for name, t in timings.items():
         print("   " + t.line(name))
-    for variant in ("all blueprints (synth_all)", "all blueprints, one process"):
-        for what in ("wall", "cpu"):
-            per_100 = (timings[variant].median(what) - empty.median(what)) / resources * 100
-            print(f"   {variant}: per 100 resources above the empty app ({what}): {per_100:5.2f} s   (goal <= 0.40)")
+    for what in ("wall", "cpu"):
+        per_100 = (full.median(what) - empty.median(what)) / resources * 100
+        print(f"   per 100 resources above the empty app ({what}): {per_100:5.2f} s   (goal <= 0.40)")
     width = max(len(c[0]) for c in counts)
     for name, count, size in counts:
         print(f"      {name:<{width}}  {count:4d} resources  {size / 1024:7.1f} KiB")

@@ -1,19 +1,13 @@
 """What `mlstack.synth_all` reads back from the cloud assembly it wrote: each blueprint's stacks as the CDK CLI
-sees them (`manifest.json` of `assembly-<blueprint>/`), how many processes it splits over, and the merge of
-assemblies written by several processes into one, file for file the assembly one process writes (no CDK import:
-plain JSON and files)."""
+sees them (`manifest.json` of `assembly-<blueprint>/`), so that tests and tools need no stack constructs for
+names, regions, dependencies or template paths (no CDK import: plain JSON)."""
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-REPORT = "validation-report.json"
 
 
 @dataclass(frozen=True)
@@ -31,13 +25,6 @@ class StackInfo:
     depends_on: tuple[str, ...]
     """Construct IDs of the blueprint's stacks this one deploys after."""
     template_file: Path
-
-
-def default_jobs() -> int:
-    """Processes for `synth_all`'s command line: one per CPU this process may run on, at most 4. A synth keeps
-    about one CPU busy (Python and its jsii kernel take turns), so a second process on a second CPU halves the
-    wall time; each process pays its own kernel start (about 3 s CPU), so more than 4 gains little."""
-    return max(1, min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1))
 
 
 def read_stacks(assembly_dir: Path) -> dict[str, StackInfo]:
@@ -60,63 +47,3 @@ def read_stacks(assembly_dir: Path) -> dict[str, StackInfo]:
             template_file=assembly_dir / props["templateFile"],
         )
     return result
-
-
-def _read(path: Path) -> Any:
-    return json.loads(path.read_text(encoding="utf-8"))
-
-
-def _write(path: Path, value: Any) -> None:
-    path.write_text(json.dumps(value, indent=2), encoding="utf-8")
-
-
-def merge_reports(reports: Iterable[dict[str, Any]]) -> dict[str, Any]:
-    """One validation report of several apps' (CDK's `validation-report.json`): each plugin's violations and
-    acknowledged ones concatenated in order, its conclusion `failure` if any app's was."""
-    merged: dict[str, Any] = {}
-    plugins: dict[str, dict[str, Any]] = {}
-    for report in reports:
-        if not report:
-            continue
-        merged.setdefault("version", report.get("version"))
-        merged.setdefault("title", report.get("title"))
-        for plugin in report.get("pluginReports", []):
-            into = plugins.get(plugin["pluginName"])
-            if into is None:
-                plugins[plugin["pluginName"]] = json.loads(json.dumps(plugin))
-                continue
-            for key in ("violations", "suppressedViolations"):
-                into.setdefault(key, []).extend(plugin.get(key, []))
-            if plugin.get("conclusion") == "failure":
-                into["conclusion"] = "failure"
-    if merged:
-        merged["pluginReports"] = list(plugins.values())
-    return merged
-
-
-def merge_part(outdir: Path, part: Path, order: list[str]) -> None:
-    """Move the nested assemblies and assets that another process synthesized into `part` (an App's outdir) into
-    `outdir`, and list them in `outdir`'s manifest and tree as one App would: assemblies in `order` (directory
-    names), the rest after. Assets are named by their content hash, so one already present is the same file."""
-    for entry in sorted(part.iterdir()):
-        if entry.name.startswith("assembly-") or entry.name.startswith("asset."):
-            target = outdir / entry.name
-            if target.exists():
-                shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
-            else:
-                entry.rename(target)
-    manifest, extra = _read(outdir / "manifest.json"), _read(part / "manifest.json")
-    artifacts = {**manifest["artifacts"], **extra["artifacts"]}
-    rank = {name: i for i, name in enumerate(order)}
-    manifest["artifacts"] = dict(sorted(artifacts.items(), key=lambda kv: rank.get(kv[0], len(rank))))
-    _write(outdir / "manifest.json", manifest)
-    tree, extra_tree = _read(outdir / "tree.json"), _read(part / "tree.json")
-    children = {**tree["tree"].get("children", {}), **extra_tree["tree"].get("children", {})}
-    names = {name.removeprefix("assembly-"): i for name, i in rank.items()}
-    tree["tree"]["children"] = dict(sorted(children.items(), key=lambda kv: names.get(kv[0], len(names))))
-    _write(outdir / "tree.json", tree)
-    reports = [_read(p) if p.exists() else {} for p in (outdir / REPORT, part / REPORT)]
-    merged = merge_reports(reports)
-    if merged:
-        _write(outdir / REPORT, merged)
-    shutil.rmtree(part)

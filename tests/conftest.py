@@ -15,7 +15,6 @@ import os
 
 import pytest
 
-from mlstack.assembly import default_jobs
 from mlstack.config import BLUEPRINTS_DIR
 from tests.blueprints import gate_runs
 from tests.synth import Session, synthesize
@@ -38,7 +37,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="session")
 def session(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Session:
     files = [BLUEPRINTS_DIR / f"{name}.yaml" for name in selected_blueprints()]
-    synthesis = synthesize(tmp_path_factory.mktemp("cdk.out"), files, jobs=default_jobs())
+    synthesis = synthesize(tmp_path_factory.mktemp("cdk.out"), files)
     selected = [item.nodeid for item in request.session.items]
     gate_runs.start_if_selected(synthesis, selected)
     background.start_if_selected(synthesis, selected)

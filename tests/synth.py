@@ -23,9 +23,8 @@ TEST_CONTEXT: dict[str, Any] = {
 }
 
 
-def synthesize(outdir: Path, files: list[Path] | None = None, *, jobs: int = 1) -> Session:
-    """`jobs` > 1 (the session's synth) splits the blueprints over processes: then only some have `built`."""
-    return synthesize_all(outdir, files, extra_context=TEST_CONTEXT, jobs=jobs)
+def synthesize(outdir: Path, files: list[Path] | None = None) -> Session:
+    return synthesize_all(outdir, files, extra_context=TEST_CONTEXT)
 
 
 def template(session: Session, blueprint: str, stack_id: str) -> Template:
