@@ -10,7 +10,6 @@ import dataclasses
 import math
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from mlstack.catalog import get_instance
 from mlstack.catalog.endpoint_modes import endpoint_mode
@@ -19,18 +18,22 @@ from mlstack.catalog.memory import GIB, precision_bytes
 from mlstack.config import BlueprintConfig
 from mlstack.config.inference import (
     AsyncEndpointConfig,
-    AsyncScalingConfig,
     InferenceConfig,
     RealtimeEndpointConfig,
-    RealtimeScalingConfig,
     ServerlessEndpointConfig,
-    TrafficConfig,
-    VariantConfig,
 )
 from mlstack.config.inference_fit import MAX_STARTUP_SECONDS, host_memory_warning
 from mlstack.design.footprint.inference import model_endpoint
 from mlstack.design.footprint.parts import ALARM
 from mlstack.design.inference import inference_storage
+from mlstack.plan.inference_cost import (
+    endpoint_figures,
+    endpoint_hourly,
+    instances_at_traffic,
+    peak_instances,
+    traffic_rows,
+    variant_scaling,
+)
 from mlstack.plan.model import HOURS_PER_MONTH, Cost, Plan, Quota, Resource
 from mlstack.plan.serving import figure_row, variant_figures
 
@@ -121,7 +124,7 @@ def plan_inference(config: BlueprintConfig, plan: Plan, serve_checks: Mapping[st
         "the Service Quotas console (Amazon SageMaker) and request the 'needed' value before deploying"
     )
     plan.details.setdefault("sections", []).extend(sections)
-    plan.details["inference"] = [_endpoint_figures(spec, region, inference, checks) for spec in inference.endpoints]
+    plan.details["inference"] = [endpoint_figures(spec, region, inference, checks) for spec in inference.endpoints]
 
 
 def _summed(quotas: list[Quota]) -> list[Quota]:
@@ -193,7 +196,7 @@ def _plan_endpoint(
                 / 1024
             )
             rows.append(f"compute at traffic: {gb_seconds:,.0f} GB-seconds/month (price per GB-s not in the catalog)")
-        rows += _traffic_rows(spec.traffic, None, unknown="no serverless price in the catalog")
+        rows += traffic_rows(spec.traffic, None, unknown="no serverless price in the catalog")
         return title, rows
     variants = spec.variants if isinstance(spec, RealtimeEndpointConfig) else [spec.variant]
     weight_total = sum(v.weight for v in variants) or 1.0
@@ -201,7 +204,7 @@ def _plan_endpoint(
         instance = get_instance(variant.instance_type)
         price = hosting_price(variant.instance_type, region)
         share = variant.weight / weight_total
-        count, how = _instances_at_traffic(spec, variant, share)
+        count, how = instances_at_traffic(spec, variant, share)
         memory = (
             instance.accelerator.describe() if instance.accelerator else f"CPU only, {instance.memory_gib:g} GiB RAM"
         )
@@ -238,7 +241,7 @@ def _plan_endpoint(
                 price.source if price else _NO_HOSTING_PRICE.format(type=variant.instance_type, region=region),
             )
         )
-        scaling = _scaling(spec, variant)
+        scaling = variant_scaling(spec, variant)
         fleet_minimum = scaling.min_instances if scaling else variant.instance_count
         if isinstance(spec, RealtimeEndpointConfig) and fleet_minimum < 2:
             plan.warnings.append(
@@ -262,11 +265,11 @@ def _plan_endpoint(
         tight = host_memory_warning(weights_gib, variant.instance_type)
         if tight:
             plan.warnings.append(f"{spec.name}/{variant.name}: {tight}")
-        peak = _peak_instances(spec, variant)
+        peak = peak_instances(spec, variant)
         if throughput and spec.traffic:
             needed = spec.traffic.requests_per_second * share / throughput
             if needed > peak:
-                knob = "autoscaling max_instances" if _scaling(spec, variant) else "instance_count"
+                knob = "autoscaling max_instances" if variant_scaling(spec, variant) else "instance_count"
                 plan.warnings.append(
                     f"{spec.name}/{variant.name}: the traffic needs {math.ceil(needed)} instances "
                     f"({spec.traffic.requests_per_second * share:g}/s at {throughput:g}/s each) but at most {peak} "
@@ -284,7 +287,7 @@ def _plan_endpoint(
                 "are not available on inf1; updates go all at once"
             )
 
-    autoscaled = [v.name for v in variants if _scaling(spec, v) is not None]
+    autoscaled = [v.name for v in variants if variant_scaling(spec, v) is not None]
     if autoscaled:
         plan.warnings.append(
             f"{spec.name}: to change the instance type of an autoscaled variant ({', '.join(autoscaled)}), deploy once "
@@ -304,110 +307,6 @@ def _plan_endpoint(
             f"data capture: {spec.data_capture.sampling_percent}% {spec.data_capture.mode} to "
             f"s3://<data-bucket>/{spec.data_capture.prefix}/ (KMS)"
         )
-    instance_hourly = _hourly(spec, region)
-    rows += _traffic_rows(spec.traffic, instance_hourly)
+    instance_hourly = endpoint_hourly(spec, region)
+    rows += traffic_rows(spec.traffic, instance_hourly)
     return title, rows
-
-
-def _instances_at_traffic(
-    spec: RealtimeEndpointConfig | AsyncEndpointConfig, variant: VariantConfig, share: float
-) -> tuple[float, str]:
-    """Average instances this variant runs at the blueprint's traffic, and how that number was reached."""
-    scaling = _scaling(spec, variant)
-    traffic = spec.traffic
-    if scaling is None:
-        return float(variant.instance_count), f"{variant.instance_count} instance(s), fixed"
-    low, high = scaling.min_instances, scaling.max_instances
-    if traffic is None or traffic.throughput_per_instance is None:
-        start = max(low, 1) if isinstance(spec, RealtimeEndpointConfig) else low
-        return float(start), f"autoscaling {low}..{high}; at its minimum (no throughput given)"
-    needed = traffic.requests_per_second * share / traffic.throughput_per_instance
-    if isinstance(spec, AsyncEndpointConfig) and spec.autoscaling and spec.autoscaling.scales_to_zero:
-        count = min(max(_scale_to_zero_instances(traffic.requests_per_second * share, spec.autoscaling), needed), high)
-        return count, (
-            f"autoscaling {low}..{high}; {count:.2f} instances on average: scales to zero only in gaps longer than "
-            f"the {spec.autoscaling.scale_in_cooldown_seconds} s scale-in cooldown, and each scale-out bills a "
-            f"{spec.autoscaling.cold_start_seconds} s cold start"
-        )
-    count = float(min(max(math.ceil(needed), low), high))
-    return count, f"autoscaling {low}..{high}; {count:g} at traffic"
-
-
-def _scale_to_zero_instances(rate: float, scaling: AsyncScalingConfig) -> float:
-    """Average instances of a scale-to-zero endpoint: with requests arriving at `rate` per second (Poisson), the
-    instance stops only in gaps longer than the scale-in cooldown C (a fraction e^(-rate*C) of the time) and
-    each restart (rate*e^(-rate*C) per second) bills a cold start. A request every 100 s with C = 600 s keeps an
-    instance up 99.8% of the month."""
-    down = math.exp(-rate * scaling.scale_in_cooldown_seconds)
-    return min(1.0, (1 - down) + rate * down * scaling.cold_start_seconds)
-
-
-def _scaling(
-    spec: RealtimeEndpointConfig | AsyncEndpointConfig, variant: VariantConfig
-) -> RealtimeScalingConfig | AsyncScalingConfig | None:
-    return variant.autoscaling if isinstance(spec, RealtimeEndpointConfig) else spec.autoscaling
-
-
-def _peak_instances(spec: RealtimeEndpointConfig | AsyncEndpointConfig, variant: VariantConfig) -> int:
-    scaling = _scaling(spec, variant)
-    return scaling.max_instances if scaling else variant.instance_count
-
-
-def _hourly(spec: RealtimeEndpointConfig | AsyncEndpointConfig, region: str) -> float | None:
-    """$/h of the endpoint's instances at SageMaker hosting rates and traffic, None when any rate is unknown."""
-    variants = spec.variants if isinstance(spec, RealtimeEndpointConfig) else [spec.variant]
-    total_weight = sum(v.weight for v in variants) or 1.0
-    total = 0.0
-    for variant in variants:
-        price = hosting_price(variant.instance_type, region)
-        if price is None:
-            return None
-        total += price.usd_per_hour * _instances_at_traffic(spec, variant, variant.weight / total_weight)[0]
-    return total
-
-
-def _traffic_rows(
-    traffic: TrafficConfig | None,
-    hourly: float | None,
-    unknown: str = "no SageMaker hosting price for this instance type in the catalog",
-) -> list[str]:
-    if traffic is None:
-        return ["traffic: not given (no per-request cost)"]
-    rows = [
-        f"traffic: {traffic.requests_per_second:g} requests/s on average"
-        + (f", {traffic.throughput_per_instance:g}/s per instance" if traffic.throughput_per_instance else "")
-    ]
-    if hourly is None:
-        rows.append(f"cost: unknown ({unknown})")
-        return rows
-    per_million = hourly / (traffic.requests_per_second * 3600) * 1e6
-    rows.append(
-        f"cost at traffic: ${hourly:,.2f}/h, ${hourly * HOURS_PER_MONTH:,.0f}/month, "
-        f"${per_million:,.2f} per 1M requests (SageMaker hosting rates)"
-    )
-    return rows
-
-
-def _endpoint_figures(
-    spec: RealtimeEndpointConfig | ServerlessEndpointConfig | AsyncEndpointConfig,
-    region: str,
-    inference: InferenceConfig,
-    checks: Mapping[str, Path],
-) -> dict[str, Any]:
-    """Machine-readable figures for `mlstack plan --json` and the tests."""
-    hourly = None if isinstance(spec, ServerlessEndpointConfig) else _hourly(spec, region)
-    rps = spec.traffic.requests_per_second if spec.traffic else None
-    return {
-        "endpoint": spec.name,
-        "mode": spec.mode,
-        "per_hour": None if hourly is None else round(hourly, 4),
-        "per_month": None if hourly is None else round(hourly * HOURS_PER_MONTH, 2),
-        "per_million_requests": None if hourly is None or not rps else round(hourly / (rps * 3600) * 1e6, 4),
-        "serving": {}
-        if isinstance(spec, ServerlessEndpointConfig)
-        else {
-            v.name: f.to_json(price.usd_per_hour if (price := hosting_price(v.instance_type, region)) else None)
-            for v in (spec.variants if isinstance(spec, RealtimeEndpointConfig) else [spec.variant])
-            if (f := variant_figures(spec, v, inference.model, checks)) is not None
-        },
-    }

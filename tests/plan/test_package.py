@@ -18,6 +18,7 @@ LAYERS = (
     "training_hyperpod_elastic",
     "operations",
     "inference",
+    "inference_cost",
     "inference_eks",
     "inference_eks_pools",
     "serving",
@@ -25,7 +26,7 @@ LAYERS = (
     "ai_services",
 )
 """`serving`: the LLM tokens/s and $ per million tokens both inference layers print; `inference_eks_pools`: the
-EKS serving nodes' Karpenter pools."""
+EKS serving nodes' Karpenter pools; `inference_cost`: the SageMaker endpoints' instances at traffic and $/h."""
 
 
 def _imports(path: Path) -> list[tuple[str, bool]]:
