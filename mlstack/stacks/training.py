@@ -16,7 +16,8 @@ from mlstack.config.training_cluster import ClusterConfig, SystemNodeGroupConfig
 from mlstack.constructs.network.ml_vpc import retention
 from mlstack.constructs.storage.fsx_lustre import DataRepository, FsxLustre
 from mlstack.constructs.training.admin_host import ClusterAdminHost
-from mlstack.constructs.training.cluster import SystemNodes, TrainingCluster
+from mlstack.constructs.training.cluster import TrainingCluster
+from mlstack.constructs.training.cluster_parts import SystemNodes
 from mlstack.constructs.training.node_group import Capacity
 from mlstack.design.host_metrics import host_agent
 from mlstack.design.training import ADMIN_HOST_TYPE, cluster_name, memory_warnings, node_group_designs

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, Literal, cast
 
 from aws_cdk import Acknowledgment, Lazy, RemovalPolicy, Validations
@@ -20,9 +19,11 @@ from mlstack.constructs.training import versions
 from mlstack.constructs.training.admin_host import ADMIN_POLICY
 from mlstack.constructs.training.cluster_charts import device_plugins
 from mlstack.constructs.training.cluster_parts import (
+    ALL_LOGS,
     KUBECTL_LAYERS,
     AcceleratorPool,
     Produce,
+    SystemNodes,
     acknowledge_generated,
     addon_id,
     cloudwatch_observability,
@@ -40,29 +41,6 @@ BEFORE_NODES = ("vpc-cni", "kube-proxy", "eks-pod-identity-agent")
 AFTER_NODES = ("coredns", "aws-fsx-csi-driver", "eks-node-monitoring-agent")
 
 DEFAULT_KUBERNETES_VERSION = "1.35"
-
-
-_ALL_LOGS = [
-    eks.ClusterLoggingTypes.API,
-    eks.ClusterLoggingTypes.AUDIT,
-    eks.ClusterLoggingTypes.AUTHENTICATOR,
-    eks.ClusterLoggingTypes.CONTROLLER_MANAGER,
-    eks.ClusterLoggingTypes.SCHEDULER,
-]
-
-
-@dataclass(frozen=True)
-class SystemNodes:
-    """The CPU node group for cluster services (CoreDNS, device-plugin controllers, the trainer operator).
-
-    Defaults: two m7i.xlarge On-Demand nodes (CoreDNS keeps a replica on each), up to four, 50 GiB root volumes.
-    """
-
-    instance_type: str = "m7i.xlarge"
-    desired_size: int = 2
-    min_size: int = 2
-    max_size: int = 4
-    disk_size_gib: int = 50
 
 
 class TrainingCluster(Construct):
@@ -144,7 +122,7 @@ class TrainingCluster(Construct):
             default_capacity_type=eks.DefaultCapacityType.NODEGROUP,
             default_capacity=0,
             bootstrap_self_managed_addons=False,
-            cluster_logging=_ALL_LOGS,
+            cluster_logging=ALL_LOGS,
             secrets_encryption_key=key,
             kubectl_provider_options=eks.KubectlProviderOptions(kubectl_layer=self.kubectl_layer),
         )

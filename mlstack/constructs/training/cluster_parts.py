@@ -1,6 +1,6 @@
 """What `TrainingCluster` adds around the EKS cluster: the kubectl layer of each Kubernetes version, add-on Pod
-Identity roles, and the hardening and scanner acknowledgements of the resources aws_eks_v2 generates (its kubectl
-provider, the cluster role)."""
+Identity roles, the hardening and scanner acknowledgements of the resources aws_eks_v2 generates (its kubectl
+provider, the cluster role), the system nodes' settings (`SystemNodes`) and the control-plane log types."""
 
 from __future__ import annotations
 
@@ -264,3 +264,26 @@ def secure_kubectl_provider(cluster: eks.Cluster, key: kms.IKey, removal_policy:
                     "setting, written by aws-cdk-lib); Lambda encrypts it at rest with an AWS-owned key",
                 },
             )
+
+
+ALL_LOGS = [
+    eks.ClusterLoggingTypes.API,
+    eks.ClusterLoggingTypes.AUDIT,
+    eks.ClusterLoggingTypes.AUTHENTICATOR,
+    eks.ClusterLoggingTypes.CONTROLLER_MANAGER,
+    eks.ClusterLoggingTypes.SCHEDULER,
+]
+
+
+@dataclass(frozen=True)
+class SystemNodes:
+    """The CPU node group for cluster services (CoreDNS, device-plugin controllers, the trainer operator).
+
+    Defaults: two m7i.xlarge On-Demand nodes (CoreDNS keeps a replica on each), up to four, 50 GiB root volumes.
+    """
+
+    instance_type: str = "m7i.xlarge"
+    desired_size: int = 2
+    min_size: int = 2
+    max_size: int = 4
+    disk_size_gib: int = 50
