@@ -151,7 +151,8 @@ def test_templates_carry_the_agent_alarms_to_the_topic(session: Session) -> None
             assert stats["reporting"]["MetricName"] == "nvidia_smi_utilization_gpu"
             if "gpus" in stats:
                 assert stats["gpus"]["Dimensions"] == [{"Name": "ClusterName", "Value": f"{name}-cluster"}]
-        composites = {k: r["Properties"] for k, r in resources.items() if r["Type"] == "AWS::CloudWatch::CompositeAlarm"}
+        composite_type = "AWS::CloudWatch::CompositeAlarm"
+        composites = {k: r["Properties"] for k, r in resources.items() if r["Type"] == composite_type}
         kubernetes = name.startswith(("eks-", "hyperpod-eks"))
         assert len(composites) == (1 if kubernetes else 0), name
         if not kubernetes:
