@@ -33,6 +33,7 @@ from mlstack.constructs.training.metric_names import (
     FSX,
     FSX_ID,
     Alarm,
+    CompositeAlarm,
     HostAgent,
     Metric,
     ObservabilityDesign,
@@ -83,6 +84,7 @@ def observability_design(config: BlueprintConfig) -> ObservabilityDesign:
     omitted: list[str] = []
     kubernetes = engine in ("eks", "hyperpod-eks")
     agent: HostAgent | None = None
+    composites: tuple[CompositeAlarm, ...] = ()
     agent = host_agent(config, training)
     if kubernetes:
         _container_insights(config, training, widgets, alarms, omitted)
@@ -90,7 +92,7 @@ def observability_design(config: BlueprintConfig) -> ObservabilityDesign:
         more_widgets, more_alarms = host_widgets_and_alarms(config, training, agent, IDLE_PERCENT, IDLE_MINUTES)
         widgets += more_widgets
         alarms += more_alarms
-        missing, unwatched = agent_missing_alarms(config, training, agent, cluster_name_of(config))
+        missing, composites, unwatched = agent_missing_alarms(config, training, agent, cluster_name_of(config))
         alarms += missing
         omitted += unwatched
         if not kubernetes:
@@ -133,6 +135,7 @@ def observability_design(config: BlueprintConfig) -> ObservabilityDesign:
         step_metrics=STEP_METRICS if step_log is not None else (),
         omitted=tuple(omitted),
         host_agent=agent,
+        composite_alarms=composites,
     )
 
 

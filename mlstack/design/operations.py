@@ -56,6 +56,16 @@ def operations_resources(config: BlueprintConfig) -> list[OperationsResource]:
             len(design.alarms),
         )
     )
+    if design.composite_alarms:
+        rows.append(
+            OperationsResource(
+                STACK,
+                "AWS::CloudWatch::CompositeAlarm",
+                "CloudWatch composite alarm",
+                ", ".join(f"{a.construct_id} (all of {', '.join(a.all_of)})" for a in design.composite_alarms),
+                len(design.composite_alarms),
+            )
+        )
     if design.step_log is not None:
         where = design.step_log.log_group_name or "the job log group"
         rows.append(

@@ -207,6 +207,9 @@ _DESCRIBE: dict[str, Callable[[App, Key, dict[str, Any]], Described]] = {
     ),
     "AWS::SNS::Topic": lambda a, k, r: Described("messaging", ["SNS topics", short_name(k[1])], group="topics"),
     "AWS::CloudWatch::Alarm": _alarm,
+    "AWS::CloudWatch::CompositeAlarm": lambda a, k, r: Described(
+        "ops", ["CloudWatch alarms", f"composite {short_name(k[1])}"], group="alarms"
+    ),
     "AWS::CloudWatch::Dashboard": lambda a, k, r: Described(
         "ops", ["CloudWatch dashboard", str(props_of(r).get("DashboardName", short_name(k[1])))]
     ),

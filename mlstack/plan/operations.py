@@ -20,6 +20,7 @@ def plan_operations(config: BlueprintConfig, plan: Plan) -> None:
         plan.resources.append(Resource(row.stack, row.label, f"{row.cfn_type}: {row.detail}", row.count, row.cfn_type))
     design = observability_design(config)
     rows = [f"alarm {a.construct_id}: {a.description}" for a in design.alarms]
+    rows += [f"composite alarm {a.construct_id}: {a.description}" for a in design.composite_alarms]
     rows += [f"not watched: {line}" for line in design.omitted]
     rows += restart_notes(config)
     rows += pool_notes(config)

@@ -76,6 +76,7 @@ def add_operations(
         log_retention_days=training.cluster.log_retention_days,
         removal_policy=stack.removal_policy,
         host_agent=design.host_agent,
+        composite_alarms=design.composite_alarms,
     )
     if cluster is not None and observability.shared_log_group is not None:
         cluster.addons[versions.CLOUDWATCH_OBSERVABILITY].node.add_dependency(observability.shared_log_group.resource)

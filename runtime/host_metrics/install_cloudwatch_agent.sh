@@ -3,7 +3,8 @@
 # (Ubuntu DLAMI): per-GPU nvidia-smi metrics, EFA counters, and the kernel log (NVIDIA Xid lines) to CloudWatch.
 # Usage: install_cloudwatch_agent.sh CONFIG_JSON (the agent configuration the stack rendered; its agent.region
 # names the region). A host where `nvidia-smi -L` lists no GPU and no NVIDIA display controller is on the PCI bus
-# (a Slurm controller or login node) is left alone. A failure on a GPU host is reported (`report`) and exits 1.
+# (a Slurm controller or login node) is left alone. A failure on a GPU host is reported (`report`) and exits 1;
+# an agent left without our metrics by another configuration of the host is reported and exits 0.
 # Test-only overrides: MLSTACK_ROOT (prefix of system paths), MLSTACK_EFA_SYSFS, MLSTACK_PCI_SYSFS, MLSTACK_IMDS,
 # MLSTACK_MONITORING_ENDPOINT, MLSTACK_WAIT_STEP_S.
 set -euo pipefail
@@ -35,30 +36,61 @@ read -r ns region < <(python3 -c 'import json,sys; c = json.load(open(sys.argv[1
 print(c["metrics"]["namespace"], c["agent"]["region"])' "$CONFIG_SRC") || true
 stage=start
 # A failure publishes host_agent_install_failed = 1 with dimensions InstanceId and Reason (the step), and without
-# any (the alarm's series): CloudWatch's Query API PutMetricData, signed by curl --aws-sigv4 (curl >= 7.75) with
-# the role's IMDSv2 credentials, the keys on curl's stdin, not its command line. Best effort, bounded.
+# any (the alarm's series): CloudWatch's Query API PutMetricData, POSTed by python3's urllib with the role's IMDSv2
+# credentials and signed here with Signature Version 4 (IAM User Guide, "Create a signed AWS API request",
+# https://docs.aws.amazon.com/IAM/latest/UserGuide/create-signed-request.html): signed headers content-type, host,
+# x-amz-date and x-amz-security-token whatever the host's curl (curl before 7.86, Ubuntu 22.04's 7.81, leaves the
+# session token out of its --aws-sigv4 signature). Python 3.7 or later (the HyperPod EKS AL2 AMI). Best effort,
+# bounded: 3 tries of 10 s. MLSTACK_MONITORING_ENDPOINT (tests) changes where it connects, not the signed host.
 report() {
-  python3 - "$IMDS" "${ns:-}" "$1" "${region:-}" <<'PY' | curl -sS -f -o /dev/null --connect-timeout 5 -m 20 --retry 2 -K - &&
-import json, os, sys, urllib.parse as up, urllib.request as ur
+  if python3 - "$IMDS" "${ns:-}" "$1" "${region:-}" <<'PY'; then
+import datetime, hashlib, hmac, json, os, sys, time, urllib.error as ue, urllib.parse as up, urllib.request as ur
 imds, ns, reason, region = sys.argv[1:]
 def get(path, method="GET", **head):
     h = {k.replace("_", "-"): v for k, v in head.items()}
-    return ur.urlopen(ur.Request(f"{imds}/latest/{path}", method=method, headers=h), timeout=5).read().decode()
+    return ur.urlopen(ur.Request(imds + "/latest/" + path, method=method, headers=h), timeout=5).read().decode()
 t = get("api/token", "PUT", X_aws_ec2_metadata_token_ttl_seconds="300")
 md = lambda path: get("meta-data/" + path, X_aws_ec2_metadata_token=t)
 region, instance = region or md("placement/region"), md("instance-id")
 c = json.loads(md("iam/security-credentials/" + md("iam/security-credentials/").split()[0]))
-form = {"Action": "PutMetricData", "Version": "2010-08-01", "Namespace": ns}
-for n, dims in ((1, {"InstanceId": instance, "Reason": reason}), (2, {})):
-    m = f"MetricData.member.{n}."
-    form |= {m + "MetricName": "host_agent_install_failed", m + "Value": "1", m + "Unit": "Count"}
-    for d, kv in enumerate(dims.items(), 1):
-        form |= {f"{m}Dimensions.member.{d}.{k}": v for k, v in zip(("Name", "Value"), kv)}
-url = os.environ.get("MLSTACK_MONITORING_ENDPOINT") or f"https://monitoring.{region}.amazonaws.com" + ".cn" * region.startswith("cn-")
-print(f'url = "{url}/"', f'aws-sigv4 = "aws:amz:{region}:monitoring"', f'user = "{c["AccessKeyId"]}:{c["SecretAccessKey"]}"',
-      f'header = "X-Amz-Security-Token: {c["Token"]}"', f'data = "{up.urlencode(form)}"', sep="\n")
+form = [("Action", "PutMetricData"), ("Version", "2010-08-01"), ("Namespace", ns)]
+for n, dims in ((1, (("InstanceId", instance), ("Reason", reason))), (2, ())):
+    m = "MetricData.member.%d." % n
+    form += [(m + "MetricName", "host_agent_install_failed"), (m + "Value", "1"), (m + "Unit", "Count")]
+    for d, (k, v) in enumerate(dims, 1):
+        form += [(m + "Dimensions.member.%d.Name" % d, k), (m + "Dimensions.member.%d.Value" % d, v)]
+body = up.urlencode(form).encode()
+host = "monitoring." + region + ".amazonaws.com" + ".cn" * region.startswith("cn-")
+now = datetime.datetime.now(datetime.timezone.utc)
+stamp, day = now.strftime("%Y%m%dT%H%M%SZ"), now.strftime("%Y%m%d")
+head = {"content-type": "application/x-www-form-urlencoded; charset=utf-8", "host": host, "x-amz-date": stamp,
+        "x-amz-security-token": c["Token"]}
+signed = ";".join(sorted(head))
+canonical = ["POST", "/", ""] + [k + ":" + head[k] for k in sorted(head)] + ["", signed, hashlib.sha256(body).hexdigest()]
+scope = day + "/" + region + "/monitoring/aws4_request"
+key = ("AWS4" + c["SecretAccessKey"]).encode()
+for part in scope.split("/"):
+    key = hmac.new(key, part.encode(), hashlib.sha256).digest()
+text = "\n".join(["AWS4-HMAC-SHA256", stamp, scope, hashlib.sha256("\n".join(canonical).encode()).hexdigest()])
+head["authorization"] = "AWS4-HMAC-SHA256 Credential=%s/%s, SignedHeaders=%s, Signature=%s" % (
+    c["AccessKeyId"], scope, signed, hmac.new(key, text.encode(), hashlib.sha256).hexdigest())
+url = os.environ.get("MLSTACK_MONITORING_ENDPOINT") or "https://" + host
+for attempt in range(3):
+    try:
+        ur.urlopen(ur.Request(url + "/", data=body, headers=head, method="POST"), timeout=10).read()
+        break
+    except ue.HTTPError as e:
+        if attempt == 2 or e.code < 500 and e.code != 429:
+            sys.exit("PutMetricData: HTTP %d %s" % (e.code, e.read()[:300].decode("utf-8", "replace")))
+    except OSError as e:
+        if attempt == 2:
+            sys.exit("PutMetricData: %s" % e)
+    time.sleep(2)
 PY
-    echo "[mlstack] reported host_agent_install_failed (Reason=$1) to ${ns:-}" || echo "[mlstack] could not report it"
+    echo "[mlstack] reported host_agent_install_failed (Reason=$1) to ${ns:-}"
+  else
+    echo "[mlstack] could not report it"
+  fi
 }
 on_exit() {
   local rc=$?
@@ -147,7 +179,9 @@ mode=fetch-config
 for other in "$CONFIG_DIR"/*; do
   if [[ -e "$other" && "${other##*/}" != file_mlstack.json* ]]; then mode=append-config; fi
 done
-python3 - "$CONFIG_SRC" "$CONFIG" "$efa" "$CONFIG_DIR" <<'PY'
+# Exit 3: written, without our metrics (a clash), reported once the agent runs.
+clash=0
+python3 - "$CONFIG_SRC" "$CONFIG" "$efa" "$CONFIG_DIR" <<'PY' || { rc=$?; [[ $rc -eq 3 ]] || exit "$rc"; clash=1; }
 import json, pathlib, sys
 config = json.load(open(sys.argv[1]))
 if sys.argv[3] != "1":
@@ -177,6 +211,7 @@ for other in sorted(pathlib.Path(sys.argv[4]).glob("*")):
             print(f"[mlstack] {other} sets {', '.join(clash)} differently: no GPU/EFA metrics from this host")
             config.pop("metrics")
 json.dump(config, open(sys.argv[2], "w"), indent=1)
+sys.exit(3 if "metrics" not in config else 0)
 PY
 
 # Amazon Linux 2023 keeps the kernel log in the journal only (no rsyslog), and the agent reads files: a unit
@@ -225,3 +260,5 @@ for _ in $(seq 6); do
 done
 echo "[mlstack] CloudWatch agent ($mode, EFA counters: $efa): $status"
 [[ "$status" == *'"status": "running"'* ]] || exit 1
+# The agent runs without our metrics: the alarm says so (Reason configuration_clash); the install itself succeeded.
+if [[ $clash -eq 1 ]]; then report configuration_clash; fi

@@ -32,8 +32,8 @@ def host(
     """A fake root, a PATH of stand-ins (each records its arguments in calls.log) and the EFA sysfs folder.
     `gpu`: True, nvidia-smi lists a GPU; False, nvidia-smi is there and finds none (a CPU node of the DLAMI); None,
     no nvidia-smi. `installed`: the agent version already on the host. `signature`: what `gpg --verify` reports.
-    `nvidia_pci`: an NVIDIA 3D controller on the PCI bus. The stand-in curl writes what it reads on its standard
-    input (the failure report's config) to report.cfg; `imds_url`: the instance metadata the report reads."""
+    `nvidia_pci`: an NVIDIA 3D controller on the PCI bus. `imds_url`: the instance metadata the failure report
+    reads, and where it POSTs PutMetricData (tests/training/imds_stand_in.py records it)."""
     root, bin_dir, sysfs, pci = tmp_path / "root", tmp_path / "bin", tmp_path / "infiniband", tmp_path / "pci"
     for d in (root, bin_dir, sysfs, pci):
         d.mkdir()
@@ -76,6 +76,7 @@ def host(
         "MLSTACK_EFA_SYSFS": str(sysfs),
         "MLSTACK_PCI_SYSFS": str(pci),
         "MLSTACK_IMDS": imds_url,
+        "MLSTACK_MONITORING_ENDPOINT": imds_url,
         "MLSTACK_WAIT_STEP_S": "0",
         "HOME": str(tmp_path),
     }

@@ -1,6 +1,7 @@
 """An instance-metadata stand-in for the host agent installer's tests: IMDSv2 only (a GET without the token a PUT
 to /latest/api/token returned gets 401, as on an instance whose launch template requires tokens), serving the
-paths the installer's failure report reads."""
+paths the installer's failure report reads; and, for the report's PutMetricData POST (MLSTACK_MONITORING_ENDPOINT
+set to the same address), a recorder of what it received."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import json
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 TOKEN = "imds-token"
@@ -23,6 +25,15 @@ PATHS = {
     "/latest/meta-data/iam/security-credentials/": "node-role",
     "/latest/meta-data/iam/security-credentials/node-role": json.dumps(CREDENTIALS),
 }
+
+
+@dataclass(frozen=True)
+class Post:
+    """One POST as the stand-in received it: path, headers (as sent) and body."""
+
+    path: str
+    headers: dict[str, str]
+    body: bytes
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -46,6 +57,11 @@ class _Handler(BaseHTTPRequestHandler):
         body = PATHS.get(self.path)
         self._reply(404) if body is None else self._reply(200, body)
 
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        self.server.posts.append(Post(self.path, dict(self.headers.items()), body))
+        self._reply(200, "<PutMetricDataResponse/>")
+
     def log_message(self, format: str, *args: object) -> None:
         pass
 
@@ -53,10 +69,15 @@ class _Handler(BaseHTTPRequestHandler):
 class _Server(ThreadingHTTPServer):
     without_token = 0
 
+    def __init__(self, *args: object) -> None:
+        super().__init__(*args)  # type: ignore[arg-type]
+        self.posts: list[Post] = []
+
 
 @contextmanager
 def imds() -> Iterator[tuple[str, _Server]]:
-    """The stand-in's base URL (for MLSTACK_IMDS) and the server (its `without_token` count)."""
+    """The stand-in's base URL (for MLSTACK_IMDS and MLSTACK_MONITORING_ENDPOINT) and the server (its
+    `without_token` count, its `posts`)."""
     server = _Server(("127.0.0.1", 0), _Handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

@@ -64,6 +64,37 @@ def test_kubernetes_engines_compare_reporting_gpus_with_container_insights_gpu_c
     )
 
 
+@pytest.mark.parametrize("name", ["eks-gpu-training", "eks-karpenter-training", "hyperpod-eks-training"])
+def test_no_gpu_reporting_at_all_alarms_without_metric_math(name: str) -> None:
+    """The whole fleet silent: a composite of two single-metric alarms (documented missing-data handling), not
+    FILL of a series without any sample."""
+    design = observability_design(load(name))
+    alarms = {a.construct_id: a for a in design.alarms}
+    present, none = alarms["HostAgentGpusPresent"], alarms["HostAgentNoSample"]
+    assert present.expression is None and none.expression is None
+    assert [(i, m.namespace, m.name, m.dimensions, m.statistic, m.period_s) for i, m in present.metrics] == [
+        ("gpus", CONTAINER_INSIGHTS, "node_gpu_limit", (("ClusterName", f"{name}-cluster"),), "Sum", 300)
+    ]
+    assert [(i, m.namespace, m.name, m.dimensions, m.statistic, m.period_s) for i, m in none.metrics] == [
+        ("reporting", f"mlstack/{name}/hosts", "nvidia_smi_utilization_gpu", (), "SampleCount", 300)
+    ]
+    rules = [(a.threshold, a.comparison, a.evaluation_periods, a.treat_missing_data) for a in (present, none)]
+    assert rules == [(0, "GreaterThanThreshold", 3, "notBreaching"), (1, "LessThanThreshold", 3, "breaching")]
+    assert not present.notify and not none.notify  # the composite notifies
+    [composite] = design.composite_alarms
+    assert (composite.construct_id, composite.all_of) == (
+        "HostAgentNoneReporting",
+        ("HostAgentGpusPresent", "HostAgentNoSample"),
+    )
+
+
+@pytest.mark.parametrize("name", ["hyperpod-slurm-training", "batch-training", "eks-trn1-training"])
+def test_no_composite_alarm_without_a_container_insights_gpu_count(name: str) -> None:
+    design = observability_design(load(name))
+    assert design.composite_alarms == ()
+    assert not {"HostAgentGpusPresent", "HostAgentNoSample"} & {a.construct_id for a in design.alarms}
+
+
 def test_the_threshold_is_half_the_smallest_gpu_node() -> None:
     """One silent node always crosses it (p4d/p5: 8 GPUs; a single-GPU node: 1), a sample early or late does not."""
     config = load("eks-gpu-training")
@@ -88,7 +119,8 @@ def test_slurm_compares_reporting_gpus_with_the_instance_groups() -> None:
     assert missing.expression == f"{gpus} - FILL(reporting, 0) / 5"
     # No GPU reports at all: breaching (the cluster's groups should be running); the budget's scale-down says so.
     assert missing.treat_missing_data == "breaching"
-    assert "budget action" in missing.description
+    assert "Expected in ALARM after the first deploy until the nodes first report" in missing.description
+    assert "after the budget action scaled the groups to 0" in missing.description
 
 
 def test_batch_says_what_it_cannot_watch() -> None:
@@ -119,3 +151,31 @@ def test_templates_carry_the_agent_alarms_to_the_topic(session: Session) -> None
             assert stats["reporting"]["MetricName"] == "nvidia_smi_utilization_gpu"
             if "gpus" in stats:
                 assert stats["gpus"]["Dimensions"] == [{"Name": "ClusterName", "Value": f"{name}-cluster"}]
+        composite_type = "AWS::CloudWatch::CompositeAlarm"
+        composites = {k: r["Properties"] for k, r in resources.items() if r["Type"] == composite_type}
+        kubernetes = name.startswith(("eks-", "hyperpod-eks"))
+        assert len(composites) == (1 if kubernetes else 0), name
+        if not kubernetes:
+            continue
+        [(composite_id, composite)] = composites.items()
+        assert composite_id.startswith("ObservabilityHostAgentNoneReporting")
+        assert composite["AlarmActions"] == [{"Ref": topic}] and composite["OKActions"] == [{"Ref": topic}]
+        present = next(k for k in alarms if k.startswith("ObservabilityHostAgentGpusPresent"))
+        none = next(k for k in alarms if k.startswith("ObservabilityHostAgentNoSample"))
+        # ALARM("<arn of GpusPresent>") AND ALARM("<arn of NoSample>")
+        parts = composite["AlarmRule"]["Fn::Join"][1]
+        assert {"Fn::GetAtt": [present, "Arn"]} in parts and {"Fn::GetAtt": [none, "Arn"]} in parts
+        rule = "".join(p if isinstance(p, str) else f"<{p['Fn::GetAtt'][0]}>" for p in parts)
+        assert rule == f'(ALARM("<{present}>") AND ALARM("<{none}>"))'
+        for input_id, statistic, comparison, missing_data in (
+            (present, "Sum", "GreaterThanThreshold", "notBreaching"),
+            (none, "SampleCount", "LessThanThreshold", "breaching"),
+        ):
+            props = alarms[input_id]
+            assert not {"AlarmActions", "OKActions", "InsufficientDataActions"} & set(props), input_id
+            assert props.get("ActionsEnabled", True) is not False
+            assert (props["Statistic"], props["ComparisonOperator"], props["TreatMissingData"]) == (
+                statistic,
+                comparison,
+                missing_data,
+            )

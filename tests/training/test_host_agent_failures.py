@@ -1,10 +1,12 @@
 """Every way the host agent installer can fail on a GPU host reports the failure, once, without the agent
 (`host_agent_install_failed` by PutMetricData, runtime/host_metrics/install_cloudwatch_agent.sh `report`), and a good
-install reports nothing: with a stand-in curl that records what it would send, and with the real curl against a
-moto server (CloudWatch's Query API, SigV4-signed) and an IMDSv2-only instance-metadata stand-in."""
+install reports nothing: against a stand-in that records the signed POST (its Authorization compared with botocore's
+SigV4 for the same request, time and keys), and against a moto server (CloudWatch's Query API), with an IMDSv2-only
+instance-metadata stand-in."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import socket
 import subprocess
@@ -14,9 +16,13 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import boto3
 import pytest
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
+from botocore.credentials import Credentials
 from moto.server import ThreadedMotoServer
 
 from mlstack.constructs.training.host_agent import user_data_installer
@@ -24,17 +30,30 @@ from mlstack.design.host_metrics import INSTALL_FAILED
 from tests.training.host_agent_host import VERSION
 from tests.training.host_agent_host import host as _host
 from tests.training.host_agent_host import run as _run
-from tests.training.imds_stand_in import CREDENTIALS, INSTANCE_ID, imds
+from tests.training.imds_stand_in import CREDENTIALS, INSTANCE_ID, Post, imds
+
+MONITORING = "https://monitoring.us-east-1.amazonaws.com/"
 
 
-def _report(tmp_path: Path) -> dict[str, str] | None:
-    """The failure report the installer gave curl on its standard input (a curl config), or None; `form`: its
-    PutMetricData form, parsed."""
-    cfg = tmp_path / "report.cfg"
-    if not cfg.exists():
+def _report(posts: list[Post]) -> dict[str, str] | None:
+    """The one failure report the stand-in received, its PutMetricData form parsed, or None."""
+    if not posts:
         return None
-    lines = dict(line.split(" = ", 1) for line in cfg.read_text().splitlines())
-    return {k: v.strip('"') for k, v in lines.items()}
+    [post] = posts
+    return dict(urllib.parse.parse_qsl(post.body.decode()))
+
+
+def _botocore_authorization(post: Post) -> str:
+    """What botocore's SigV4 signs for the same POST (URL, Content-Type, body), time and keys."""
+    request = AWSRequest(
+        method="POST", url=MONITORING, data=post.body, headers={"Content-Type": post.headers["Content-Type"]}
+    )
+    keys = Credentials(CREDENTIALS["AccessKeyId"], CREDENTIALS["SecretAccessKey"], CREDENTIALS["Token"])
+    at = datetime.strptime(post.headers["X-Amz-Date"], "%Y%m%dT%H%M%SZ")
+    with mock.patch("botocore.auth.get_current_datetime", return_value=at):
+        SigV4Auth(keys, "monitoring", "us-east-1").add_auth(request)
+    assert request.headers["X-Amz-Date"] == post.headers["X-Amz-Date"]
+    return str(request.headers["Authorization"])
 
 
 def _fail_at(tmp_path: Path, breaks: str) -> tuple[Path, dict[str, str], Path]:
@@ -88,17 +107,21 @@ def _break(tmp_path: Path, env: dict[str, str], step: str) -> None:
 def test_every_failure_on_a_gpu_host_is_reported_with_its_step(tmp_path: Path, step: str, reason: str) -> None:
     with imds() as (url, server):
         _, env, _ = _fail_at(tmp_path, step)
-        env["MLSTACK_IMDS"] = url
+        env["MLSTACK_IMDS"] = env["MLSTACK_MONITORING_ENDPOINT"] = url
         _break(tmp_path, env, step)
         result = _run(tmp_path, env, ok=False)
     assert f"step {reason} failed" in result.stdout, result.stdout + result.stderr
-    report = _report(tmp_path)
-    assert report is not None, result.stdout + result.stderr
-    assert report["url"] == "https://monitoring.us-east-1.amazonaws.com/"
-    assert report["aws-sigv4"] == "aws:amz:us-east-1:monitoring"
-    assert report["user"] == f"{CREDENTIALS['AccessKeyId']}:{CREDENTIALS['SecretAccessKey']}"
-    assert report["header"] == f"X-Amz-Security-Token: {CREDENTIALS['Token']}"
-    form = dict(urllib.parse.parse_qsl(report["data"]))
+    assert f"reported host_agent_install_failed (Reason={reason})" in result.stdout, result.stdout + result.stderr
+    form = _report(server.posts)
+    assert form is not None, result.stdout + result.stderr
+    [post] = server.posts
+    assert post.path == "/" and post.headers["Host"] == "monitoring.us-east-1.amazonaws.com"
+    assert post.headers["X-Amz-Security-Token"] == CREDENTIALS["Token"]
+    assert post.headers["Content-Type"] == "application/x-www-form-urlencoded; charset=utf-8"
+    # The session token is signed (curl 7.81's --aws-sigv4 signed host;x-amz-date only), as botocore signs it.
+    assert "SignedHeaders=content-type;host;x-amz-date;x-amz-security-token," in post.headers["Authorization"]
+    assert post.headers["Authorization"] == _botocore_authorization(post)
+
     assert form == {
         "Action": "PutMetricData",
         "Version": "2010-08-01",
@@ -119,24 +142,38 @@ def test_every_failure_on_a_gpu_host_is_reported_with_its_step(tmp_path: Path, s
 
 def test_a_gpu_the_driver_does_not_list_is_reported_after_the_wait(tmp_path: Path) -> None:
     """An NVIDIA controller on the PCI bus but no GPU from nvidia-smi (the driver did not load): not a CPU host."""
-    with imds() as (url, _):
+    with imds() as (url, server):
         _, env, log = _host(tmp_path, gpu=False, deb=True, efa_devices=0, nvidia_pci=True, imds_url=url)
         result = _run(tmp_path, env, ok=False)
     assert "nvidia-smi lists none" in result.stdout
     assert log.read_text().count("nvidia-smi -L") == 1 + 12 + 1  # the check, a minute of waiting, the last look
-    report = _report(tmp_path)
-    assert report is not None and "Reason&MetricData.member.1.Dimensions.member.2.Value=no_gpu" in report["data"]
+    report = _report(server.posts)
+    assert report is not None and report["MetricData.member.1.Dimensions.member.2.Value"] == "no_gpu"
 
 
 def test_a_good_install_reports_nothing(tmp_path: Path) -> None:
-    with imds() as (url, _server):
-        _, env, log = _host(tmp_path, gpu=True, deb=True, efa_devices=1, nvidia_pci=True, imds_url=url)
+    with imds() as (url, server):
+        _, env, _ = _host(tmp_path, gpu=True, deb=True, efa_devices=1, nvidia_pci=True, imds_url=url)
         _run(tmp_path, env)
         (tmp_path / "kept").mkdir()
         _, env, _ = _host(tmp_path / "kept", gpu=True, deb=True, efa_devices=1, installed=VERSION, imds_url=url)
         _run(tmp_path / "kept", env)
-    assert _report(tmp_path) is None and _report(tmp_path / "kept") is None
-    assert not any("-K -" in c for c in log.read_text().splitlines())
+    assert server.posts == []
+
+
+def test_a_configuration_clash_is_reported_and_the_install_succeeds(tmp_path: Path) -> None:
+    """Another agent configuration sets our metrics keys differently: the agent runs with the kernel log only, the
+    exit stays 0, and the report gives the reason (HostAgentMissing would otherwise stand without one)."""
+    with imds() as (url, server):
+        root, env, _ = _host(tmp_path, gpu=True, deb=True, efa_devices=0, installed=VERSION, imds_url=url)
+        other = root / "opt/aws/amazon-cloudwatch-agent/etc/amazon-cloudwatch-agent.d/file_hyperpod.json"
+        other.parent.mkdir(parents=True)
+        other.write_text(json.dumps({"metrics": {"namespace": "/aws/sagemaker/Clusters"}}))
+        result = _run(tmp_path, env)
+    assert "sets namespace differently" in result.stdout
+    assert "reported host_agent_install_failed (Reason=configuration_clash)" in result.stdout, result.stdout
+    report = _report(server.posts)
+    assert report is not None and report["MetricData.member.1.Dimensions.member.2.Value"] == "configuration_clash"
 
 
 def test_a_report_that_cannot_be_sent_does_not_hide_the_failure(tmp_path: Path) -> None:
@@ -147,17 +184,9 @@ def test_a_report_that_cannot_be_sent_does_not_hide_the_failure(tmp_path: Path) 
     assert "step package failed" in result.stdout and "could not report it" in result.stdout
 
 
-def _curl_version() -> tuple[int, ...] | None:
-    found = shutil.which("curl")
-    if found is None:
-        return None
-    first = subprocess.run([found, "--version"], capture_output=True, text=True, check=False).stdout.split()
-    return tuple(int(p) for p in first[1].split(".")[:2]) if len(first) > 1 else None
-
-
 @pytest.fixture
 def cloudwatch() -> Iterator[tuple[str, Any]]:
-    """A moto server (CloudWatch, as the installer's curl reaches it) and a boto3 client of it."""
+    """A moto server (CloudWatch, as the installer's report reaches it) and a boto3 client of it."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -179,22 +208,13 @@ def cloudwatch() -> Iterator[tuple[str, Any]]:
         server.stop()
 
 
-def _with_real_curl(env: dict[str, str]) -> None:
-    curl = Path(env["PATH"]) / "curl"
-    curl.unlink()
-    found = shutil.which("curl")
-    assert found is not None
-    curl.symlink_to(found)
-
-
-@pytest.mark.skipif((_curl_version() or (0,)) < (7, 75), reason="needs curl 7.75 or later (--aws-sigv4) on PATH")
-def test_a_failure_reaches_cloudwatch_through_the_real_curl(tmp_path: Path, cloudwatch: tuple[str, Any]) -> None:
-    """The driver lists no GPU on a GPU host (a path that downloads nothing): the real curl signs the Query API call
-    with the role's credentials from the IMDSv2 stand-in, and moto stores both datapoints."""
+def test_a_failure_reaches_cloudwatch(tmp_path: Path, cloudwatch: tuple[str, Any]) -> None:
+    """The driver lists no GPU on a GPU host (a path that downloads nothing): the report signs the Query API call
+    with the role's credentials from the IMDSv2 stand-in (Host: the regional endpoint), and moto stores both
+    datapoints."""
     endpoint, client = cloudwatch
     with imds() as (url, server):
         _, env, _ = _host(tmp_path, gpu=False, deb=True, efa_devices=0, nvidia_pci=True, imds_url=url)
-        _with_real_curl(env)
         env["MLSTACK_MONITORING_ENDPOINT"] = endpoint
         result = _run(tmp_path, env, ok=False)
     assert "reported host_agent_install_failed (Reason=no_gpu)" in result.stdout, result.stdout + result.stderr
@@ -222,12 +242,10 @@ def test_a_failure_reaches_cloudwatch_through_the_real_curl(tmp_path: Path, clou
     assert sums([]) == [2.0]
 
 
-@pytest.mark.skipif((_curl_version() or (0,)) < (7, 75), reason="needs curl 7.75 or later (--aws-sigv4) on PATH")
 def test_a_good_install_sends_cloudwatch_nothing(tmp_path: Path, cloudwatch: tuple[str, Any]) -> None:
     endpoint, client = cloudwatch
     with imds() as (url, _):
         _, env, _ = _host(tmp_path, gpu=True, deb=True, efa_devices=0, installed=VERSION, imds_url=url)
-        _with_real_curl(env)
         env["MLSTACK_MONITORING_ENDPOINT"] = endpoint
         _run(tmp_path, env)
     assert client.list_metrics(Namespace="mlstack/hyperpod-slurm-training/hosts")["Metrics"] == []
@@ -238,19 +256,19 @@ def test_the_user_data_copy_without_comments_behaves_like_the_script(tmp_path: P
     script = tmp_path / "installer.sh"
     script.write_text(user_data_installer())
     assert "#" not in "".join(line.split()[0] for line in script.read_text().splitlines()[1:] if line.split())
-    with imds() as (url, _):
+    with imds() as (url, server):
         (tmp_path / "good").mkdir()
         _, env, log = _host(tmp_path / "good", gpu=True, deb=True, efa_devices=1, imds_url=url)
         _run(tmp_path / "good", env, script=script)
         assert any(c.startswith("ctl -a fetch-config") for c in log.read_text().splitlines())
-        assert _report(tmp_path / "good") is None
+        assert server.posts == []
         (tmp_path / "bad").mkdir()
         _, env, _ = _fail_at(tmp_path / "bad", "package")
-        env["MLSTACK_IMDS"] = url
+        env["MLSTACK_IMDS"] = env["MLSTACK_MONITORING_ENDPOINT"] = url
         _break(tmp_path / "bad", env, "package")
         _run(tmp_path / "bad", env, ok=False, script=script)
-    report = _report(tmp_path / "bad")
-    assert report is not None and "Dimensions.member.2.Value=package" in report["data"]
+    report = _report(server.posts)
+    assert report is not None and report["MetricData.member.1.Dimensions.member.2.Value"] == "package"
 
 
 def _python(minor: int) -> str | None:
@@ -269,6 +287,7 @@ def _python(minor: int) -> str | None:
 @pytest.mark.parametrize(
     "minor",
     [
+        pytest.param(7, id="python3.7-al2"),  # the HyperPod EKS AL2 AMI (deprecated, still released): 3.7
         pytest.param(9, id="python3.9-al2023"),  # Amazon Linux 2023 (EKS, ECS GPU AMI): python3 is 3.9
         pytest.param(10, id="python3.10-ubuntu22.04"),  # the HyperPod DLAMI's Ubuntu 22.04: 3.10
     ],
@@ -277,12 +296,13 @@ def test_the_report_runs_on_the_hosts_python(tmp_path: Path, minor: int) -> None
     found = _python(minor)
     if found is None:
         pytest.skip(f"no Python 3.{minor} here")
-    with imds() as (url, _):
+    with imds() as (url, server):
         _, env, _ = _host(tmp_path, gpu=False, deb=True, efa_devices=0, nvidia_pci=True, imds_url=url)
         python = Path(env["PATH"]) / "python3"
         python.unlink()
         python.symlink_to(found)
-        _run(tmp_path, env, ok=False)
-    report = _report(tmp_path)
-    assert report is not None and report["user"].startswith(CREDENTIALS["AccessKeyId"])
-    assert "Dimensions.member.2.Value=no_gpu" in report["data"]
+        result = _run(tmp_path, env, ok=False)
+    assert "reported host_agent_install_failed (Reason=no_gpu)" in result.stdout, result.stdout + result.stderr
+    report = _report(server.posts)
+    assert report is not None and report["MetricData.member.1.Dimensions.member.2.Value"] == "no_gpu"
+    assert server.posts[0].headers["Authorization"] == _botocore_authorization(server.posts[0])

@@ -43,11 +43,14 @@ def test_eks_gpu_watches_container_insights_metrics_by_cluster_name() -> None:
         "EfaErrors",
         "FsxFreeCapacityLow",
         "GpuErrors",
+        "HostAgentGpusPresent",
         "HostAgentInstallFailed",
         "HostAgentMissing",
+        "HostAgentNoSample",
         "JobStalled",
         "NodesFailed",
     ]
+    assert [c.construct_id for c in design.composite_alarms] == ["HostAgentNoneReporting"]
     cluster = (("ClusterName", "eks-gpu-training-cluster"),)
     # Real utilisation from the nodes' nvidia-smi agent (tests/training/test_host_metrics_eks.py), not allocation.
     idle = alarms["AcceleratorsIdle"]
@@ -240,6 +243,7 @@ def _construct(name: str, **kwargs: Any) -> tuple[dict[str, Any], TrainingObserv
         step_log_group=group,
         file_system_id=kwargs.get("file_system_id", "fs-0123456789abcdef0"),
         key=kms.Key(stack, "Key"),
+        composite_alarms=design.composite_alarms,
     )
     return Template.from_stack(stack).to_json()["Resources"], built
 
@@ -248,9 +252,13 @@ def test_every_alarm_notifies_the_topic_and_the_stalled_one_reads_running_pods()
     resources, _ = _construct("eks-gpu-training")
     alarms = {k: r["Properties"] for k, r in resources.items() if r["Type"] == "AWS::CloudWatch::Alarm"}
     topic = next(k for k, r in resources.items() if r["Type"] == "AWS::SNS::Topic")
-    assert len(alarms) == 8
-    for props in alarms.values():
-        assert props["AlarmActions"] == [{"Ref": topic}]
+    assert len(alarms) == 10
+    # The composite alarm's two inputs have no action; it notifies the topic.
+    inputs = ("ObsHostAgentGpusPresent", "ObsHostAgentNoSample")
+    for logical_id, props in alarms.items():
+        assert props.get("AlarmActions") == (None if logical_id.startswith(inputs) else [{"Ref": topic}]), logical_id
+    [composite] = [r["Properties"] for r in resources.values() if r["Type"] == "AWS::CloudWatch::CompositeAlarm"]
+    assert composite["AlarmActions"] == composite["OKActions"] == [{"Ref": topic}]
     stalled = next(p for k, p in alarms.items() if k.startswith("ObsJobStalled"))
     assert "InsufficientDataActions" not in stalled
     assert stalled["TreatMissingData"] == "notBreaching"

@@ -49,7 +49,8 @@ class Alarm:
     """An alarm on one metric (`expression` None) or on a metric-math `expression` over `metrics` (id, metric).
 
     `notify_on_insufficient_data`: the topic is also told when every data point of the window is missing (the
-    stalled-job alarm: no step line for the whole window).
+    stalled-job alarm: no step line for the whole window). `notify` False: no action at all (an input of a
+    `CompositeAlarm`, which notifies instead).
     """
 
     construct_id: str
@@ -63,10 +64,22 @@ class Alarm:
     datapoints_to_alarm: int | None = None
     notify_on_insufficient_data: bool = False
     source: str = ""
+    notify: bool = True
 
     @property
     def metric(self) -> Metric:
         return self.metrics[0][1]
+
+
+@dataclass(frozen=True)
+class CompositeAlarm:
+    """An alarm in ALARM while every alarm `all_of` names (construct IDs of the design's alarms) is in ALARM
+    (AlarmRule `ALARM(a) AND ALARM(b)`); it notifies the topic on ALARM and on OK."""
+
+    construct_id: str
+    description: str
+    all_of: tuple[str, ...]
+    source: str = ""
 
 
 @dataclass(frozen=True)
@@ -114,6 +127,7 @@ class ObservabilityDesign:
     step_metrics: tuple[StepMetric, ...] = ()
     omitted: tuple[str, ...] = field(default=())
     host_agent: HostAgent | None = None
+    composite_alarms: tuple[CompositeAlarm, ...] = ()
 
 
 @dataclass(frozen=True)
