@@ -368,7 +368,7 @@ def agent_missing_alarms(
             f"No GPU of the cluster sends the CloudWatch agent's metrics while Container Insights counts GPUs, for "
             f"{window} minutes: every agent stopped or never installed (endpoint, IAM, namespace; a one-node cluster "
             f"whose agent died; nodes whose user data never ran the installer). Its output: {where}; on a node: "
-            "amazon-cloudwatch-agent-ctl -a status",
+            "amazon-cloudwatch-agent-ctl -a status (HostAgentMissing may alarm with it)",
             ("HostAgentGpusPresent", "HostAgentNoSample"),
             source=COMPOSITE_PAGE,
         )
