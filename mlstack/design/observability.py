@@ -41,7 +41,8 @@ from mlstack.constructs.training.metric_names import (
     StepMetric,
     Widget,
 )
-from mlstack.design.host_metrics import agent_missing_alarms, host_agent, host_widgets_and_alarms
+from mlstack.design.host_agent_alarms import agent_missing_alarms
+from mlstack.design.host_metrics import host_agent, host_widgets_and_alarms
 
 CI_PAGE = "https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/Container-Insights-metrics-enhanced-EKS.html"
 FSX_PAGE = "https://docs.aws.amazon.com/fsx/latest/LustreGuide/fs-metrics.html"

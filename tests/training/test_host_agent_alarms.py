@@ -11,7 +11,7 @@ import pytest
 
 from mlstack.config import load
 from mlstack.constructs.training.metric_names import CONTAINER_INSIGHTS
-from mlstack.design.host_metrics import INSTALL_FAILED
+from mlstack.design.host_agent_alarms import INSTALL_FAILED
 from mlstack.design.observability import observability_design
 from tests.synth import Session
 

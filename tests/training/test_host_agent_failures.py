@@ -26,7 +26,7 @@ from botocore.credentials import Credentials
 from moto.server import ThreadedMotoServer
 
 from mlstack.constructs.training.host_agent import user_data_installer
-from mlstack.design.host_metrics import INSTALL_FAILED
+from mlstack.design.host_agent_alarms import INSTALL_FAILED
 from tests.training.host_agent_host import VERSION
 from tests.training.host_agent_host import host as _host
 from tests.training.host_agent_host import run as _run
