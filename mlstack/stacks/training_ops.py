@@ -5,6 +5,7 @@ dashboard and alarms (`mlstack.design.observability`), the blueprint's budget an
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sns as sns
@@ -15,10 +16,8 @@ from mlstack.config.budget import BUDGET_TAG
 from mlstack.constructs.security.budget import ProjectBudget
 from mlstack.constructs.storage.fsx_lustre import FsxLustre
 from mlstack.constructs.training import versions
-from mlstack.constructs.training.batch import BatchMultiNodeTraining
 from mlstack.constructs.training.capacity_block import CapacityBlockExpiry
 from mlstack.constructs.training.cluster import TrainingCluster
-from mlstack.constructs.training.hyperpod import HyperPodCluster
 from mlstack.constructs.training.observability import TrainingObservability
 from mlstack.constructs.training.scale_to_zero import ScaleToZero
 from mlstack.design.cost import budget_design, capacity_block_reservations, scale_to_zero_pools
@@ -26,6 +25,10 @@ from mlstack.design.hyperpod_governance import autoscaling
 from mlstack.design.observability import cluster_name_of, observability_design
 from mlstack.stacks.base import MlStack
 from mlstack.stacks.network import NetworkStack
+
+if TYPE_CHECKING:  # the engine's own stack module imports these; an EKS synth needs neither (aws_batch, aws_sagemaker)
+    from mlstack.constructs.training.batch import BatchMultiNodeTraining
+    from mlstack.constructs.training.hyperpod import HyperPodCluster
 
 
 @dataclass
