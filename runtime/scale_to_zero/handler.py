@@ -270,8 +270,9 @@ def _pools(done: list[str], trigger: str) -> None:
             done.append(f"NodePool {name}: limits {json.dumps(limits)} -> 0, no new node ({_resume(name, before)})")
         else:
             annotations = (pool.get("metadata") or {}).get("annotations") or {}
+            stopped_here = LIMITS_BEFORE in annotations  # by this function: the annotation names what to give back
             before = json.loads(annotations.get(LIMITS_BEFORE) or "{}")
-            done.append(f"NodePool {name}: limits already 0" + (f" ({_resume(name, before)})" if before else ""))
+            done.append(f"NodePool {name}: limits already 0" + (f" ({_resume(name, before)})" if stopped_here else ""))
         drain = (
             f"a node running a job drains when the job ends, at the latest after the pool's terminationGracePeriod "
             f"{grace}"

@@ -112,6 +112,21 @@ def test_a_second_budget_notification_changes_nothing(kube: Any) -> None:
     assert """kubectl patch nodepool p5 --type merge -p '{"spec":{"limits":{"nvidia.com/gpu":"32"}}}'""" in text
 
 
+def test_a_pool_without_limits_gets_cpu_zero_and_a_retry_still_names_its_resume(
+    kube: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stub, messages = kube
+    stub.add_pool("free", {})
+    monkeypatch.setenv("NODEPOOLS", json.dumps(["free"]))
+    handler.handler(EVENT)
+    assert stub.pools["free"]["spec"]["limits"] == {"cpu": "0"}
+    handler.handler(EVENT)
+    text = messages()[-1]["Message"]
+    assert "NodePool free: limits already 0" in text
+    # Resuming removes the limit this function added (a merge patch with null deletes the key).
+    assert """kubectl patch nodepool free --type merge -p '{"spec":{"limits":{"cpu":null}}}'""" in text
+
+
 def test_a_refused_request_fails_visibly_and_the_other_pools_still_run(kube: Any) -> None:
     stub, messages = kube
     stub.fail[("delete", "nodeclaims")] = 403
