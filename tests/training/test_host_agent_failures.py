@@ -25,7 +25,7 @@ from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 from moto.server import ThreadedMotoServer
 
-from mlstack.constructs.training.host_agent import user_data_installer
+from mlstack.constructs.training.host_agent import HOST_AGENT_SCRIPT, user_data_installer
 from mlstack.design.host_agent_alarms import INSTALL_FAILED
 from tests.training.host_agent_host import VERSION
 from tests.training.host_agent_host import host as _host
@@ -306,3 +306,18 @@ def test_the_report_runs_on_the_hosts_python(tmp_path: Path, minor: int) -> None
     report = _report(server.posts)
     assert report is not None and report["MetricData.member.1.Dimensions.member.2.Value"] == "no_gpu"
     assert server.posts[0].headers["Authorization"] == _botocore_authorization(server.posts[0])
+
+
+def test_every_python_block_of_the_installer_parses_as_python_3_7() -> None:
+    # Runs where no old interpreter is installed (the test above then skips): Python 3.7 syntax for every
+    # `python3 - <<'PY'` block and `python3 -c` one-liner the hosts run (the HyperPod EKS AL2 AMI has 3.7).
+    import ast
+    import re
+
+    script = HOST_AGENT_SCRIPT.read_text()
+    blocks = re.findall(r"<<'PY'[^\n]*\n(.*?)\nPY\n", script, re.DOTALL)
+    blocks += re.findall(r"python3 -c '([^']*)'", script)
+    assert len(blocks) >= 4, len(blocks)
+    for block in blocks:
+        ast.parse(block, feature_version=(3, 7))
+    assert not re.search(r"\w\s*\|=\s*\{", script), "dict |= needs Python 3.9"
