@@ -63,8 +63,11 @@ synth: install
 	rm -rf cdk.out
 	$(BIN)/python -m mlstack.synth_all cdk.out
 
-# mypy and pytest run side by side: pytest is one process (its background checkers use the second core part of
-# the time), and a fresh clone's mypy (no cache yet) is the next longest step.
+# mypy and pytest run side by side (a fresh clone's mypy, no cache yet, is the next longest step). pytest runs in
+# pytest-xdist workers, one per CPU up to 4: the blueprints are synthesized once per run, in a process of their own
+# that the first worker starts, while the workers run the tests that need no synth (tests/conftest.py); each test
+# module is one work unit (--dist loadgroup), in the order conftest gives (--no-loadscope-reorder).
+PYTEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); echo $$(( n > 4 ? 4 : n )))
 test: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -74,7 +77,7 @@ test-mypy:
 	$(BIN)/mypy
 
 test-pytest:
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 
 lint: synth
 	$(BIN)/ruff check .

@@ -55,8 +55,8 @@ def fewer_gc_passes() -> Iterator[None]:
 class SynthesizedBlueprint:
     name: str
     config: BlueprintConfig
-    built: blueprint.BuiltBlueprint
-    """The stack constructs."""
+    built: blueprint.BuiltBlueprint | None
+    """The stack constructs; None for an assembly read back from disk (`read_synthesis`)."""
     stacks: dict[str, StackInfo]
     """Stack construct ID -> the stack as the assembly's manifest describes it (what the CDK CLI deploys)."""
     templates: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -101,13 +101,27 @@ def synthesize_all(
             app.synth()
         except RuntimeError as err:  # ValidationFailed: unacknowledged findings, listed in the report
             nag_failure = str(err)
+    return read_synthesis(outdir, configs, built=built, nag_failure=nag_failure)
+
+
+def read_synthesis(
+    outdir: Path,
+    configs: list[BlueprintConfig],
+    *,
+    built: dict[str, blueprint.BuiltBlueprint] | None = None,
+    nag_failure: str | None = None,
+) -> Synthesis:
+    """The `Synthesis` of the cloud assembly under `outdir` that `synthesize_all` wrote for `configs`: each
+    blueprint's stacks from its nested manifest, their templates and CDK's validation report. Without `built` (an
+    assembly another process synthesized), `SynthesizedBlueprint.built` is None."""
     report_path = outdir / "validation-report.json"
     report = json.loads(report_path.read_text()) if report_path.exists() else {}
     result: dict[str, SynthesizedBlueprint] = {}
     for config in configs:
         name = config.name
         stacks = read_stacks(outdir / f"assembly-{name}")
-        synthesized = SynthesizedBlueprint(name=name, config=config, built=built[name], stacks=stacks)
+        constructs = built[name] if built is not None else None
+        synthesized = SynthesizedBlueprint(name=name, config=config, built=constructs, stacks=stacks)
         for stack in stacks.values():
             if stack.template_file.exists():
                 synthesized.templates[stack.construct_id] = json.loads(stack.template_file.read_text())

@@ -1,10 +1,12 @@
 """cfn-lint and checkov over every template of the session, each in its own process, started in the background as
-soon as the session has synthesized (like cfn-guard and asl-validator, `tests/template_checks/background.py`).
+soon as the session has synthesized (like cfn-guard and asl-validator, `tests/template_checks/background.py`), by
+the process that synthesized (`tests/session_synth.py`), once per test run.
 
 They are the slowest gates (cfn-lint about 35 s, checkov about 12 s on a quiet machine) and need nothing but the
-template files, so they run on the second core while the other tests run in this one; `tests/conftest.py` runs
-the tests that read their reports last, when the runs are done. cfn-lint runs as its CLI, once per region (the
-blueprints' regions), with the ignored checks of `.cfnlintrc.yaml`; checkov from its own venv, offline.
+template files, so they run beside the tests; `tests/conftest.py` runs the tests that read their reports last,
+when the runs are done. A reader in another process waits for the run's end file (`tests/run_files.py`). cfn-lint
+runs as its CLI, once per region (the blueprints' regions), with the ignored checks of `.cfnlintrc.yaml`; checkov
+from its own venv, offline.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Any
 
 import yaml
 
+from tests import run_files
 from tests.synth import ROOT, Session
 
 CFN_LINT = Path(os.environ.get("MLSTACK_CFN_LINT", ROOT / ".venv" / "bin" / "cfn-lint"))
@@ -52,12 +55,16 @@ class Run:
         return self
 
     def wait(self) -> tuple[int, str, str]:
-        """(exit status, stdout, stderr), once the run has ended."""
-        assert self.process is not None
-        waited = self.process.returncode is None
-        code = self.process.wait(timeout=TIMEOUT_S)
-        if waited:
-            print(f"\n{self.name}: {time.monotonic() - self.started:.1f} s", file=sys.stderr)
+        """(exit status, stdout, stderr), once the run has ended: this process's own run, or one the session synth
+        started (no `process` here: its end is a file, `tests/run_files.py`)."""
+        if self.process is None:
+            code, seconds = run_files.wait_for_end(self.out, TIMEOUT_S)
+            print(f"\n{self.name}: {seconds:.1f} s", file=sys.stderr)
+        else:
+            waited = self.process.returncode is None
+            code = self.process.wait(timeout=TIMEOUT_S)
+            if waited:
+                print(f"\n{self.name}: {time.monotonic() - self.started:.1f} s", file=sys.stderr)
         read = {"encoding": "utf-8", "errors": "replace"}
         return code, self.out.read_text(**read), self.out.with_suffix(".stderr").read_text(**read)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from mlstack.assembly import read_stacks
 from tests.synth import Session
@@ -42,12 +43,16 @@ def test_each_stack_is_read_from_the_nested_manifest(tmp_path: Path) -> None:
     assert training.artifact_id == "bpTrainingClusterStackCD34" and training.stack_name == "bp-TrainingClusterStack"
 
 
-def test_the_session_reads_the_same_stacks_the_constructs_define(session: Session) -> None:
+def test_the_session_reads_the_same_stacks_the_constructs_define(
+    session_and_constructs: tuple[Session, dict[str, dict[str, dict[str, Any]]]],
+) -> None:
+    # The stack constructs' own view, recorded by the process that synthesized (tests/session_synth.py).
+    session, constructs = session_and_constructs
     for name, bp in session.blueprints.items():
-        built = {s.node.id: s for s in bp.built.stacks}
+        built = constructs[name]
         assert set(bp.stacks) == set(built), name
         for sid, stack in bp.stacks.items():
-            assert stack.stack_name == built[sid].stack_name and stack.artifact_id == built[sid].artifact_id
-            assert stack.termination_protection is built[sid].termination_protection, (name, sid)
-            assert set(stack.depends_on) == {d.node.id for d in built[sid].dependencies}, (name, sid)
+            assert stack.stack_name == built[sid]["stack_name"] and stack.artifact_id == built[sid]["artifact_id"]
+            assert stack.termination_protection is built[sid]["termination_protection"], (name, sid)
+            assert sorted(stack.depends_on) == built[sid]["depends_on"], (name, sid)
             assert json.loads(stack.template_file.read_text()) == bp.templates[sid]

@@ -1,4 +1,5 @@
-"""The npm checkers' runs of this test session, started once the session has synthesized (see `node_tools`)."""
+"""The npm checkers' runs of this test run, started by the session synth's process once it has synthesized
+(`tests/session_synth.py`; see `node_tools`)."""
 
 from __future__ import annotations
 

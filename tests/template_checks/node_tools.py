@@ -1,5 +1,5 @@
 """The two checkers that come from npm (package.json; `make install` runs `npm ci`), started in the background
-right after the test session synthesizes, so that they run on the second core while the other tests run.
+right after the test session synthesizes, so that they run beside the tests.
 
 - AWS Guard rules: the `cfn-guard` binary and the Guard rules `@cdklabs/cdk-validator-cfnguard` bundles (the
   Control Tower proactive controls, `CT.<SERVICE>.PR.<n>`), run once over every template. They read the templates
@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tests import run_files
 from tests.synth import ROOT
 from tests.template_checks.resolve import Stack, resolve
 
@@ -71,10 +72,14 @@ class Run:
         return self
 
     def wait(self) -> tuple[int, str]:
-        assert self.process is not None
-        code = self.process.wait(timeout=TIMEOUT_S)
+        """(exit status, output), once the run has ended: this process's own run, or one the session synth started
+        (no `process` here: its end is a file, `tests/run_files.py`)."""
+        if self.process is None:
+            code, seconds = run_files.wait_for_end(self.out, TIMEOUT_S)
+        else:
+            code, seconds = self.process.wait(timeout=TIMEOUT_S), time.monotonic() - self.started
         if self.seconds is None:
-            self.seconds = time.monotonic() - self.started
+            self.seconds = seconds
             print(f"\n{self.name}: {self.seconds:.1f} s", file=sys.stderr)
         return code, self.out.read_text(encoding="utf-8", errors="replace")
 

@@ -64,7 +64,9 @@ def synth(tmp_path_factory: pytest.TempPathFactory) -> tuple[Session, Synthesize
 
 @pytest.fixture(scope="module")
 def stack(synth: tuple[Session, SynthesizedBlueprint]) -> TrainingClusterStack:
-    training = synth[1].built.training
+    built = synth[1].built
+    assert built is not None  # an in-process synth keeps its constructs
+    training = built.training
     assert isinstance(training, TrainingClusterStack)
     return training
 

@@ -1,0 +1,179 @@
+"""The test run's one synth of every blueprint, in a process of its own, shared by every pytest process of the run.
+
+`make test` runs pytest in two pytest-xdist workers (two CPUs busy instead of one); most tests need the synthesized
+blueprints (the `session` fixture), and no worker should wait for them while it still has tests that do not. So
+the first worker to set up its first test starts this module as a subprocess (a file lock in the run's shared temp
+directory decides which): it synthesizes the selected blueprints into `<root>/cdk.out` (`synthesize_all` with the
+test context, nag on, as always), starts the background checkers whose reading tests are selected (cfn-lint and
+checkov, `tests/blueprints/gate_runs.py`; cfn-guard and asl-validator, `tests/template_checks/background.py`),
+announces the assembly in `<root>/ready.json`, and records each checker's end as it comes (`tests/run_files.py`).
+Every worker reads the assembly back from disk (`mlstack.synth_all.read_synthesis`) and the checkers' reports from
+their files: one synth and one run of each checker per test run, however many workers.
+
+    python -m tests.session_synth ROOT --blueprints a,b [--checkers cfn-lint,checkov]
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mlstack.config import BLUEPRINTS_DIR, load
+from mlstack.synth_all import read_synthesis
+from tests import run_files
+from tests.blueprints import gate_runs
+from tests.synth import ROOT, Session, synthesize
+from tests.template_checks import background, node_tools
+
+READERS: dict[str, str] = {**gate_runs.READERS, **background.READERS}
+"""Checker -> the test (node ID prefix) that reads its report."""
+
+TIMEOUT_S = 900.0
+"""The synth alone takes about a minute on a busy 2-CPU machine; a run past this is stuck."""
+
+
+def _write_json(path: Path, value: Any) -> None:
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(json.dumps(value), encoding="utf-8")
+    partial.replace(path)  # a reader never sees half a file
+
+
+def construct_facts(synthesis: Session) -> dict[str, dict[str, dict[str, Any]]]:
+    """Blueprint -> stack construct ID -> what the stack construct says of itself (for the test that the manifest
+    reader, `mlstack.assembly.read_stacks`, agrees with the constructs; the workers have no constructs)."""
+    facts: dict[str, dict[str, dict[str, Any]]] = {}
+    for name, bp in synthesis.blueprints.items():
+        assert bp.built is not None
+        facts[name] = {
+            stack.node.id: {
+                "stack_name": stack.stack_name,
+                "artifact_id": stack.artifact_id,
+                "termination_protection": stack.termination_protection,
+                "depends_on": sorted(d.node.id for d in stack.dependencies),
+            }
+            for stack in bp.built.stacks
+        }
+    return facts
+
+
+def _started_runs() -> dict[str, list[gate_runs.Run | node_tools.Run]]:
+    runs: dict[str, list[gate_runs.Run | node_tools.Run]] = {name: list(rs) for name, rs in gate_runs.RUNS.items()}
+    runs.update({name: [run] for name, run in background.RUNS.items()})
+    return runs
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.session_synth")
+    parser.add_argument("root", type=Path)
+    parser.add_argument("--blueprints", required=True, help="comma-separated blueprint names")
+    parser.add_argument("--checkers", default="", help=f"comma-separated, of {', '.join(READERS)}")
+    args = parser.parse_args(argv)
+    root: Path = args.root
+    try:
+        files = [BLUEPRINTS_DIR / f"{name}.yaml" for name in args.blueprints.split(",") if name]
+        synthesis = synthesize(root / "cdk.out", files)
+        readers = [READERS[name] for name in args.checkers.split(",") if name]
+        gate_runs.start_if_selected(synthesis, readers)
+        background.start_if_selected(synthesis, readers)
+        runs = _started_runs()
+        _write_json(
+            root / "ready.json",
+            {
+                "nag_failure": synthesis.nag_failure,
+                "constructs": construct_facts(synthesis),
+                "runs": {
+                    name: [{"name": r.name, "args": r.args, "out": str(r.out)} for r in rs] for name, rs in runs.items()
+                },
+            },
+        )
+    except BaseException:
+        (root / "failed.txt").write_text(traceback.format_exc(), encoding="utf-8")
+        raise
+    started = {run.out: (run.process, run.started) for rs in runs.values() for run in rs if run.process is not None}
+    run_files.wait_and_record(started, gate_runs.TIMEOUT_S)
+    return 0
+
+
+@dataclass
+class SharedSynth:
+    """A pytest process's handle on the run's shared synth under `root`."""
+
+    root: Path
+    blueprints: list[str]
+    checkers: list[str]
+    process: subprocess.Popen[bytes] | None = None
+    """Set in the one process that started the synth."""
+
+    def start(self) -> None:
+        """Start the synth unless a process of this run already has (idempotent, across processes)."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        with (self.root / "lock").open("w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+            request = self.root / "request.json"
+            if request.exists():
+                return
+            args = [sys.executable, "-m", "tests.session_synth", str(self.root)]
+            args += ["--blueprints", ",".join(self.blueprints), "--checkers", ",".join(self.checkers)]
+            with (self.root / "synth.log").open("wb") as log:
+                # Its own process group: the checkers it starts end with it (`finish`).
+                self.process = subprocess.Popen(
+                    args, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True
+                )
+            _write_json(request, {"pid": self.process.pid, "blueprints": self.blueprints, "checkers": self.checkers})
+
+    def _wait_ready(self) -> dict[str, Any]:
+        deadline = time.monotonic() + TIMEOUT_S
+        ready, failed = self.root / "ready.json", self.root / "failed.txt"
+        while not ready.exists():
+            ended = self.process is not None and self.process.poll() is not None
+            if failed.exists() or ended or time.monotonic() > deadline:
+                log = (self.root / "synth.log").read_text(encoding="utf-8", errors="replace")
+                where = self.root / "synth.log"
+                raise RuntimeError(f"the session synth failed or hung; its output ({where}):\n{log[-6000:]}")
+            time.sleep(run_files.POLL_S)
+        value: dict[str, Any] = json.loads(ready.read_text(encoding="utf-8"))
+        return value
+
+    def load(self) -> tuple[Session, dict[str, dict[str, dict[str, Any]]]]:
+        """The synthesized blueprints, read back once the synth is ready, and the stack constructs' facts. The
+        checkers it started become this process's runs (`gate_runs.RUNS`, `background.RUNS`), ended by file."""
+        self.start()
+        ready = self._wait_ready()
+        requested: list[str] = json.loads((self.root / "request.json").read_text(encoding="utf-8"))["blueprints"]
+        configs = [load(BLUEPRINTS_DIR / f"{name}.yaml") for name in requested]
+        synthesis = read_synthesis(self.root / "cdk.out", configs, nag_failure=ready["nag_failure"])
+        for name, runs in ready["runs"].items():
+            if name in gate_runs.READERS:
+                gate_runs.RUNS[name] = [gate_runs.Run(r["name"], r["args"], Path(r["out"])) for r in runs]
+            else:
+                (run,) = runs
+                background.RUNS[name] = node_tools.Run(run["name"], run["args"], Path(run["out"]))
+        return synthesis, ready["constructs"]
+
+    def finish(self, *, abandon: bool) -> None:
+        """In the process that started it: wait for the synth's checkers (another worker may still be reading
+        their reports), or end them all when the test run is stopping (`abandon`)."""
+        if self.process is None or self.process.poll() is not None:
+            return
+        if not abandon:
+            try:
+                self.process.wait(timeout=TIMEOUT_S)
+                return
+            except subprocess.TimeoutExpired:
+                pass
+        os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
