@@ -66,7 +66,8 @@ synth: install
 # mypy and pytest run side by side (a fresh clone's mypy, no cache yet, is the next longest step). pytest runs in
 # pytest-xdist workers, one per CPU up to 4: the blueprints are synthesized once per run, in a process of their own
 # that the first worker starts, while the workers run the tests that need no synth (tests/conftest.py); each test
-# module is one work unit (--dist loadgroup), in the order conftest gives (--no-loadscope-reorder).
+# module is one work unit (--dist loadscope, units as conftest's scheduler draws them), in the order conftest gives
+# (--no-loadscope-reorder).
 PYTEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); echo $$(( n > 4 ? 4 : n )))
 test: install
 	$(BIN)/ruff check .
@@ -77,7 +78,7 @@ test-mypy:
 	$(BIN)/mypy
 
 test-pytest:
-	$(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadgroup --no-loadscope-reorder
+	$(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadscope --no-loadscope-reorder
 
 lint: synth
 	$(BIN)/ruff check .

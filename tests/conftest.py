@@ -3,13 +3,14 @@
 `MLSTACK_TEST_BLUEPRINTS=glob` (e.g. `eks-*`) limits the session to some blueprints while iterating;
 `make test` and CI always run them all.
 
-`make test` runs pytest in two pytest-xdist workers (`-n 2 --dist loadgroup`, the Makefile). The synth runs once per
+`make test` runs pytest in pytest-xdist workers (`-n 2 --dist loadscope`, the Makefile). The synth runs once per
 test run, in a process of its own that the first process to set up a test starts (`tests/session_synth.py`); it
 also starts the checkers that read only template files (cfn-lint and checkov: `tests/blueprints/gate_runs.py`;
 cfn-guard and asl-validator: `tests/template_checks/background.py`) as soon as it has synthesized. The order
 (`pytest_collection_modifyitems`): the modules that need no synth first, so that both workers have work while it
 runs; then the modules that read it; then the tests that read the checkers' reports, when those runs are done.
-Each module is one work unit (an `xdist_group`), so a module's own fixtures (a variant synth) run once.
+A work unit (`work_unit`, the scheduler `pytest_xdist_make_scheduler` makes) is a module, the tests that read one
+checker, or the modules that share one process-wide cache (`SHARED_UNITS`): a unit's fixtures run once.
 """
 
 from __future__ import annotations
@@ -43,24 +44,61 @@ def _needs_synth(item: pytest.Item) -> bool:
     return not {"session", "session_and_constructs"}.isdisjoint(getattr(item, "fixturenames", ()))
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    # pytest-xdist registers the marker only when it is loaded (`-p no:xdist` runs keep working).
-    config.addinivalue_line("markers", "xdist_group(name): tests that one pytest-xdist worker runs together")
+SHARED_UNITS = {"test_own_app.py": "own-app"}
+"""Module file name -> the unit of the modules that share one process's cache: every layer's own-app example runs
+in one interpreter, once per process (tests/own_app.py)."""
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook turns the groups into node ID suffixes
+def work_unit(nodeid: str) -> str:
+    """The work unit (one worker runs all of it) of a test, from its node ID: the controller has nothing else."""
+    reader = next((name for name, prefix in READERS.items() if nodeid.startswith(prefix)), None)
+    if reader:
+        return f"reader-{reader}"
+    module = nodeid.split("::", 1)[0]
+    return SHARED_UNITS.get(module.rsplit("/", 1)[-1], module)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist loadscope` with `work_unit` as the scope. (pytest-xdist 3.8's `loadgroup` cannot be used: it renames
+    node IDs through `Item._nodeid`, which pytest 9 no longer reads, so its groups are silently ignored.)"""
+    if config.getoption("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling  # type: ignore[import-untyped]
+
+    class WorkUnitScheduling(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid)
+
+    return WorkUnitScheduling(config, log)
+
+
+LONGEST_FIRST = (
+    "tests/training/test_cost_guardrails_karpenter.py",
+    "tests/training/test_cost_guardrails.py",
+    "tests/cli/test_cdk_cli.py",
+    "tests/inference_eks/test_variants.py",
+    "tests/training/test_host_agent_failures.py",
+    "tests/access/test_access.py",
+    "tests/packaging/test_wheel.py",
+    "tests/inference_eks/test_multinode_neuron.py",
+)
+"""A scheduling hint, not a gate: the modules that took 20-70 s each in a 2-worker run (their own variant synths,
+the CDK CLI, a wheel build), started first in their part, so that the part does not end with one worker on a long
+module while the other idles (longest-processing-time first). A stale entry only reorders."""
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Modules without a `session` test first, then those with one, then the background runs' readers (each
-    checker's readers one group); within each part the collection order. Every other module is one group."""
+    """Modules without a `session` test first, then those with one, then the background runs' readers; within
+    each part the `LONGEST_FIRST` modules first, then the collection order (the scheduler keeps this order:
+    `--no-loadscope-reorder`)."""
     needs_synth = {_module(item) for item in items if _needs_synth(item)}
 
-    def part(item: pytest.Item) -> int:
-        return 2 if _reader(item) else int(_module(item) in needs_synth)
+    def order(item: pytest.Item) -> tuple[int, int]:
+        module = _module(item)
+        part = 2 if _reader(item) else int(module in needs_synth)
+        return part, LONGEST_FIRST.index(module) if module in LONGEST_FIRST else len(LONGEST_FIRST)
 
-    items[:] = sorted(items, key=part)  # stable: the collection order within each part
-    for item in items:
-        reader = _reader(item)
-        item.add_marker(pytest.mark.xdist_group(f"reader-{reader}" if reader else _module(item)))
+    items[:] = sorted(items, key=order)  # stable
 
 
 def _run_root(tmp_path_factory: pytest.TempPathFactory) -> Path:

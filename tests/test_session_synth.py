@@ -4,19 +4,20 @@ order `tests/conftest.py` gives the tests for pytest-xdist."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import sys
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests import conftest, run_files
 from tests.blueprints import gate_runs
 from tests.session_synth import SharedSynth
-from tests.synth import Session
+from tests.synth import ROOT, Session
 from tests.template_checks import background
 
 
@@ -74,10 +75,6 @@ def test_a_failed_synth_fails_the_session_with_its_output(tmp_path: Path) -> Non
 class _Item:
     nodeid: str
     fixturenames: tuple[str, ...] = ()
-    marks: list[Any] = field(default_factory=list)
-
-    def add_marker(self, mark: Any) -> None:
-        self.marks.append(mark)
 
 
 def test_synth_free_modules_go_first_then_synth_readers_then_the_checkers_readers() -> None:
@@ -89,18 +86,52 @@ def test_synth_free_modules_go_first_then_synth_readers_then_the_checkers_reader
         _Item("tests/blueprints/test_gates.py::test_cfn_lint_finds_no_errors_or_warnings", ("session",)),
         _Item("tests/blueprints/test_gates.py::test_snapshot", ("session",)),
         _Item("tests/c/test_z.py::test_constructs", ("session_and_constructs",)),
+        _Item("tests/cli/test_cdk_cli.py::test_long"),
     ]
     conftest.pytest_collection_modifyitems(items)  # type: ignore[arg-type]
     assert [i.nodeid.split("::")[1] for i in items] == [
-        "test_plain",  # the only module with no synth test
+        "test_long",  # a long module starts its part
+        "test_plain",
         "test_one",
-        "test_two",  # a module stays together (its fixtures run once), in its collection order
+        "test_two",  # a module stays together, in its collection order
         "test_snapshot",
         "test_constructs",
         "test_clean",  # the checkers' readers last
         "test_cfn_lint_finds_no_errors_or_warnings",
     ]
-    groups = {i.nodeid.split("::")[1]: i.marks[0].kwargs.get("name", i.marks[0].args[0]) for i in items}
-    assert groups["test_one"] == groups["test_two"] == "tests/a/test_x.py"
-    assert groups["test_cfn_lint_finds_no_errors_or_warnings"] == "reader-cfn-lint"
-    assert groups["test_snapshot"] == "tests/blueprints/test_gates.py"
+
+
+def test_a_work_unit_is_a_module_a_checkers_readers_or_a_shared_cache() -> None:
+    unit = conftest.work_unit
+    assert unit("tests/a/test_x.py::test_one") == unit("tests/a/test_x.py::test_two[p-1]") == "tests/a/test_x.py"
+    assert unit("tests/blueprints/test_gates.py::test_cfn_lint_finds_no_errors_or_warnings") == "reader-cfn-lint"
+    assert unit("tests/blueprints/test_gates.py::test_snapshot[x]") == "tests/blueprints/test_gates.py"
+    assert unit("tests/blueprints/test_checkov.py::test_clean") == "reader-checkov"
+    # Every layer's own-app example runs in one interpreter per process: one unit, so one run per test run.
+    assert unit("tests/network/test_own_app.py::test_a") == unit("tests/mlops/test_own_app.py::test_b") == "own-app"
+
+
+def test_the_scheduler_keeps_each_unit_on_one_worker(tmp_path: Path) -> None:
+    # The real pytest-xdist run with conftest's scheduler: the two own-app modules (one unit; plain loadscope would
+    # give each module a worker of its own) run in one worker, and a module in one worker.
+    for module in ("a/test_own_app.py", "b/test_own_app.py", "c/test_other.py"):
+        label = module.replace("/", "-")
+        write = f"(pathlib.Path(__file__).parents[1] / 'ran-{label}-{{0}}').write_text(worker_id)"
+        body = "import pathlib\n" + "".join(f"def test_{i}(worker_id):\n    {write.format(i)}\n" for i in range(4))
+        (tmp_path / module).parent.mkdir()
+        (tmp_path / module).write_text(body)
+    (tmp_path / "conftest.py").write_text("from tests.conftest import pytest_xdist_make_scheduler  # noqa: F401\n")
+    args = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", "--dist", "loadscope"]
+    args += ["--no-loadscope-reorder", "--import-mode=importlib", "--rootdir", str(tmp_path), "-c", "/dev/null"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    run = subprocess.run([*args, str(tmp_path)], capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    ran = {path.name.removeprefix("ran-"): path.read_text() for path in tmp_path.glob("ran-*")}
+    assert len(ran) == 12
+    own_app = {worker for name, worker in ran.items() if "test_own_app" in name}
+    other = {worker for name, worker in ran.items() if "test_other" in name}
+    assert len(own_app) == 1 and len(other) == 1, ran
+
+
+def test_the_longest_first_hint_names_modules_that_exist() -> None:
+    assert [m for m in conftest.LONGEST_FIRST if not (ROOT / m).is_file()] == []
