@@ -58,6 +58,7 @@ def work_unit(nodeid: str) -> str:
     return SHARED_UNITS.get(module.rsplit("/", 1)[-1], module)
 
 
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist: `-p no:xdist` runs have no such hook
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """`--dist loadscope` with `work_unit` as the scope. (pytest-xdist 3.8's `loadgroup` cannot be used: it renames
     node IDs through `Item._nodeid`, which pytest 9 no longer reads, so its groups are silently ignored.)"""

@@ -116,13 +116,14 @@ def test_the_scheduler_keeps_each_unit_on_one_worker(tmp_path: Path) -> None:
     # give each module a worker of its own) run in one worker, and a module in one worker.
     for module in ("a/test_own_app.py", "b/test_own_app.py", "c/test_other.py"):
         label = module.replace("/", "-")
-        write = f"(pathlib.Path(__file__).parents[1] / 'ran-{label}-{{0}}').write_text(worker_id)"
-        body = "import pathlib\n" + "".join(f"def test_{i}(worker_id):\n    {write.format(i)}\n" for i in range(4))
+        write = f"(pathlib.Path(__file__).parents[1] / 'ran-{label}-{{0}}').write_text(os.environ['WORKER'])"
+        body = "import os, pathlib\nos.environ.setdefault('WORKER', os.environ.get('PYTEST_XDIST_WORKER', '-'))\n"
+        body += "".join(f"def test_{i}():\n    {write.format(i)}\n" for i in range(4))
         (tmp_path / module).parent.mkdir()
         (tmp_path / module).write_text(body)
     (tmp_path / "conftest.py").write_text("from tests.conftest import pytest_xdist_make_scheduler  # noqa: F401\n")
-    args = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", "--dist", "loadscope"]
-    args += ["--no-loadscope-reorder", "--import-mode=importlib", "--rootdir", str(tmp_path), "-c", "/dev/null"]
+    common = ["-q", "-p", "no:cacheprovider", "--import-mode=importlib", "--rootdir", str(tmp_path), "-c", "/dev/null"]
+    args = [sys.executable, "-m", "pytest", *common, "-n", "2", "--dist", "loadscope", "--no-loadscope-reorder"]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     run = subprocess.run([*args, str(tmp_path)], capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
@@ -131,7 +132,20 @@ def test_the_scheduler_keeps_each_unit_on_one_worker(tmp_path: Path) -> None:
     own_app = {worker for name, worker in ran.items() if "test_own_app" in name}
     other = {worker for name, worker in ran.items() if "test_other" in name}
     assert len(own_app) == 1 and len(other) == 1, ran
+    # Without pytest-xdist the hook is unknown: it is optional, so a one-process run still starts.
+    plain = [sys.executable, "-m", "pytest", *common, "-p", "no:xdist"]
+    run = subprocess.run([*plain, str(tmp_path)], capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
 
 
 def test_the_longest_first_hint_names_modules_that_exist() -> None:
     assert [m for m in conftest.LONGEST_FIRST if not (ROOT / m).is_file()] == []
+
+
+def test_make_caches_bytecode_outside_the_sources_even_where_the_environment_turns_it_off() -> None:
+    # Each Python process of a test run would otherwise compile aws-cdk-lib's modules from source again.
+    show = 'show: ; @echo "[$${PYTHONDONTWRITEBYTECODE-unset}][$${PYTHONPYCACHEPREFIX}]"'
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    args = ["make", "-s", "--no-print-directory", "-C", str(ROOT), "--eval", show, "show"]
+    run = subprocess.run(args, capture_output=True, text=True, timeout=60, env=env, check=True)
+    assert run.stdout.strip() == f"[unset][{ROOT / '.pycache'}]"
