@@ -127,6 +127,8 @@ def _containers(job: dict[str, Any]) -> list[dict[str, Any]]:
 def test_job_under_managed_schedulers_requests_no_huge_pages(session: Session) -> None:
     """Task governance's Kueue and HyperPod's Karpenter would hold a pod that requests a resource they do not
     model: no hugepages-2Mi request, libfabric on regular pages, the EFA devices still requested."""
+    if NAME not in session.blueprints:  # a MLSTACK_TEST_BLUEPRINTS selection without it
+        pytest.skip(f"{NAME} is not in this session")
     (job,) = render_job(session.blueprints[NAME].config, "image")
     for container in _containers(job):
         for kind in ("requests", "limits"):

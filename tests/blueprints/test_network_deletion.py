@@ -67,6 +67,8 @@ def aws() -> Iterator[None]:
 @pytest.mark.usefixtures("aws")
 @pytest.mark.filterwarnings("ignore:Exception\\(DependencyViolationError\\):UserWarning")  # moto's own error shape
 def test_deleting_the_network_stack_keeps_the_key_and_flow_logs(session: Session) -> None:
+    if "eks-gpu-training" not in session.blueprints:  # a MLSTACK_TEST_BLUEPRINTS selection without it
+        pytest.skip("eks-gpu-training is not in this session")
     network = session.blueprints["eks-gpu-training"]
     template = _deployable_in_moto(network.templates["NetworkStack"])
     cfn = boto3.client("cloudformation", region_name=REGION)
