@@ -32,8 +32,13 @@ def selected_blueprints() -> list[str]:
     return sorted(p.stem for p in BLUEPRINTS_DIR.glob(f"{pattern}.yaml"))
 
 
+def _reader_of(nodeid: str) -> str | None:
+    """The checker whose report the test reads, if it reads one."""
+    return next((name for name, prefix in READERS.items() if nodeid.startswith(prefix)), None)
+
+
 def _reader(item: pytest.Item) -> str | None:
-    return next((name for name, prefix in READERS.items() if item.nodeid.startswith(prefix)), None)
+    return _reader_of(item.nodeid)
 
 
 def _module(item: pytest.Item) -> str:
@@ -51,7 +56,7 @@ in one interpreter, once per process (tests/own_app.py)."""
 
 def work_unit(nodeid: str) -> str:
     """The work unit (one worker runs all of it) of a test, from its node ID: the controller has nothing else."""
-    reader = next((name for name, prefix in READERS.items() if nodeid.startswith(prefix)), None)
+    reader = _reader_of(nodeid)
     if reader:
         return f"reader-{reader}"
     module = nodeid.split("::", 1)[0]
