@@ -2,7 +2,8 @@
 right after the test session synthesizes, so that they run beside the tests.
 
 - AWS Guard rules: the `cfn-guard` binary and the Guard rules `@cdklabs/cdk-validator-cfnguard` bundles (the
-  Control Tower proactive controls, `CT.<SERVICE>.PR.<n>`), run once over every template. They read the templates
+  Control Tower proactive controls, `CT.<SERVICE>.PR.<n>`), run once over every template, each with the rule files
+  that name one of its resource types (`guard_groups`: the others skip it). They read the templates
   as CloudFormation receives them, except that each cross-stack `Fn::GetStackOutput` is replaced by the value
   CloudFormation resolves it to before it creates the resource (a rule that wants a key ARN cannot follow a
   reference into another stack; `KmsKeyId` is then the NetworkStack key's ARN).
@@ -85,14 +86,14 @@ class Run:
 
 
 def start_guard(workdir: Path, stacks: Iterable[tuple[str, Stack]]) -> Run:
-    """cfn-guard over every template (one file per stack under `workdir`, named `<blueprint>--<stack>.json`)."""
+    """cfn-guard over every template (one file per stack under `workdir`, named `<blueprint>--<stack>.json`), each
+    with the rule files that can apply to it (`guard_groups`)."""
     workdir.mkdir(parents=True, exist_ok=True)
-    args = [str(guard_binary()), "validate", "--rules", str(GUARD_RULES)]
+    args = [sys.executable, "-m", "tests.template_checks.guard_groups", str(guard_binary()), str(GUARD_RULES)]
     for label, stack in stacks:
         path = workdir / (label.replace("/", "--") + ".json")
         path.write_text(json.dumps(_without_stack_outputs(stack, stack.template)), encoding="utf-8")
-        args += ["--data", str(path)]
-    args += ["--output-format", "json", "--show-summary", "none", "--structured"]
+        args.append(str(path))
     return Run("cfn-guard", args, workdir.parent / "cfn-guard.json").start()
 
 

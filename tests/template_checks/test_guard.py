@@ -6,6 +6,7 @@ reason (`Metadata.guard.skip`, written by `mlstack.constructs.scanners.skip_guar
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ import pytest
 
 from mlstack.config import BLUEPRINTS_DIR
 from tests.synth import Session
-from tests.template_checks import background, node_tools
+from tests.template_checks import background, guard_groups, node_tools
 from tests.template_checks.resolve import Stack
 
 MIN_REASON = 20
@@ -61,9 +62,43 @@ def findings(session: Session, report: list[dict[str, Any]]) -> list[node_tools.
     return [f for f in node_tools.guard_findings(report) if f.control not in skips.get(f.where, {})]
 
 
-def test_guard_read_every_template_with_every_rule(session: Session, report: list[dict[str, Any]]) -> None:
+def test_guard_read_every_template(session: Session, report: list[dict[str, Any]]) -> None:
     assert len(report) == sum(len(bp.templates) for bp in session.blueprints.values())
     assert len(list(node_tools.GUARD_RULES.rglob("*.guard"))) > 200  # the Control Tower proactive controls
+
+
+def test_only_the_rule_files_naming_a_template_s_types_run_on_it() -> None:
+    rules = guard_groups.rule_types(node_tools.GUARD_RULES)
+    (bucket_rules,) = [p for p in rules if p.name == "ct-s3-pr-1.guard"]
+    chosen = guard_groups.applicable({"AWS::S3::Bucket", "AWS::IAM::Role"}, rules)
+    assert bucket_rules in chosen
+    assert all(rules[p] & {"AWS::S3::Bucket", "AWS::IAM::Role"} or not rules[p] for p in chosen)
+    assert len(chosen) < len(rules) / 4
+    # Every rule file applies only to the types it names (`... %selection not empty`), or it would run everywhere.
+    assert all(rules.values())
+
+
+def test_the_rule_files_chosen_per_template_find_what_every_rule_finds(session: Session, tmp_path: Path) -> None:
+    """The session's run uses the rule files that name a type of each template; the whole directory over the
+    smallest templates (cfn-guard's time grows with template size) reports the same findings."""
+    from tests.template_checks.resolve import session_stacks
+
+    stacks = sorted(session_stacks(session.blueprints), key=lambda s: len(json.dumps(s[1].template)))[:10]
+    run = node_tools.start_guard(tmp_path / "chosen", stacks)
+    code, chosen = run.wait()
+    assert code in (0, 19), chosen[-2000:]
+    every = subprocess.run(
+        [str(node_tools.guard_binary()), "validate", "--rules", str(node_tools.GUARD_RULES)]
+        + [a for f in sorted((tmp_path / "chosen").glob("*.json")) for a in ("--data", str(f))]
+        + ["--output-format", "json", "--show-summary", "none", "--structured"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert every.returncode in (0, 19), every.stderr[-2000:]
+    found = node_tools.guard_findings(json.loads(every.stdout))
+    assert found, "the comparison needs templates with raw findings (skipped ones count)"
+    assert node_tools.guard_findings(json.loads(chosen)) == found
 
 
 def test_no_template_breaks_an_aws_guard_rule(findings: list[node_tools.GuardFinding]) -> None:

@@ -1,0 +1,78 @@
+"""cfn-guard over a set of templates, each with the Guard rule files that can apply to it, as one process.
+
+Every Control Tower rule file selects the resources it checks by type (`Resources.*[ Type == %X_TYPE ]`) and
+applies only `when ... %selection not empty`, so a rule file that names none of a template's resource types
+reports SKIP for it. cfn-guard's time grows with template size times the number of rule files (each rule walks
+every resource), and a template here has about 32 of the 237 files applicable: running only those takes the
+session's run from about 35 s to 14 s of CPU with the same findings (`tests/template_checks/test_guard.py` checks
+that on the full rule set). A rule file that names no resource type runs on every template.
+
+    python -m tests.template_checks.guard_groups GUARD RULES_DIR DATA.json [DATA.json ...]
+
+Prints one JSON list of results (cfn-guard's `--structured` report, one entry per data file) and exits 19 when
+a rule failed, 0 when none did, or with cfn-guard's own status (and its output) when a run itself failed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+FAILED = 19
+"""cfn-guard's exit status when a rule reports a resource not compliant."""
+
+_TYPE = re.compile(r"""["'](AWS::[A-Za-z0-9]+::[A-Za-z0-9]+)["']""")
+
+
+def rule_types(rules_dir: Path) -> dict[Path, frozenset[str]]:
+    """Each rule file under `rules_dir` -> the resource types it names."""
+    return {
+        path: frozenset(_TYPE.findall(path.read_text(encoding="utf-8"))) for path in sorted(rules_dir.rglob("*.guard"))
+    }
+
+
+def applicable(types: set[str], rules: dict[Path, frozenset[str]]) -> tuple[Path, ...]:
+    """The rule files that can report on a template of these resource types (those naming none: always)."""
+    return tuple(path for path, named in rules.items() if not named or named & types)
+
+
+def template_types(data: Path) -> set[str]:
+    resources: dict[str, Any] = json.loads(data.read_text(encoding="utf-8")).get("Resources", {})
+    return {str(r.get("Type")) for r in resources.values()}
+
+
+def groups(rules_dir: Path, data: list[Path]) -> dict[tuple[Path, ...], list[Path]]:
+    """The data files by the rule files that apply to them (one cfn-guard run each)."""
+    rules = rule_types(rules_dir)
+    by_rules: dict[tuple[Path, ...], list[Path]] = defaultdict(list)
+    for path in data:
+        by_rules[applicable(template_types(path), rules)].append(path)
+    return dict(by_rules)
+
+
+def main(argv: list[str]) -> int:
+    guard, rules_dir, data = argv[0], Path(argv[1]), [Path(a) for a in argv[2:]]
+    report: list[Any] = []
+    status = 0
+    for rules, files in groups(rules_dir, data).items():
+        # Where no rule file names a type of the template, the whole directory runs (cfn-guard's own SKIP report).
+        args = [guard, "validate", *(a for r in rules or (rules_dir,) for a in ("--rules", str(r)))]
+        args += [*(a for f in files for a in ("--data", str(f))), "--output-format", "json"]
+        args += ["--show-summary", "none", "--structured"]
+        run = subprocess.run(args, capture_output=True, text=True, check=False)
+        if run.returncode not in (0, FAILED):
+            print(run.stdout + run.stderr)
+            return run.returncode
+        report += json.loads(run.stdout)
+        status = max(status, run.returncode)
+    json.dump(report, sys.stdout, indent=1)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
