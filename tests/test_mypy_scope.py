@@ -1,0 +1,93 @@
+"""mypy reads only the aws_cdk modules this code can reach (pyproject.toml, `[[tool.mypy.overrides]]`).
+
+aws_cdk's root module imports every one of its ~360 service modules for type checkers (`if typing.TYPE_CHECKING`),
+so mypy, told nothing, analyses all of them: 33 of a cold run's 38 s of module time, aws_kinesisanalyticsv2 alone
+5.7 s. The others are skipped (`follow_imports = "skip"`, the same as an untyped import), which would silently
+make a newly imported one `Any`: this test fails first, naming the modules to add to the list.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import re
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CDK = Path(str(importlib.util.find_spec("aws_cdk").origin)).parent  # type: ignore[union-attr]
+"""Found, not imported: importing aws_cdk starts its jsii kernel."""
+SOURCES = ("mlstack", "tests", "runtime", "bench", "app.py")
+_CDK_IMPORT = re.compile(r"^\s*(?:import aws_cdk\.|from aws_cdk\.|from \.\.)([a-z0-9_]+)", re.M)
+
+
+def _mypy_config() -> dict[str, object]:
+    config: dict[str, object] = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mypy"]
+    return config
+
+
+def _followed() -> set[str]:
+    """The aws_cdk modules the overrides let mypy follow."""
+    overrides: list[dict[str, object]] = _mypy_config()["overrides"]  # type: ignore[assignment]
+    found: set[str] = set()
+    for override in overrides:
+        if override.get("follow_imports") == "normal":
+            modules = override["module"]
+            found |= {str(m) for m in (modules if isinstance(modules, list) else [modules])}
+    return found
+
+
+def _our_cdk_modules() -> set[str]:
+    """aws_cdk's service modules that the type-checked code imports."""
+    services = {p.parent.name for p in CDK.glob("*/__init__.py")}
+    excluded = [re.compile(pattern) for pattern in _mypy_config()["exclude"]]  # type: ignore[attr-defined]
+    found: set[str] = set()
+    for source in SOURCES:
+        path = ROOT / source
+        for file in sorted(path.rglob("*.py")) if path.is_dir() else [path]:
+            relative = file.relative_to(ROOT).as_posix()
+            if any(pattern.search(relative) for pattern in excluded):
+                continue
+            for node in ast.walk(ast.parse(file.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.ImportFrom) and node.module == "aws_cdk":
+                    found |= {alias.name for alias in node.names if alias.name in services}
+                elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("aws_cdk."):
+                    found.add(str(node.module).split(".")[1])
+                elif isinstance(node, ast.Import):
+                    found |= {a.name.split(".")[1] for a in node.names if a.name.startswith("aws_cdk.")}
+    return found
+
+
+def reachable(modules: set[str]) -> set[str]:
+    """`modules` and every aws_cdk service module their own sources import, transitively."""
+    seen: set[str] = set()
+    todo = sorted(modules)
+    while todo:
+        module = todo.pop()
+        source = CDK / module / "__init__.py"
+        if module in seen or not source.exists():
+            continue
+        seen.add(module)
+        todo += _CDK_IMPORT.findall(source.read_text(encoding="utf-8"))
+    return seen
+
+
+def test_mypy_follows_every_aws_cdk_module_the_code_can_reach() -> None:
+    followed = _followed()
+    assert {"aws_cdk", "aws_cdk.interfaces.*"} <= followed  # the root, and the interfaces every module names
+    missing = sorted(
+        f"aws_cdk.{m}" for m in reachable(_our_cdk_modules()) if not {f"aws_cdk.{m}", f"aws_cdk.{m}.*"} & followed
+    )
+    assert missing == [], f"add to the follow_imports = 'normal' override in pyproject.toml: {missing}"
+
+
+def test_the_rest_of_aws_cdk_is_skipped() -> None:
+    overrides: list[dict[str, object]] = _mypy_config()["overrides"]  # type: ignore[assignment]
+    assert {"module": ["aws_cdk.*"], "follow_imports": "skip"} in overrides
+    assert len(_followed()) < len(list(CDK.glob("*/__init__.py"))) / 3
+
+
+def test_reachable_follows_the_generated_imports() -> None:
+    # aws_ec2's sources import aws_iam and aws_kms (a VPC's flow logs, an instance's role and volume keys).
+    assert {"aws_ec2", "aws_iam", "aws_kms"} <= reachable({"aws_ec2"})
+    assert "aws_quicksight" not in reachable({"aws_s3"})
