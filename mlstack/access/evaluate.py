@@ -248,6 +248,23 @@ def run_batch(batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def evaluate(blueprint: str, stacks: Stacks) -> Report:
+    return evaluate_many({blueprint: stacks})[blueprint]
+
+
+def evaluate_many(blueprints: dict[str, Stacks]) -> dict[str, Report]:
+    """Each blueprint's report, decided in one simulator run: starting it (Node and the managed policies' data)
+    costs about 0.6 s, deciding a blueprint's calls a few milliseconds."""
+    prepared = {name: _prepare(name, stacks) for name, stacks in blueprints.items()}
+    results = run_batch([request for _, _, batch in prepared.values() for request in batch])
+    reports = {}
+    for name, (report, alternatives, batch) in prepared.items():
+        mine, results = results[: len(batch)], results[len(batch) :]
+        reports[name] = _decided(report, alternatives, mine)
+    return reports
+
+
+def _prepare(blueprint: str, stacks: Stacks) -> tuple[Report, list[Call], list[dict[str, Any]]]:
+    """The report's calls (undecided), those that another role may also make, and the requests to decide."""
     principals = find_principals(stacks)
     report = Report(blueprint, principals)
     for principal in principals:
@@ -256,7 +273,10 @@ def evaluate(blueprint: str, stacks: Stacks) -> Report:
     batch = [simulation(c, c.role_arn, policies, stacks.account) for c in report.calls]
     alternatives = [c for c in report.calls if c.either and c.either != c.role_arn]
     batch += [simulation(c, c.either, policies, stacks.account) for c in alternatives]
-    results = run_batch(batch)
+    return report, alternatives, batch
+
+
+def _decided(report: Report, alternatives: list[Call], results: list[dict[str, Any]]) -> Report:
     for call, result in zip(report.calls, results, strict=False):
         call.decision, call.statement = result["decision"], result["statement"]
     for offset, call in enumerate(alternatives):

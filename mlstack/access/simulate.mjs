@@ -1,4 +1,4 @@
-// Decide a batch of IAM requests with @cloud-copilot/iam-simulate (one process per blueprint).
+// Decide a batch of IAM requests with @cloud-copilot/iam-simulate (one process per batch: one or more blueprints' calls).
 // stdin: JSON list of {principal, action, resource, account, context, identity: [{name, policy}],
 //        managed: [AWS managed policy ARN], boundary: [{name, policy} | {name, managed: ARN}], resourcePolicy}
 // stdout: JSON list of {decision: "Allowed" | "ImplicitlyDenied" | "ExplicitlyDenied" | "Error", statement}

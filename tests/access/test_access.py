@@ -13,7 +13,7 @@ from mlstack import cli
 from mlstack.access import Report, evaluate
 from mlstack.access import cli as access_cli
 from mlstack.access.calls import KINDS, SOURCES
-from mlstack.access.evaluate import run_batch
+from mlstack.access.evaluate import evaluate_many, run_batch
 from mlstack.access.render import render, summary
 from mlstack.access.resolve import Stacks
 from tests.access.known_denied import KNOWN_DENIED
@@ -43,7 +43,7 @@ NOT_RUN_TIME = (
 
 @pytest.fixture(scope="module")
 def reports(session: Session) -> dict[str, Report]:
-    return {name: evaluate(name, access_cli.stacks_of(item)) for name, item in session.blueprints.items()}
+    return evaluate_many({name: access_cli.stacks_of(item) for name, item in session.blueprints.items()})
 
 
 def test_denied_calls_are_exactly_the_known_ones(reports: dict[str, Report]) -> None:
@@ -54,6 +54,19 @@ def test_denied_calls_are_exactly_the_known_ones(reports: dict[str, Report]) -> 
         problems += [f"{name}: newly denied: {d} ({_why(report, d)})" for d in sorted(denied - known)]
         problems += [f"{name}: no longer denied, remove from KNOWN_DENIED: {d}" for d in sorted(known - denied)]
     assert not problems, "\n".join(problems)
+
+
+def test_one_simulator_run_decides_each_blueprint_like_its_own_run(
+    session: Session, reports: dict[str, Report]
+) -> None:
+    # The module's reports come from one run over every blueprint; two of them, each in a run of its own.
+    names = [n for n in ("inference-async", "eks-karpenter-training") if n in reports]
+    assert names
+    for name in names:
+        alone = evaluate(name, access_cli.stacks_of(session.blueprints[name]))
+        decided = [(c.key(), c.decision, c.statement) for c in reports[name].calls]
+        assert decided == [(c.key(), c.decision, c.statement) for c in alone.calls]
+        assert any(c.allowed for c in alone.calls)
 
 
 def _why(report: Report, key: tuple[str, str, str]) -> str:
