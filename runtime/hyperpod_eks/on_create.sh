@@ -28,12 +28,14 @@ log() {
 }
 
 wait_for_mount() {
-  local path=$1 tries=$2
-  for _ in $(seq "$tries"); do
+  local path=$1 tries=$2 try
+  for try in $(seq "$tries"); do
     if mountpoint -q "$path"; then
       return 0
     fi
-    sleep 5
+    if [ "$try" -lt "$tries" ]; then  # no sleep after the last look
+      sleep 5
+    fi
   done
   return 1
 }
@@ -55,7 +57,7 @@ set_containerd_root() {
 
 main() {
   if ! wait_for_mount "$DATA_DISK" "$MOUNT_TRIES"; then
-    log "$DATA_DISK is not mounted after $((MOUNT_TRIES * 5)) s: containerd keeps its root on the root volume"
+    log "$DATA_DISK is not mounted after $MOUNT_TRIES looks 5 s apart: containerd keeps its root on the root volume"
   elif [ ! -f "$CONTAINERD_CONFIG" ]; then
     log "$CONTAINERD_CONFIG not found: containerd keeps its root on the root volume"
   else

@@ -152,10 +152,12 @@ def wait_for_slurm_conf(path: Path, controllers: Sequence[str], timeout_s: int =
     """Controller only: HyperPod's agent writes slurm.conf there; True once it exists and names a controller, by
     address or by the EC2 host name the address gives (ip-10-3-0-10)."""
     names = [*controllers, *(f"ip-{ip.replace('.', '-')}" for ip in controllers)]
-    for _ in range(max(1, timeout_s // sleep_s)):
+    attempts = max(1, timeout_s // sleep_s)
+    for attempt in range(attempts):
         if path.exists() and any(name in path.read_text() for name in names):
             return True
-        time.sleep(sleep_s)
+        if attempt + 1 < attempts:  # no sleep after the last look
+            time.sleep(sleep_s)
     return False
 
 
