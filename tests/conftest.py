@@ -23,7 +23,8 @@ from typing import Any
 import pytest
 
 from mlstack.config import BLUEPRINTS_DIR
-from tests.session_synth import READERS, SharedSynth
+from tests import variants
+from tests.session_synth import READERS, SharedSynth, combined
 from tests.synth import Session
 
 
@@ -45,8 +46,12 @@ def _module(item: pytest.Item) -> str:
     return item.nodeid.split("::", 1)[0]
 
 
+SYNTH_FIXTURES = {"session", "session_and_constructs", "variants_session", "gated"}
+"""The fixtures that read the run's synth: a test that uses one runs after those that use none."""
+
+
 def _needs_synth(item: pytest.Item) -> bool:
-    return not {"session", "session_and_constructs"}.isdisjoint(getattr(item, "fixturenames", ()))
+    return not SYNTH_FIXTURES.isdisjoint(getattr(item, "fixturenames", ()))
 
 
 SHARED_UNITS = {"test_own_app.py": "own-app"}
@@ -79,18 +84,18 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
 
 LONGEST_FIRST = (
-    "tests/training/test_cost_guardrails_karpenter.py",
-    "tests/training/test_cost_guardrails.py",
-    "tests/cli/test_cdk_cli.py",
-    "tests/inference_eks/test_variants.py",
     "tests/training/test_host_agent_failures.py",
+    "tests/runtime/test_approval_deploy.py",
+    "tests/training/test_cost_guardrails_karpenter.py",
+    "tests/cli/test_cdk_cli.py",
+    "tests/test_session_synth.py",
+    "tests/ai_services/test_own_app.py",
     "tests/access/test_access.py",
     "tests/packaging/test_wheel.py",
-    "tests/inference_eks/test_multinode_neuron.py",
 )
-"""A scheduling hint, not a gate: the modules that took 20-70 s each in a 2-worker run (their own variant synths,
-the CDK CLI, a wheel build), started first in their part, so that the part does not end with one worker on a long
-module while the other idles (longest-processing-time first). A stale entry only reorders."""
+"""A scheduling hint, not a gate: the modules that took 6-20 s each in a 2-worker run (host drills, moto, the CDK
+CLI, a wheel build), started first in their part, so that the part does not end with one worker on a long module
+while the other idles (longest-processing-time first). A stale entry only reorders."""
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -120,7 +125,8 @@ def shared_synth(tmp_path_factory: pytest.TempPathFactory, request: pytest.Fixtu
     test needs it) so that it runs while the tests before the `session` ones do."""
     items = request.session.items
     checkers = sorted({name for item in items if (name := _reader(item))})
-    synth = SharedSynth(_run_root(tmp_path_factory), selected_blueprints(), checkers)
+    modules = variants.selected_modules(item.nodeid for item in items)
+    synth = SharedSynth(_run_root(tmp_path_factory), selected_blueprints(), checkers, modules)
     if any(_needs_synth(item) for item in items):
         synth.start()
     yield synth
@@ -135,3 +141,16 @@ def session_and_constructs(shared_synth: SharedSynth) -> tuple[Session, dict[str
 @pytest.fixture(scope="session")
 def session(session_and_constructs: tuple[Session, dict[str, dict[str, dict[str, Any]]]]) -> Session:
     return session_and_constructs[0]
+
+
+@pytest.fixture(scope="session")
+def variants_session(shared_synth: SharedSynth) -> Session:
+    """The variant blueprints of the selected modules that declare some (`tests/variants.py`)."""
+    return shared_synth.load_variants()
+
+
+@pytest.fixture(scope="session")
+def gated(session: Session, shared_synth: SharedSynth) -> Session:
+    """Every blueprint the background checkers read: the shipped ones and the variants (where their synth failed,
+    the shipped ones: the variants' tests fail with its traceback)."""
+    return combined(session, shared_synth.checked_variants())

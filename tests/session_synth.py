@@ -10,7 +10,11 @@ announces the assembly in `<root>/ready.json`, and records each checker's end as
 Every worker reads the assembly back from disk (`mlstack.synth_all.read_synthesis`) and the checkers' reports from
 their files: one synth and one run of each checker per test run, however many workers.
 
-    python -m tests.session_synth ROOT --blueprints a,b [--checkers cfn-lint,checkov]
+Then it synthesizes the variant blueprints of the selected modules that declare some (`tests/variants.py`) into
+`<root>/cdk.out-variants`, and the checkers read their templates in the same runs. A failed variant synth fails
+only the tests that read the variants (`load_variants`); the checkers then read the shipped templates.
+
+    python -m tests.session_synth ROOT --blueprints a,b [--checkers cfn-lint,checkov] [--variants MODULE,...]
 """
 
 from __future__ import annotations
@@ -24,13 +28,13 @@ import subprocess
 import sys
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from mlstack.config import BLUEPRINTS_DIR, load
-from mlstack.synth_all import read_synthesis
-from tests import run_files
+from mlstack.synth_all import Synthesis, read_synthesis
+from tests import run_files, variants
 from tests.blueprints import gate_runs
 from tests.synth import ROOT, Session, synthesize
 from tests.template_checks import background, node_tools
@@ -66,6 +70,30 @@ def construct_facts(synthesis: Session) -> dict[str, dict[str, dict[str, Any]]]:
     return facts
 
 
+def combined(shipped: Session, others: Session | None) -> Session:
+    """The shipped blueprints and the variants as one session: what the background checkers read."""
+    if others is None:
+        return shipped
+    return Synthesis(
+        outdir=shipped.outdir,
+        blueprints={**shipped.blueprints, **others.blueprints},
+        validation_report=shipped.validation_report,
+        nag_failure=shipped.nag_failure,
+    )
+
+
+def _synthesize_variants(root: Path, modules: list[str]) -> tuple[Session | None, dict[str, Any]]:
+    """The variants of `modules`, and what `ready.json` says of them (their files, nag result, or the error)."""
+    if not modules:
+        return None, {"files": [], "nag_failure": None, "error": None}
+    try:
+        files = variants.write(modules, root / "variants")
+        synthesis = synthesize(root / "cdk.out-variants", files)
+    except Exception:
+        return None, {"files": [], "nag_failure": None, "error": traceback.format_exc()}
+    return synthesis, {"files": [str(f) for f in files], "nag_failure": synthesis.nag_failure, "error": None}
+
+
 def _started_runs() -> dict[str, list[gate_runs.Run | node_tools.Run]]:
     runs: dict[str, list[gate_runs.Run | node_tools.Run]] = {name: list(rs) for name, rs in gate_runs.RUNS.items()}
     runs.update({name: [run] for name, run in background.RUNS.items()})
@@ -77,20 +105,24 @@ def main(argv: list[str]) -> int:
     parser.add_argument("root", type=Path)
     parser.add_argument("--blueprints", required=True, help="comma-separated blueprint names")
     parser.add_argument("--checkers", default="", help=f"comma-separated, of {', '.join(READERS)}")
+    parser.add_argument("--variants", default="", help="comma-separated test modules (tests/variants.py)")
     args = parser.parse_args(argv)
     root: Path = args.root
     try:
         files = [BLUEPRINTS_DIR / f"{name}.yaml" for name in args.blueprints.split(",") if name]
         synthesis = synthesize(root / "cdk.out", files)
+        variant_synthesis, variant_facts = _synthesize_variants(root, [m for m in args.variants.split(",") if m])
+        checked = combined(synthesis, variant_synthesis)
         readers = [READERS[name] for name in args.checkers.split(",") if name]
-        gate_runs.start_if_selected(synthesis, readers)
-        background.start_if_selected(synthesis, readers)
+        gate_runs.start_if_selected(checked, readers)
+        background.start_if_selected(checked, readers)
         runs = _started_runs()
         _write_json(
             root / "ready.json",
             {
                 "nag_failure": synthesis.nag_failure,
                 "constructs": construct_facts(synthesis),
+                "variants": variant_facts,
                 "runs": {
                     name: [{"name": r.name, "args": r.args, "out": str(r.out)} for r in rs] for name, rs in runs.items()
                 },
@@ -111,6 +143,8 @@ class SharedSynth:
     root: Path
     blueprints: list[str]
     checkers: list[str]
+    variant_modules: list[str] = field(default_factory=list)
+    """The selected test modules whose variants are synthesized too (`tests/variants.py`)."""
     process: subprocess.Popen[bytes] | None = None
     """Set in the one process that started the synth."""
 
@@ -124,6 +158,7 @@ class SharedSynth:
                 return
             args = [sys.executable, "-m", "tests.session_synth", str(self.root)]
             args += ["--blueprints", ",".join(self.blueprints), "--checkers", ",".join(self.checkers)]
+            args += ["--variants", ",".join(self.variant_modules)]
             with (self.root / "synth.log").open("wb") as log:
                 # Its own process group: the checkers it starts end with it (`finish`).
                 self.process = subprocess.Popen(
@@ -159,6 +194,24 @@ class SharedSynth:
                 (run,) = runs
                 background.RUNS[name] = node_tools.Run(run["name"], run["args"], Path(run["out"]))
         return synthesis, ready["constructs"]
+
+    def load_variants(self) -> Session:
+        """The variant blueprints, read back (an empty session where no selected module declares one); a failed
+        variant synth fails here, with its traceback."""
+        checked = self.checked_variants()
+        if checked is None:
+            raise RuntimeError(f"the variants' synth failed:\n{self._wait_ready()['variants']['error'][-6000:]}")
+        return checked
+
+    def checked_variants(self) -> Session | None:
+        """The variants the background checkers read: None where their synth failed (the checkers read only the
+        shipped templates then)."""
+        self.start()
+        facts = self._wait_ready()["variants"]
+        if facts["error"]:
+            return None
+        configs = [load(Path(f)) for f in facts["files"]]
+        return read_synthesis(self.root / "cdk.out-variants", configs, nag_failure=facts["nag_failure"])
 
     def finish(self, *, abandon: bool) -> None:
         """In the process that started it: wait for the synth's checkers (another worker may still be reading

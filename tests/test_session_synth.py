@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests import conftest, run_files
+from tests import conftest, run_files, variants
 from tests.blueprints import gate_runs
 from tests.session_synth import SharedSynth
 from tests.synth import ROOT, Session
@@ -73,6 +73,29 @@ def test_a_failed_synth_fails_the_session_with_its_output(tmp_path: Path) -> Non
         synth.load()
     synth.finish(abandon=False)
     assert synth.process is not None and synth.process.returncode == 1
+
+
+def test_a_failed_variant_synth_fails_the_variants_and_leaves_the_shipped_session(tmp_path: Path) -> None:
+    synth = SharedSynth(tmp_path / "run", [], [], ["tests/no_such_variants.py"])
+    shipped, _ = synth.load()
+    assert shipped.blueprints == {}
+    assert synth.checked_variants() is None  # the checkers read the shipped templates only
+    with pytest.raises(RuntimeError, match=r"(?s)variants' synth failed.*no_such_variants"):
+        synth.load_variants()
+    synth.finish(abandon=False)
+    assert synth.process is not None and synth.process.returncode == 0
+
+
+def test_every_variant_has_a_name_of_its_own_and_builds_that_blueprint() -> None:
+    found = variants.builders(variants.MODULES)  # a name taken twice, or by a shipped blueprint, fails here
+    assert len(found) >= 10
+    assert all(build().name == name for name, build in found.items())
+
+
+def test_variants_are_synthesized_for_the_selected_modules_that_declare_them() -> None:
+    selected = ["tests/inference_eks/test_variants.py::test_x[a]", "tests/blueprints/test_gates.py::test_y"]
+    assert variants.selected_modules(selected) == ["tests/inference_eks/test_variants.py"]
+    assert variants.selected_modules(["tests/test_kernel.py::test_z"]) == []
 
 
 @dataclass

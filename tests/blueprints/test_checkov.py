@@ -20,17 +20,18 @@ MIN_REASON = 20
 
 
 @pytest.fixture(scope="module")
-def checkov_report(session: Session) -> list[dict[str, Any]]:
-    # One checkov run over every template, in the background since the session synthesized (gate_runs).
-    return gate_runs.checkov_report(session)
+def checkov_report(gated: Session) -> list[dict[str, Any]]:
+    # One checkov run over every template (the shipped blueprints' and the variants', tests/variants.py), in the
+    # background since the session synthesized (gate_runs).
+    return gate_runs.checkov_report(gated)
 
 
-def test_checkov_scanned_every_template(session: Session, checkov_report: list[dict[str, Any]]) -> None:
+def test_checkov_scanned_every_template(gated: Session, checkov_report: list[dict[str, Any]]) -> None:
     summary = [r["summary"] for r in checkov_report if r.get("check_type") == "cloudformation"]
     assert summary and summary[0]["parsing_errors"] == 0
     assert (
         summary[0]["resource_count"]
-        >= sum(len(t["Resources"]) for bp in session.blueprints.values() for t in bp.templates.values()) // 2
+        >= sum(len(t["Resources"]) for bp in gated.blueprints.values() for t in bp.templates.values()) // 2
     )  # checkov counts the resources it has checks for; a dropped template would halve this
 
 
@@ -43,9 +44,9 @@ def test_checkov_has_no_failed_checks(checkov_report: list[dict[str, Any]]) -> N
     assert failed == [], "\n".join(failed)
 
 
-def test_every_checkov_skip_names_a_check_and_gives_a_reason(session: Session) -> None:
+def test_every_checkov_skip_names_a_check_and_gives_a_reason(gated: Session) -> None:
     bad = []
-    for name, bp in session.blueprints.items():
+    for name, bp in gated.blueprints.items():
         for stack_id, template in bp.templates.items():
             for logical_id, resource in template["Resources"].items():
                 for skip in resource.get("Metadata", {}).get("checkov", {}).get("skip", []):

@@ -11,9 +11,10 @@ from tests.template_checks import background, node_tools
 from tests.template_checks.resolve import session_stacks
 
 
-def test_every_state_machine_definition_is_valid_states_language(session: Session) -> None:
-    definitions = node_tools.state_machines(session_stacks(session.blueprints))
-    code, output = background.run(session, "asl-validator").wait()
+def test_every_state_machine_definition_is_valid_states_language(gated: Session) -> None:
+    # The shipped blueprints' and the variants' (tests/variants.py).
+    definitions = node_tools.state_machines(session_stacks(gated.blueprints))
+    code, output = background.run(gated, "asl-validator").wait()
     if not definitions:  # a MLSTACK_TEST_BLUEPRINTS selection without a state machine
         return
     assert code == 0, output

@@ -27,8 +27,9 @@ KNOWN: dict[tuple[str, str, str], str] = {
 
 
 @pytest.fixture(scope="module")
-def report(session: Session) -> list[dict[str, Any]]:
-    code, output = background.run(session, "cfn-guard").wait()
+def report(gated: Session) -> list[dict[str, Any]]:
+    # Over the shipped blueprints' templates and the variants' (tests/variants.py).
+    code, output = background.run(gated, "cfn-guard").wait()
     # cfn-guard exits 19 when a rule fails, 0 when none does; anything else is an error of the run itself.
     assert code in (0, 19), output[-2000:]
     parsed: list[dict[str, Any]] = json.loads(output)
@@ -57,13 +58,13 @@ def _known(finding: node_tools.GuardFinding) -> tuple[str, str, str] | None:
 
 
 @pytest.fixture(scope="module")
-def findings(session: Session, report: list[dict[str, Any]]) -> list[node_tools.GuardFinding]:
-    skips = _skips(session)
+def findings(gated: Session, report: list[dict[str, Any]]) -> list[node_tools.GuardFinding]:
+    skips = _skips(gated)
     return [f for f in node_tools.guard_findings(report) if f.control not in skips.get(f.where, {})]
 
 
-def test_guard_read_every_template(session: Session, report: list[dict[str, Any]]) -> None:
-    assert len(report) == sum(len(bp.templates) for bp in session.blueprints.values())
+def test_guard_read_every_template(gated: Session, report: list[dict[str, Any]]) -> None:
+    assert len(report) == sum(len(bp.templates) for bp in gated.blueprints.values())
     assert len(list(node_tools.GUARD_RULES.rglob("*.guard"))) > 200  # the Control Tower proactive controls
 
 
@@ -115,10 +116,10 @@ def test_every_known_guard_finding_is_still_there(session: Session, findings: li
         assert gone == [], "\n".join(gone)
 
 
-def test_every_guard_skip_names_a_control_and_gives_a_reason(session: Session) -> None:
+def test_every_guard_skip_names_a_control_and_gives_a_reason(gated: Session) -> None:
     bad = [
         f"{where}: {control}"
-        for where, skips in _skips(session).items()
+        for where, skips in _skips(gated).items()
         for control, reason in skips.items()
         if not control.startswith("CT.") or len(reason) < MIN_REASON
     ]

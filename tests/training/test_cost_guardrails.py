@@ -20,6 +20,7 @@ from mlstack.constructs.training.capacity_block import DETAIL_TYPES, CapacityBlo
 from mlstack.design.cost import capacity_block_reservations
 from mlstack.plan.build import build_plan
 from mlstack.plan.operations import max_per_hour
+from tests import variants
 from tests.synth import TEST_CONTEXT, template
 
 BLOCK = "cr-0123456789abcdef0"
@@ -194,25 +195,9 @@ def _eks_on_a_block() -> BlueprintConfig:
 
 
 @pytest.fixture(scope="module")
-def on_blocks(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """The batch and EKS blueprints on a Capacity Block, synthesized with cdk-nag like the shipped ones."""
-    import yaml
-
-    from tests.synth import synthesize
-
-    folder = tmp_path_factory.mktemp("blocks")
-    files = []
-    for config in (
-        _batch_on_a_block(),
-        _eks_on_a_block(),
-        _g6e_scaling_at_budget(),
-        _hyperpod_scaling_at_budget(),
-        _hyperpod_scaling_at_budget("eks"),
-    ):
-        path = folder / f"{config.name}.yaml"
-        path.write_text(yaml.safe_dump(config.model_dump(mode="json", exclude_unset=True)))
-        files.append(path)
-    return synthesize(tmp_path_factory.mktemp("cdk.out"), files)
+def on_blocks(variants_session: Any) -> Any:
+    """The batch and EKS blueprints on a Capacity Block and three at their budget (`SESSION_VARIANTS`)."""
+    return variants.only(variants_session, SESSION_VARIANTS)
 
 
 def _g6e_scaling_at_budget() -> BlueprintConfig:
@@ -230,18 +215,32 @@ def _hyperpod_scaling_at_budget(engine: str = "slurm") -> BlueprintConfig:
     return BlueprintConfig.model_validate({**data, "name": name, "budget": budget})
 
 
+def _batch_block() -> BlueprintConfig:
+    return BlueprintConfig.model_validate({**_batch_on_a_block().model_dump(exclude_unset=True), "name": "batch-block"})
+
+
+SESSION_VARIANTS = {
+    "batch-block": _batch_block,
+    "eks-block": _eks_on_a_block,
+    "g6e-budget": _g6e_scaling_at_budget,
+    "hyperpod-budget": _hyperpod_scaling_at_budget,
+    "hyperpod-eks-budget": lambda: _hyperpod_scaling_at_budget("eks"),
+}
+"""Synthesized by the run's synth process with cdk-nag and CDK's validation, like the shipped blueprints, and read
+by the same cfn-lint, checkov, cfn-guard and asl-validator runs (tests/variants.py)."""
+
+
 def _statements(resources: dict[str, Any], prefix: str = "ScaleToZeroRole") -> list[dict[str, Any]]:
     policy = next(r for k, r in resources.items() if r["Type"] == "AWS::IAM::Policy" and k.startswith(prefix))
     return list(policy["Properties"]["PolicyDocument"]["Statement"])
 
 
-def test_blocks_synthesize_clean_under_cdk_nag_and_cfn_lint(on_blocks: Any) -> None:
-    from cfnlint.api import ManualArgs, lint
-
+def test_blocks_synthesize_clean_under_cdk_nag_and_go_through_the_gates(on_blocks: Any) -> None:
     assert on_blocks.nag_failure is None
-    for name in ("batch-training", "eks-block", "g6e-budget", "hyperpod-budget", "hyperpod-eks-budget"):
-        for stack_id, t in on_blocks.blueprints[name].templates.items():
-            assert lint(json.dumps(t), config=ManualArgs(regions=["us-east-1"])) == [], f"{name}/{stack_id}"
+    # cfn-lint, checkov, cfn-guard and asl-validator read them with the shipped templates (tests/blueprints/
+    # test_gates.py, test_checkov.py, tests/template_checks/).
+    for name in SESSION_VARIANTS:
+        assert "TrainingClusterStack" in on_blocks.blueprints[name].templates, name
 
 
 def test_eks_block_expiry_scales_only_the_node_groups_on_the_block(on_blocks: Any) -> None:
@@ -261,31 +260,13 @@ def test_eks_block_expiry_scales_only_the_node_groups_on_the_block(on_blocks: An
 
 
 def test_batch_block_expiry_terminates_jobs_and_disables_the_environment(on_blocks: Any) -> None:
-    resources = on_blocks.blueprints["batch-training"].templates["TrainingClusterStack"]["Resources"]
+    resources = on_blocks.blueprints["batch-block"].templates["TrainingClusterStack"]["Resources"]
     actions = {json.dumps(s["Action"]): s["Resource"] for s in _statements(resources)}
     assert actions['"batch:ListJobs"'] == "*"
     assert "job/*" in json.dumps(actions['"batch:TerminateJob"'])
     compute = next(k for k, r in resources.items() if r["Type"] == "AWS::Batch::ComputeEnvironment")
     assert actions['"batch:UpdateComputeEnvironment"'] == {"Ref": compute}
     assert not [s for s in _statements(resources) if "eks:" in json.dumps(s["Action"])]
-
-
-def test_blocks_pass_checkov(on_blocks: Any) -> None:
-    import subprocess
-
-    from tests.blueprints.gate_runs import CHECKOV
-
-    args = [str(CHECKOV), "--framework", "cloudformation", "--skip-download", "--quiet", "--compact", "-o", "json"]
-    for name in ("batch-training", "eks-block", "g6e-budget", "hyperpod-budget", "hyperpod-eks-budget"):
-        args += ["-f", str(on_blocks.blueprints[name].stacks["TrainingClusterStack"].template_file)]
-    run = subprocess.run(args, capture_output=True, text=True, timeout=600, check=False)
-    report = json.loads(run.stdout)
-    failed = [
-        f"{c['check_id']} {c['resource']}"
-        for r in (report if isinstance(report, list) else [report])
-        for c in r.get("results", {}).get("failed_checks", [])
-    ]
-    assert failed == []
 
 
 def test_budget_scale_to_zero_has_its_own_topic_and_tells_the_alarm_topic(on_blocks: Any) -> None:
@@ -347,7 +328,7 @@ def test_budget_action_notification_also_emails_the_alarm_recipients(on_blocks: 
 
 @pytest.mark.parametrize(
     ("name", "prefix"),
-    [("batch-training", "ScaleToZero"), ("eks-block", "ScaleToZero"), ("g6e-budget", "BudgetScaleToZero"),
+    [("batch-block", "ScaleToZero"), ("eks-block", "ScaleToZero"), ("g6e-budget", "BudgetScaleToZero"),
      ("hyperpod-budget", "BudgetScaleToZero"), ("hyperpod-eks-budget", "BudgetScaleToZero")],
 )  # fmt: skip
 def test_a_failed_scale_down_alarms_to_the_alarm_topic(on_blocks: Any, name: str, prefix: str) -> None:
@@ -396,9 +377,7 @@ def test_hyperpod_budget_action_scales_the_accelerated_groups_with_scoped_permis
     assert not [s for s in statements if "eks:" in json.dumps(s["Action"]) or "batch:" in json.dumps(s["Action"])]
 
 
-@pytest.mark.parametrize(
-    "name", ["hyperpod-budget", "hyperpod-eks-budget", "g6e-budget", "batch-training", "eks-block"]
-)
+@pytest.mark.parametrize("name", ["hyperpod-budget", "hyperpod-eks-budget", "g6e-budget", "batch-block", "eks-block"])
 def test_mlstack_access_follows_every_scale_down_call_and_denies_none(on_blocks: Any, name: str) -> None:
     from mlstack.access import cli as access_cli
     from mlstack.access import evaluate
@@ -413,7 +392,7 @@ def test_mlstack_access_follows_every_scale_down_call_and_denies_none(on_blocks:
         "hyperpod-budget": {"sagemaker:DescribeCluster", "sagemaker:UpdateCluster", "iam:PassRole", "sns:Publish"},
         "hyperpod-eks-budget": {"sagemaker:DescribeCluster", "sagemaker:UpdateCluster", "iam:PassRole", "sns:Publish"},
         "g6e-budget": {"eks:DescribeNodegroup", "eks:UpdateNodegroupConfig", "sns:Publish"},
-        "batch-training": {"batch:ListJobs", "batch:TerminateJob", "batch:UpdateComputeEnvironment"},
+        "batch-block": {"batch:ListJobs", "batch:TerminateJob", "batch:UpdateComputeEnvironment"},
         "eks-block": {"eks:DescribeNodegroup", "eks:UpdateNodegroupConfig"},
     }[name]
     assert expected <= actions
