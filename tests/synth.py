@@ -9,7 +9,7 @@ from aws_cdk.assertions import Template
 
 from mlstack.synth_all import Synthesis, synthesize_all
 
-__all__ = ["ROOT", "TEST_CONTEXT", "Session", "synthesize", "template"]
+__all__ = ["ROOT", "TEST_CONTEXT", "Session", "nag_findings", "synthesize", "template", "validation_violations"]
 
 Session = Synthesis
 
@@ -29,3 +29,30 @@ def synthesize(outdir: Path, files: list[Path] | None = None) -> Session:
 
 def template(session: Session, blueprint: str, stack_id: str) -> Template:
     return Template.from_json(session.blueprints[blueprint].templates[stack_id])
+
+
+def nag_findings(validation_report: dict[str, Any]) -> list[str]:
+    """cdk-nag's errors in CDK's validation-report.json: each violation names its `violatingConstructs` (the
+    report's key; a plugin hands CDK `violatingResources`, which the report does not keep)."""
+    return [
+        f"{violation['ruleName']}: {construct.get('constructPath')} ({violation.get('description', '')[:80]})"
+        for report in validation_report.get("pluginReports", [])
+        if report["pluginName"] == "AwsSolutions"
+        for violation in report["violations"]
+        for construct in violation["violatingConstructs"]
+        if violation.get("severity") in ("error", "fatal")
+    ]
+
+
+def validation_violations(validation_report: dict[str, Any]) -> list[str]:
+    """`<plugin> <rule>: <construct path> (<description>)` for cdk-nag's errors and every violation of the other
+    plugins (CDK's CloudFormation validation and the construct annotations report warnings), one per violating
+    construct (`?` where a violation names none)."""
+    return [
+        f"{report['pluginName']} {violation['ruleName']}: {construct.get('constructPath', '?')} "
+        f"({violation.get('description', '')[:80]})"
+        for report in validation_report.get("pluginReports", [])
+        for violation in report["violations"]
+        if report["pluginName"] != "AwsSolutions" or violation.get("severity") in ("error", "fatal")
+        for construct in violation.get("violatingConstructs") or [{}]
+    ]

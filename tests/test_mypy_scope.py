@@ -12,6 +12,7 @@ import ast
 import importlib.util
 import re
 import tomllib
+from collections.abc import Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,19 +38,30 @@ def _followed() -> set[str]:
     return found
 
 
-def _our_cdk_modules() -> set[str]:
-    """aws_cdk's service modules that the type-checked code imports."""
+def _our_cdk_modules(root: Path = ROOT, sources: Sequence[str] = SOURCES) -> set[str]:
+    """aws_cdk's service modules that the type-checked code under `root` imports or names."""
     services = {p.parent.name for p in CDK.glob("*/__init__.py")}
     excluded = [re.compile(pattern) for pattern in _mypy_config()["exclude"]]  # type: ignore[attr-defined]
     found: set[str] = set()
-    for source in SOURCES:
-        path = ROOT / source
+    for source in sources:
+        path = root / source
         for file in sorted(path.rglob("*.py")) if path.is_dir() else [path]:
-            relative = file.relative_to(ROOT).as_posix()
+            relative = file.relative_to(root).as_posix()
             if any(pattern.search(relative) for pattern in excluded):
                 continue
-            for node in ast.walk(ast.parse(file.read_text(encoding="utf-8"))):
-                if isinstance(node, ast.ImportFrom) and node.module == "aws_cdk":
+            tree = ast.parse(file.read_text(encoding="utf-8"))
+            aliases = {
+                alias.asname or alias.name
+                for node in ast.walk(tree)
+                if isinstance(node, ast.Import)
+                for alias in node.names
+                if alias.name == "aws_cdk"
+            }
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases:
+                    if node.attr in services:  # `cdk.aws_s3.Bucket` after `import aws_cdk as cdk`
+                        found.add(node.attr)
+                elif isinstance(node, ast.ImportFrom) and node.module == "aws_cdk":
                     found |= {alias.name for alias in node.names if alias.name in services}
                 elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("aws_cdk."):
                     found.add(str(node.module).split(".")[1])
@@ -85,6 +97,12 @@ def test_the_rest_of_aws_cdk_is_skipped() -> None:
     overrides: list[dict[str, object]] = _mypy_config()["overrides"]  # type: ignore[assignment]
     assert {"module": ["aws_cdk.*"], "follow_imports": "skip"} in overrides
     assert len(_followed()) < len(list(CDK.glob("*/__init__.py"))) / 3
+
+
+def test_every_way_of_naming_a_module_counts(tmp_path: Path) -> None:
+    source = "import aws_cdk as cdk\nfrom aws_cdk import aws_sns\nimport aws_cdk.aws_sqs\ncdk.aws_s3.Bucket\n"
+    (tmp_path / "app.py").write_text(source)
+    assert _our_cdk_modules(tmp_path, ["app.py"]) == {"aws_s3", "aws_sns", "aws_sqs"}
 
 
 def test_reachable_follows_the_generated_imports() -> None:

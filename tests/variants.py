@@ -13,12 +13,13 @@ is its own: no shipped blueprint and no other variant has it (the checkers' repo
 from __future__ import annotations
 
 import importlib
+import json
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import yaml
 
-from mlstack.config import BLUEPRINTS_DIR, BlueprintConfig
+from mlstack.config import BLUEPRINTS_DIR, BlueprintConfig, load
 from mlstack.synth_all import Synthesis
 
 MODULES = (
@@ -27,6 +28,11 @@ MODULES = (
     "tests/inference_eks/test_variants.py",
 )
 """The test modules that declare `SESSION_VARIANTS`."""
+
+GATE_TEST = "test_the_variants_pass_the_gates"
+"""Each module's test that reads its variants' findings (`gate_problems`): a reader of cfn-lint, checkov and
+cfn-guard, so those runs start whenever it is selected, and it runs after the tests that read no checker."""
+GATE_READERS = tuple(f"{module}::{GATE_TEST}" for module in MODULES)
 
 Builder = Callable[[], BlueprintConfig]
 
@@ -39,7 +45,7 @@ def selected_modules(nodeids: Iterable[str]) -> list[str]:
 
 def builders(modules: Iterable[str]) -> dict[str, Builder]:
     """Variant name -> its builder, from each module's `SESSION_VARIANTS`."""
-    shipped = {path.stem for path in BLUEPRINTS_DIR.glob("*.yaml")}
+    shipped = {load(path).name for path in BLUEPRINTS_DIR.glob("*.yaml")}
     found: dict[str, Builder] = {}
     for module in modules:
         declared: dict[str, Builder] = importlib.import_module(module[: -len(".py")].replace("/", ".")).SESSION_VARIANTS
@@ -73,3 +79,27 @@ def only(variants: Synthesis, names: Iterable[str]) -> Synthesis:
         validation_report=variants.validation_report,
         nag_failure=variants.nag_failure,
     )
+
+
+def gate_problems(gated: Synthesis, own: Synthesis) -> list[str]:
+    """What the gates find on the variants of `own`: cdk-nag's and CDK's template validation's violations on their
+    constructs, then cfn-lint's, checkov's and cfn-guard's findings (skips honoured) on their templates, from the
+    run's background checkers (which read `gated`: the shipped blueprints and every variant)."""
+    from tests.blueprints import gate_runs
+    from tests.synth import validation_violations
+    from tests.template_checks import background, node_tools
+
+    names = set(own.blueprints)
+    # A violation's construct path starts with its blueprint's Stage; one that names no construct counts for all.
+    problems = [
+        v
+        for v in validation_violations(own.validation_report)
+        if v.split(": ", 1)[1].split("/", 1)[0].split(" ", 1)[0] in names | {"?"}
+    ]
+    problems += [p for p in gate_runs.cfn_lint_problems(gated) if p.split("/", 1)[0] in names]
+    problems += [p for p in gate_runs.checkov_failures(gated) if p.split("/", 1)[0] in names]
+    code, output = background.run(gated, "cfn-guard").wait()
+    assert code in (0, 19), output[-2000:]
+    findings = node_tools.unskipped_guard_findings(json.loads(output), gated.blueprints)
+    problems += [f"cfn-guard {f}" for f in findings if f.where.split("/", 1)[0] in names]
+    return problems

@@ -253,9 +253,13 @@ def evaluate(blueprint: str, stacks: Stacks) -> Report:
 
 def evaluate_many(blueprints: dict[str, Stacks]) -> dict[str, Report]:
     """Each blueprint's report, decided in one simulator run: starting it (Node and the managed policies' data)
-    costs about 0.6 s, deciding a blueprint's calls a few milliseconds."""
+    costs about 0.6 s, deciding a blueprint's calls a few milliseconds. A request the simulator cannot read fails
+    the whole run (MlstackError), not only its blueprint's report."""
     prepared = {name: _prepare(name, stacks) for name, stacks in blueprints.items()}
-    results = run_batch([request for _, _, batch in prepared.values() for request in batch])
+    requests = [request for _, _, batch in prepared.values() for request in batch]
+    results = run_batch(requests)
+    if len(results) != len(requests):
+        raise MlstackError(f"mlstack access: the policy simulator decided {len(results)} of {len(requests)} requests")
     reports = {}
     for name, (report, alternatives, batch) in prepared.items():
         mine, results = results[: len(batch)], results[len(batch) :]

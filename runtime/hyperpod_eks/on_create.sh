@@ -57,7 +57,8 @@ set_containerd_root() {
 
 main() {
   if ! wait_for_mount "$DATA_DISK" "$MOUNT_TRIES"; then
-    log "$DATA_DISK is not mounted after $MOUNT_TRIES looks 5 s apart: containerd keeps its root on the root volume"
+    log "$DATA_DISK is not mounted after $MOUNT_TRIES checks over $(((MOUNT_TRIES - 1) * 5)) s:" \
+      "containerd keeps its root on the root volume"
   elif [ ! -f "$CONTAINERD_CONFIG" ]; then
     log "$CONTAINERD_CONFIG not found: containerd keeps its root on the root volume"
   else

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -24,17 +25,17 @@ from typing import Any
 
 import yaml
 
-from tests import run_files
+from tests import run_files, variants
 from tests.synth import ROOT, Session
 
 CFN_LINT = Path(os.environ.get("MLSTACK_CFN_LINT", ROOT / ".venv" / "bin" / "cfn-lint"))
 CHECKOV = Path(os.environ.get("MLSTACK_CHECKOV", ROOT / ".venv-checkov" / "bin" / "checkov"))
 
-READERS = {
-    "cfn-lint": "tests/blueprints/test_gates.py::test_cfn_lint_finds_no_errors_or_warnings",
-    "checkov": "tests/blueprints/test_checkov.py",
+READERS: dict[str, tuple[str, ...]] = {
+    "cfn-lint": ("tests/blueprints/test_gates.py::test_cfn_lint_finds_no_errors_or_warnings", *variants.GATE_READERS),
+    "checkov": ("tests/blueprints/test_checkov.py", *variants.GATE_READERS),
 }
-"""The tests that read each run: a run starts only when one of them is selected."""
+"""The tests (node ID prefixes) that read each run: a run starts only when one of them is selected."""
 
 TIMEOUT_S = 600
 
@@ -99,15 +100,27 @@ def _start_cfn_lint(session: Session, workdir: Path) -> list[Run]:
     return runs
 
 
+def _checkov_copy(workdir: Path, blueprint: str, stack_id: str) -> Path:
+    """Where checkov reads a template: a copy named `<blueprint>--<stack ID>.template.json`. checkov's parser keeps
+    the file's path beside each resource's properties, and its secret checks (CKV_AWS_45 on a function's
+    environment, CKV_AWS_46 on user data) read it: in the assembly's own path, a blueprint name's last word, a
+    slash and the stack's artifact ID can make 40 key-like characters ("fixed/servingfixedInferenceStack48665F31"),
+    which it reports as an AWS secret access key. The copy's name has none."""
+    return workdir / "checkov" / f"{blueprint}--{stack_id}.template.json"
+
+
 def _start_checkov(session: Session, workdir: Path) -> list[Run]:
     args = [str(CHECKOV), "--framework", "cloudformation", "--skip-download", "--quiet", "--compact", "-o", "json"]
-    for path in sorted(template_files(session)):
-        args += ["-f", str(path)]
+    (workdir / "checkov").mkdir(parents=True, exist_ok=True)
+    for path, (blueprint, stack_id, _) in sorted(template_files(session).items()):
+        copy = _checkov_copy(workdir, blueprint, stack_id)
+        shutil.copyfile(path, copy)
+        args += ["-f", str(copy)]
     return [Run("checkov", args, workdir / "checkov.json").start()]
 
 
 def start_if_selected(session: Session, selected: Sequence[str]) -> None:
-    wanted = {name for name, prefix in READERS.items() if any(nodeid.startswith(prefix) for nodeid in selected)}
+    wanted = {name for name, prefixes in READERS.items() if any(nodeid.startswith(prefixes) for nodeid in selected)}
     workdir = session.outdir / "gates"
     workdir.mkdir(parents=True, exist_ok=True)
     if "cfn-lint" in wanted and CFN_LINT.exists():
@@ -145,3 +158,13 @@ def checkov_report(session: Session) -> list[dict[str, Any]]:
     assert code in (0, 1), (output + errors)[-2000:]
     report = json.loads(output) if output.strip() else []
     return report if isinstance(report, list) else [report]
+
+
+def checkov_failures(session: Session) -> list[str]:
+    """Every failed checkov check as `<blueprint>/<stack>: <check> <resource>: <name>` (empty: clean)."""
+    failed = []
+    for report in checkov_report(session):
+        for check in report.get("results", {}).get("failed_checks", []):
+            blueprint, stack_id = Path(check["file_path"]).name.removesuffix(".template.json").split("--", 1)
+            failed.append(f"{blueprint}/{stack_id}: {check['check_id']} {check['resource']}: {check['check_name']}")
+    return failed

@@ -16,7 +16,7 @@ from syrupy.extensions.json import JSONSnapshotExtension
 
 from tests.blueprints import gate_runs
 from tests.conftest import selected_blueprints
-from tests.synth import Session
+from tests.synth import Session, nag_findings
 
 _ASSET_HASH = re.compile(r"[0-9a-f]{64}")
 
@@ -27,19 +27,6 @@ def _stack_ids(session: Session) -> list[tuple[str, str]]:
 
 def test_every_blueprint_file_was_synthesized(session: Session) -> None:
     assert sorted(session.blueprints) == selected_blueprints()
-
-
-def nag_findings(validation_report: dict[str, Any]) -> list[str]:
-    """cdk-nag's errors in CDK's validation-report.json: each violation names its `violatingConstructs` (the
-    report's key; a plugin hands CDK `violatingResources`, which the report does not keep)."""
-    return [
-        f"{violation['ruleName']}: {construct.get('constructPath')} ({violation.get('description', '')[:80]})"
-        for report in validation_report.get("pluginReports", [])
-        if report["pluginName"] == "AwsSolutions"
-        for violation in report["violations"]
-        for construct in violation["violatingConstructs"]
-        if violation.get("severity") in ("error", "fatal")
-    ]
 
 
 def test_cdk_nag_aws_solutions_has_no_unacknowledged_findings(session: Session) -> None:

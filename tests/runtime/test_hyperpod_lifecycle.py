@@ -109,6 +109,15 @@ def test_include_is_relative_and_added_once() -> None:
     assert lifecycle.ensure_include(shipped, "accounting.conf") == shipped
 
 
+def test_wait_for_slurm_conf_sleeps_between_looks_not_after_the_last(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    slept: list[float] = []
+    monkeypatch.setattr("time.sleep", slept.append)
+    assert not lifecycle.wait_for_slurm_conf(tmp_path / "slurm.conf", ["10.3.0.10"], timeout_s=15, sleep_s=5)
+    assert slept == [5, 5]  # three looks
+
+
 def test_wait_for_slurm_conf(tmp_path: Path) -> None:
     conf = tmp_path / "slurm.conf"
     assert not lifecycle.wait_for_slurm_conf(conf, ["10.3.0.10"], timeout_s=0)  # the controller waits for the agent

@@ -5,18 +5,22 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from tests import variants
 from tests.synth import Session
 from tests.template_checks import node_tools
 from tests.template_checks.resolve import session_stacks
 
-READERS = {"cfn-guard": "tests/template_checks/test_guard.py", "asl-validator": "tests/template_checks/test_asl.py"}
-"""Which test file reads each run: a run starts only when one of its tests is selected."""
+READERS: dict[str, tuple[str, ...]] = {
+    "cfn-guard": ("tests/template_checks/test_guard.py", *variants.GATE_READERS),
+    "asl-validator": ("tests/template_checks/test_asl.py",),
+}
+"""The tests (node ID prefixes) that read each run: a run starts only when one of them is selected."""
 
 RUNS: dict[str, node_tools.Run] = {}
 
 
 def start_if_selected(session: Session, selected: Sequence[str]) -> None:
-    wanted = {name for name, path in READERS.items() if any(nodeid.startswith(path) for nodeid in selected)}
+    wanted = {name for name, prefixes in READERS.items() if any(nodeid.startswith(prefixes) for nodeid in selected)}
     if not wanted:
         return
     stacks = session_stacks(session.blueprints)

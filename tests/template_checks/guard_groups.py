@@ -36,6 +36,28 @@ def rule_types(rules_dir: Path) -> dict[Path, frozenset[str]]:
     }
 
 
+_RULE = re.compile(r"^rule\s+(\w+)(\s*\([^)]*\))?\s*(?:when\s+(.*?))?\{", re.M | re.S)
+_LET = re.compile(r"^let\s+(\w+)\s*=\s*(.*?)(?=^\S|\Z)", re.M | re.S)
+_TYPE_SELECTION = re.compile(r"Resources(\.\*)?\s*\[\s*Type\s*(==|in)\s")
+
+
+def ungated_rules(text: str) -> list[str]:
+    """The rules of a rule file that could report on a template holding none of the types the file names: every
+    rule that is not parameterised (those run only when another calls them) must apply only to hook input
+    (`is_cfn_hook(...)`) or `when` a type selection (`let x = Resources.*[ Type == ... ]`) is `not empty`."""
+    text = re.sub(r"#.*", "", text)
+    lets = dict(_LET.findall(text))
+    found = []
+    for name, parameters, condition in _RULE.findall(text):
+        if parameters or re.search(r"is_cfn_hook\(%INPUT_DOCUMENT,\s*%\w+\)", condition):
+            continue
+        selections = [lets.get(v, "") for v in re.findall(r"%(\w+)\s+not\s+empty", condition)]
+        if not any(_TYPE_SELECTION.search(selection) for selection in selections):
+            when = " ".join(condition.split())[:100]
+            found.append(f"rule {name} when {when}" if when else f"rule {name}")
+    return found
+
+
 def applicable(types: set[str], rules: dict[Path, frozenset[str]]) -> tuple[Path, ...]:
     """The rule files that can report on a template of these resource types (those naming none: always)."""
     return tuple(path for path, named in rules.items() if not named or named & types)

@@ -146,3 +146,22 @@ def guard_findings(report: list[dict[str, Any]]) -> list[GuardFinding]:
             for logical_id in set(_RESOURCE.findall(text)):
                 findings.add(GuardFinding(f"{label}/{logical_id}", name))
     return sorted(findings)
+
+
+def guard_skips(blueprints: dict[str, Any]) -> dict[str, dict[str, str]]:
+    """`<blueprint>/<stack>/<logical ID>` -> control -> reason, from `Metadata.guard.skip` (`skip_guard`)."""
+    return {
+        f"{name}/{stack_id}/{logical_id}": {
+            str(entry.get("id")): str(entry.get("reason", ""))
+            for entry in resource.get("Metadata", {}).get("guard", {}).get("skip", [])
+        }
+        for name, bp in blueprints.items()
+        for stack_id, template in bp.templates.items()
+        for logical_id, resource in template["Resources"].items()
+    }
+
+
+def unskipped_guard_findings(report: list[dict[str, Any]], blueprints: dict[str, Any]) -> list[GuardFinding]:
+    """The report's findings that no `Metadata.guard.skip` on their resource names."""
+    skips = guard_skips(blueprints)
+    return [f for f in guard_findings(report) if f.control not in skips.get(f.where, {})]

@@ -37,16 +37,7 @@ def report(gated: Session) -> list[dict[str, Any]]:
 
 
 def _skips(session: Session) -> dict[str, dict[str, str]]:
-    """`<blueprint>/<stack>/<logical ID>` -> control -> reason, from `Metadata.guard.skip`."""
-    return {
-        f"{name}/{stack_id}/{logical_id}": {
-            str(entry.get("id")): str(entry.get("reason", ""))
-            for entry in resource.get("Metadata", {}).get("guard", {}).get("skip", [])
-        }
-        for name, bp in session.blueprints.items()
-        for stack_id, template in bp.templates.items()
-        for logical_id, resource in template["Resources"].items()
-    }
+    return node_tools.guard_skips(session.blueprints)
 
 
 def _known(finding: node_tools.GuardFinding) -> tuple[str, str, str] | None:
@@ -59,8 +50,7 @@ def _known(finding: node_tools.GuardFinding) -> tuple[str, str, str] | None:
 
 @pytest.fixture(scope="module")
 def findings(gated: Session, report: list[dict[str, Any]]) -> list[node_tools.GuardFinding]:
-    skips = _skips(gated)
-    return [f for f in node_tools.guard_findings(report) if f.control not in skips.get(f.where, {})]
+    return node_tools.unskipped_guard_findings(report, gated.blueprints)
 
 
 def test_guard_read_every_template(gated: Session, report: list[dict[str, Any]]) -> None:
@@ -75,8 +65,21 @@ def test_only_the_rule_files_naming_a_template_s_types_run_on_it() -> None:
     assert bucket_rules in chosen
     assert all(rules[p] & {"AWS::S3::Bucket", "AWS::IAM::Role"} or not rules[p] for p in chosen)
     assert len(chosen) < len(rules) / 4
-    # Every rule file applies only to the types it names (`... %selection not empty`), or it would run everywhere.
-    assert all(rules.values())
+    assert all(rules.values())  # every file names a type (a file naming none would run on every template)
+
+
+def test_every_guard_rule_applies_only_when_a_type_it_names_is_present() -> None:
+    # guard_groups' premise, read from each rule file: a template without those types skips all its rules.
+    ungated = {
+        path.name: found
+        for path in sorted(node_tools.GUARD_RULES.rglob("*.guard"))
+        if (found := guard_groups.ungated_rules(path.read_text(encoding="utf-8")))
+    }
+    assert ungated == {}
+    gated_rule = "let buckets = Resources.*[ Type == %T ]\nrule a when is_cfn_template(this) %buckets not empty {\n}\n"
+    assert guard_groups.ungated_rules('let T = "AWS::S3::Bucket"\n' + gated_rule) == []
+    everywhere = "let all = Resources.*\nrule b when %all not empty {\n}\nrule c {\n}\nrule d(x) {\n}\n"
+    assert guard_groups.ungated_rules(everywhere) == ["rule b when %all not empty", "rule c"]
 
 
 def test_the_rule_files_chosen_per_template_find_what_every_rule_finds(session: Session, tmp_path: Path) -> None:

@@ -235,12 +235,10 @@ def _statements(resources: dict[str, Any], prefix: str = "ScaleToZeroRole") -> l
     return list(policy["Properties"]["PolicyDocument"]["Statement"])
 
 
-def test_blocks_synthesize_clean_under_cdk_nag_and_go_through_the_gates(on_blocks: Any) -> None:
-    assert on_blocks.nag_failure is None
-    # cfn-lint, checkov, cfn-guard and asl-validator read them with the shipped templates (tests/blueprints/
-    # test_gates.py, test_checkov.py, tests/template_checks/).
-    for name in SESSION_VARIANTS:
-        assert "TrainingClusterStack" in on_blocks.blueprints[name].templates, name
+def test_the_variants_pass_the_gates(on_blocks: Any, gated: Any) -> None:
+    # cdk-nag and CDK's validation at synth, then the run's cfn-lint, checkov and cfn-guard (tests/variants.py).
+    assert all("TrainingClusterStack" in on_blocks.blueprints[name].templates for name in SESSION_VARIANTS)
+    assert variants.gate_problems(gated, on_blocks) == []
 
 
 def test_eks_block_expiry_scales_only_the_node_groups_on_the_block(on_blocks: Any) -> None:
