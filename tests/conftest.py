@@ -33,9 +33,14 @@ def selected_blueprints() -> list[str]:
     return sorted(p.stem for p in BLUEPRINTS_DIR.glob(f"{pattern}.yaml"))
 
 
+def _readers_of(nodeid: str) -> list[str]:
+    """The checkers whose reports the test reads (a variant module's gate test reads three)."""
+    return [name for name, prefixes in READERS.items() if nodeid.startswith(prefixes)]
+
+
 def _reader_of(nodeid: str) -> str | None:
-    """The checker whose report the test reads, if it reads one."""
-    return next((name for name, prefix in READERS.items() if nodeid.startswith(prefix)), None)
+    """The first checker whose report the test reads, if it reads one: the test's work unit is that reader's."""
+    return next(iter(_readers_of(nodeid)), None)
 
 
 def _reader(item: pytest.Item) -> str | None:
@@ -124,7 +129,7 @@ def shared_synth(tmp_path_factory: pytest.TempPathFactory, request: pytest.Fixtu
     """Starts the run's synth with the first test (a cheap no-op where another process did, or where no selected
     test needs it) so that it runs while the tests before the `session` ones do."""
     items = request.session.items
-    checkers = sorted({name for item in items if (name := _reader(item))})
+    checkers = sorted({name for item in items for name in _readers_of(item.nodeid)})
     modules = variants.selected_modules(item.nodeid for item in items)
     synth = SharedSynth(_run_root(tmp_path_factory), selected_blueprints(), checkers, modules)
     if any(_needs_synth(item) for item in items):

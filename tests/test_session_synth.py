@@ -3,6 +3,7 @@ order `tests/conftest.py` gives the tests for pytest-xdist."""
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import subprocess
@@ -90,6 +91,14 @@ def test_every_variant_has_a_name_of_its_own_and_builds_that_blueprint() -> None
     found = variants.builders(variants.MODULES)  # a name taken twice, or by a shipped blueprint, fails here
     assert len(found) >= 10
     assert all(build().name == name for name, build in found.items())
+
+
+def test_each_variant_module_has_a_gate_test_that_reads_the_three_checkers() -> None:
+    for module in variants.MODULES:
+        tree = ast.parse((ROOT / module).read_text(encoding="utf-8"))
+        assert variants.GATE_TEST in {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}, module
+        assert conftest._readers_of(f"{module}::{variants.GATE_TEST}") == ["cfn-lint", "checkov", "cfn-guard"]
+    assert conftest._readers_of("tests/training/test_cost_guardrails.py::test_other") == []
 
 
 def test_variants_are_synthesized_for_the_selected_modules_that_declare_them() -> None:
