@@ -44,15 +44,18 @@ def nag_findings(validation_report: dict[str, Any]) -> list[str]:
     ]
 
 
-def validation_violations(validation_report: dict[str, Any]) -> list[str]:
+def validation_violations(validation_report: dict[str, Any], stages: set[str] | None = None) -> list[str]:
     """`<plugin> <rule>: <construct path> (<description>)` for cdk-nag's errors and every violation of the other
     plugins (CDK's CloudFormation validation and the construct annotations report warnings), one per violating
-    construct (`?` where a violation names none)."""
+    construct (`?` where a violation names none), limited to constructs under `stages` (a blueprint's Stage is
+    named like it) where given; a violation that names no construct is always kept."""
     return [
-        f"{report['pluginName']} {violation['ruleName']}: {construct.get('constructPath', '?')} "
-        f"({violation.get('description', '')[:80]})"
+        f"{report['pluginName']} {violation['ruleName']}: {path} ({violation.get('description', '')[:80]})"
         for report in validation_report.get("pluginReports", [])
         for violation in report["violations"]
         if report["pluginName"] != "AwsSolutions" or violation.get("severity") in ("error", "fatal")
         for construct in violation.get("violatingConstructs") or [{}]
+        if (path := str(construct.get("constructPath", "?"))) == "?"
+        or stages is None
+        or path.split("/", 1)[0] in stages
     ]

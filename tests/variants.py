@@ -90,12 +90,7 @@ def gate_problems(gated: Synthesis, own: Synthesis) -> list[str]:
     from tests.template_checks import background, node_tools
 
     names = set(own.blueprints)
-    # A violation's construct path starts with its blueprint's Stage; one that names no construct counts for all.
-    problems = [
-        v
-        for v in validation_violations(own.validation_report)
-        if v.split(": ", 1)[1].split("/", 1)[0].split(" ", 1)[0] in names | {"?"}
-    ]
+    problems = validation_violations(own.validation_report, stages=names)
     problems += [p for p in gate_runs.cfn_lint_problems(gated) if p.split("/", 1)[0] in names]
     problems += [p for p in gate_runs.checkov_failures(gated) if p.split("/", 1)[0] in names]
     code, output = background.run(gated, "cfn-guard").wait()

@@ -16,7 +16,7 @@ from syrupy.extensions.json import JSONSnapshotExtension
 
 from tests.blueprints import gate_runs
 from tests.conftest import selected_blueprints
-from tests.synth import Session, nag_findings
+from tests.synth import Session, nag_findings, validation_violations
 
 _ASSET_HASH = re.compile(r"[0-9a-f]{64}")
 
@@ -44,6 +44,25 @@ def test_nag_findings_reads_the_report_cdk_writes(tmp_path: Path) -> None:
         app.synth()
     report = json.loads((tmp_path / "validation-report.json").read_text())
     assert any(f.startswith("AwsSolutions-S1: Seed/Open/Resource") for f in nag_findings(report))
+
+
+def test_validation_violations_keep_the_given_stages_and_those_naming_no_construct() -> None:
+    def violation(rule: str, *paths: str, severity: str = "warning") -> dict[str, Any]:
+        return {"ruleName": rule, "severity": severity, "violatingConstructs": [{"constructPath": p} for p in paths]}
+
+    report = {
+        "pluginReports": [
+            {"pluginName": "AwsSolutions", "violations": [violation("S1", "a/B", severity="error"), violation("W")]},
+            {"pluginName": "CloudFormation-Validate", "violations": [violation("E1", "a/X", "b/Y"), violation("E2")]},
+        ]
+    }
+    found = validation_violations(report, stages={"a"})
+    assert found == [
+        "AwsSolutions S1: a/B ()",
+        "CloudFormation-Validate E1: a/X ()",
+        "CloudFormation-Validate E2: ? ()",
+    ]
+    assert len(validation_violations(report)) == 4
 
 
 def test_cdk_builtin_template_validation_is_on_and_clean(session: Session) -> None:

@@ -20,6 +20,7 @@ import re
 import subprocess
 import sys
 from collections import defaultdict
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -77,16 +78,20 @@ def groups(rules_dir: Path, data: list[Path]) -> dict[tuple[Path, ...], list[Pat
     return dict(by_rules)
 
 
+def validate_args(guard: str, rules: Iterable[Path], data: Iterable[Path]) -> list[str]:
+    """cfn-guard's command line for `rules` (files or directories) over `data`, reporting as JSON."""
+    args = [guard, "validate", *(a for r in rules for a in ("--rules", str(r)))]
+    args += [*(a for f in data for a in ("--data", str(f))), "--output-format", "json"]
+    return [*args, "--show-summary", "none", "--structured"]
+
+
 def main(argv: list[str]) -> int:
     guard, rules_dir, data = argv[0], Path(argv[1]), [Path(a) for a in argv[2:]]
     report: list[Any] = []
     status = 0
     for rules, files in groups(rules_dir, data).items():
         # Where no rule file names a type of the template, the whole directory runs (cfn-guard's own SKIP report).
-        args = [guard, "validate", *(a for r in rules or (rules_dir,) for a in ("--rules", str(r)))]
-        args += [*(a for f in files for a in ("--data", str(f))), "--output-format", "json"]
-        args += ["--show-summary", "none", "--structured"]
-        run = subprocess.run(args, capture_output=True, text=True, check=False)
+        run = subprocess.run(validate_args(guard, rules or (rules_dir,), files), capture_output=True, text=True)
         if run.returncode not in (0, FAILED):
             print(run.stdout + run.stderr)
             return run.returncode

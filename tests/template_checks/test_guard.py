@@ -91,14 +91,9 @@ def test_the_rule_files_chosen_per_template_find_what_every_rule_finds(session: 
     run = node_tools.start_guard(tmp_path / "chosen", stacks)
     code, chosen = run.wait()
     assert code in (0, 19), chosen[-2000:]
-    every = subprocess.run(
-        [str(node_tools.guard_binary()), "validate", "--rules", str(node_tools.GUARD_RULES)]
-        + [a for f in sorted((tmp_path / "chosen").glob("*.json")) for a in ("--data", str(f))]
-        + ["--output-format", "json", "--show-summary", "none", "--structured"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    data = sorted((tmp_path / "chosen").glob("*.json"))
+    args = guard_groups.validate_args(str(node_tools.guard_binary()), [node_tools.GUARD_RULES], data)
+    every = subprocess.run(args, capture_output=True, text=True, check=False)
     assert every.returncode in (0, 19), every.stderr[-2000:]
     found = node_tools.guard_findings(json.loads(every.stdout))
     assert found, "the comparison needs templates with raw findings (skipped ones count)"
