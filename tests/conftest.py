@@ -22,10 +22,14 @@ from typing import Any
 
 import pytest
 
-from mlstack.config import BLUEPRINTS_DIR
-from tests import variants
-from tests.session_synth import READERS, SharedSynth, combined
-from tests.synth import Session
+from tests import compile_once
+
+compile_once.install()  # first: the workers then collect (import) every test module at the same moment
+
+from mlstack.config import BLUEPRINTS_DIR  # noqa: E402
+from tests import variants  # noqa: E402
+from tests.session_synth import READERS, SharedSynth, combined  # noqa: E402
+from tests.synth import Session  # noqa: E402
 
 
 def selected_blueprints() -> list[str]:
