@@ -92,3 +92,17 @@ def test_install_replaces_the_file_finder_once() -> None:
     hooks = [hook for hook in sys.path_hooks if getattr(hook, "mlstack_compile_once", False)]
     assert len(hooks) == 1
     assert not [h for h in sys.path_hooks if compile_once._is_file_finder_hook(h) and h not in hooks]
+
+
+def test_an_unusable_lock_directory_still_imports(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "src").mkdir()
+    source = tmp_path / "src" / "plain.py"
+    source.write_text("VALUE = 2\n")
+    (tmp_path / "pyc").mkdir()
+    (tmp_path / "pyc" / ".compile-locks").write_text("a file where the directory would be\n")
+    monkeypatch.setattr(sys, "pycache_prefix", str(tmp_path / "pyc"))
+    code = compile_once.OnceLoader("plain", str(source)).get_code("plain")
+    assert code is not None
+    namespace: dict[str, object] = {}
+    exec(code, namespace)
+    assert namespace["VALUE"] == 2
