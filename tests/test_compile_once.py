@@ -15,8 +15,8 @@ from tests import compile_once
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# Each process waits for the `go` file, then imports `wanted`. Its compile is made slow (0.5 s) so that both
-# processes look for the .pyc before either has written it: without a lock both compile, every time.
+# Each process says it is ready, waits for the `go` file, then imports `wanted`. Its compile is made slow (0.5 s)
+# so that both processes look for the .pyc before either has written it: without a lock both compile, every time.
 IMPORTER = textwrap.dedent(
     """
     import importlib.machinery, os, sys, time
@@ -36,6 +36,7 @@ IMPORTER = textwrap.dedent(
         time.sleep(0.5)
         return standard(self, data, path, **kwargs)
     loader.source_to_code = source_to_code
+    (work / f"ready-{os.getpid()}").touch()
     while not (work / "go").exists():
         time.sleep(0.01)
     import wanted
@@ -53,8 +54,10 @@ def _import_twice(work: Path, mode: str) -> list[str]:
         subprocess.Popen([sys.executable, "-c", IMPORTER, str(work), mode], env=env, stderr=subprocess.PIPE, text=True)
         for _ in range(2)
     ]
-    time.sleep(0.3)  # both are waiting: each has found no finder cache for src/ yet
-    (work / "go").touch()
+    deadline = time.monotonic() + 60
+    while len(list(work.glob("ready-*"))) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    (work / "go").touch()  # both are waiting, neither has looked for wanted.py yet
     for process in processes:
         _, err = process.communicate(timeout=60)
         assert process.returncode == 0, err
