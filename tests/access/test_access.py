@@ -13,9 +13,10 @@ from mlstack import cli
 from mlstack.access import Report, evaluate
 from mlstack.access import cli as access_cli
 from mlstack.access.calls import KINDS, SOURCES
-from mlstack.access.evaluate import evaluate_many, run_batch
+from mlstack.access.evaluate import evaluate_many
 from mlstack.access.render import render, summary
 from mlstack.access.resolve import Stacks
+from mlstack.access.simulator import run_batch
 from tests.access.known_denied import KNOWN_DENIED
 from tests.synth import Session
 
