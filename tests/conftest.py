@@ -22,9 +22,10 @@ from typing import Any
 
 import pytest
 
-from tests import compile_once
+from tests import compile_once, node_cache
 
 compile_once.install()  # first: the workers then collect (import) every test module at the same moment
+node_cache.share()  # before the imports below start this process's jsii kernel (aws_cdk)
 
 from mlstack.config import BLUEPRINTS_DIR  # noqa: E402
 from tests import variants  # noqa: E402
