@@ -9,8 +9,9 @@ also starts the checkers that read only template files (cfn-lint and checkov: `t
 cfn-guard and asl-validator: `tests/template_checks/background.py`) as soon as it has synthesized. The order
 (`pytest_collection_modifyitems`): the modules that need no synth first, so that both workers have work while it
 runs; then the modules that read it; then the tests that read the checkers' reports, when those runs are done.
-A work unit (`work_unit`, the scheduler `pytest_xdist_make_scheduler` makes) is a module, the tests that read one
-checker, or the modules that share one process-wide cache (`SHARED_UNITS`): a unit's fixtures run once.
+A work unit (`tests/scheduling.py`: `work_unit`, the scheduler `pytest_xdist_make_scheduler` makes) is a module,
+the tests that read one checker, or the modules that share one process-wide cache (`SHARED_UNITS`): a unit's
+fixtures run once.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ node_cache.share()  # before the imports below start this process's jsii kernel 
 
 from mlstack.config import BLUEPRINTS_DIR  # noqa: E402
 from tests import variants  # noqa: E402
-from tests.session_synth import READERS, SharedSynth, combined  # noqa: E402
+from tests.scheduling import pytest_xdist_make_scheduler, reader_of, readers_of  # noqa: E402, F401  (the hook)
+from tests.session_synth import SharedSynth, combined  # noqa: E402
 from tests.synth import Session  # noqa: E402
 
 
@@ -38,18 +40,8 @@ def selected_blueprints() -> list[str]:
     return sorted(p.stem for p in BLUEPRINTS_DIR.glob(f"{pattern}.yaml"))
 
 
-def _readers_of(nodeid: str) -> list[str]:
-    """The checkers whose reports the test reads (a variant module's gate test reads three)."""
-    return [name for name, prefixes in READERS.items() if nodeid.startswith(prefixes)]
-
-
-def _reader_of(nodeid: str) -> str | None:
-    """The first checker whose report the test reads, if it reads one: the test's work unit is that reader's."""
-    return next(iter(_readers_of(nodeid)), None)
-
-
 def _reader(item: pytest.Item) -> str | None:
-    return _reader_of(item.nodeid)
+    return reader_of(item.nodeid)
 
 
 def _module(item: pytest.Item) -> str:
@@ -62,35 +54,6 @@ SYNTH_FIXTURES = {"session", "session_and_constructs", "variants_session", "gate
 
 def _needs_synth(item: pytest.Item) -> bool:
     return not SYNTH_FIXTURES.isdisjoint(getattr(item, "fixturenames", ()))
-
-
-SHARED_UNITS = {"test_own_app.py": "own-app"}
-"""Module file name -> the unit of the modules that share one process's cache: every layer's own-app example runs
-in one interpreter, once per process (tests/own_app.py)."""
-
-
-def work_unit(nodeid: str) -> str:
-    """The work unit (one worker runs all of it) of a test, from its node ID: the controller has nothing else."""
-    reader = _reader_of(nodeid)
-    if reader:
-        return f"reader-{reader}"
-    module = nodeid.split("::", 1)[0]
-    return SHARED_UNITS.get(module.rsplit("/", 1)[-1], module)
-
-
-@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist: `-p no:xdist` runs have no such hook
-def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """`--dist loadscope` with `work_unit` as the scope. (pytest-xdist 3.8's `loadgroup` cannot be used: it renames
-    node IDs through `Item._nodeid`, which pytest 9 no longer reads, so its groups are silently ignored.)"""
-    if config.getoption("dist") != "loadscope":
-        return None
-    from xdist.scheduler import LoadScopeScheduling  # type: ignore[import-untyped]
-
-    class WorkUnitScheduling(LoadScopeScheduling):  # type: ignore[misc]
-        def _split_scope(self, nodeid: str) -> str:
-            return work_unit(nodeid)
-
-    return WorkUnitScheduling(config, log)
 
 
 LONGEST_FIRST = (
@@ -134,7 +97,7 @@ def shared_synth(tmp_path_factory: pytest.TempPathFactory, request: pytest.Fixtu
     """Starts the run's synth with the first test (a cheap no-op where another process did, or where no selected
     test needs it) so that it runs while the tests before the `session` ones do."""
     items = request.session.items
-    checkers = sorted({name for item in items for name in _readers_of(item.nodeid)})
+    checkers = sorted({name for item in items for name in readers_of(item.nodeid)})
     modules = variants.selected_modules(item.nodeid for item in items)
     synth = SharedSynth(_run_root(tmp_path_factory), selected_blueprints(), checkers, modules)
     if any(_needs_synth(item) for item in items):

@@ -34,12 +34,12 @@ from typing import Any
 
 from mlstack.config import BLUEPRINTS_DIR, load
 from mlstack.synth_all import Synthesis, read_synthesis
-from tests import run_files, variants
+from tests import readers, run_files, variants
 from tests.blueprints import gate_runs
 from tests.synth import ROOT, Session, synthesize
 from tests.template_checks import background, node_tools
 
-READERS: dict[str, tuple[str, ...]] = {**gate_runs.READERS, **background.READERS}
+READERS = readers.READERS
 """Checker -> the tests (node ID prefixes) that read its report."""
 
 TIMEOUT_S = 900.0

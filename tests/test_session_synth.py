@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests import conftest, run_files, variants
+from tests import conftest, run_files, scheduling, variants
 from tests.blueprints import gate_runs
 from tests.session_synth import SharedSynth
 from tests.synth import ROOT, Session
@@ -97,8 +97,8 @@ def test_each_variant_module_has_a_gate_test_that_reads_the_three_checkers() -> 
     for module in variants.MODULES:
         tree = ast.parse((ROOT / module).read_text(encoding="utf-8"))
         assert variants.GATE_TEST in {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}, module
-        assert conftest._readers_of(f"{module}::{variants.GATE_TEST}") == ["cfn-lint", "checkov", "cfn-guard"]
-    assert conftest._readers_of("tests/training/test_cost_guardrails.py::test_other") == []
+        assert scheduling.readers_of(f"{module}::{variants.GATE_TEST}") == ["cfn-lint", "checkov", "cfn-guard"]
+    assert scheduling.readers_of("tests/training/test_cost_guardrails.py::test_other") == []
 
 
 def test_variants_are_synthesized_for_the_selected_modules_that_declare_them() -> None:
@@ -138,7 +138,7 @@ def test_synth_free_modules_go_first_then_synth_readers_then_the_checkers_reader
 
 
 def test_a_work_unit_is_a_module_a_checkers_readers_or_a_shared_cache() -> None:
-    unit = conftest.work_unit
+    unit = scheduling.work_unit
     assert unit("tests/a/test_x.py::test_one") == unit("tests/a/test_x.py::test_two[p-1]") == "tests/a/test_x.py"
     assert unit("tests/blueprints/test_gates.py::test_cfn_lint_finds_no_errors_or_warnings") == "reader-cfn-lint"
     assert unit("tests/blueprints/test_gates.py::test_snapshot[x]") == "tests/blueprints/test_gates.py"
@@ -157,7 +157,7 @@ def test_the_scheduler_keeps_each_unit_on_one_worker(tmp_path: Path) -> None:
         body += "".join(f"def test_{i}():\n    {write.format(i)}\n" for i in range(4))
         (tmp_path / module).parent.mkdir()
         (tmp_path / module).write_text(body)
-    (tmp_path / "conftest.py").write_text("from tests.conftest import pytest_xdist_make_scheduler  # noqa: F401\n")
+    (tmp_path / "conftest.py").write_text("from tests.scheduling import pytest_xdist_make_scheduler  # noqa: F401\n")
     common = ["-q", "-p", "no:cacheprovider", "--import-mode=importlib", "--rootdir", str(tmp_path), "-c", "/dev/null"]
     args = [sys.executable, "-m", "pytest", *common, "-n", "2", "--dist", "loadscope", "--no-loadscope-reorder"]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -172,6 +172,14 @@ def test_the_scheduler_keeps_each_unit_on_one_worker(tmp_path: Path) -> None:
     plain = [sys.executable, "-m", "pytest", *common, "-p", "no:xdist"]
     run = subprocess.run([*plain, str(tmp_path)], capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+
+
+def test_the_scheduler_imports_no_aws_cdk() -> None:
+    # The nested run above imports only the scheduler: importing aws_cdk would start a jsii kernel in each of its
+    # three processes (about 8 s of CPU per test run).
+    code = "import sys, tests.scheduling; print(sorted(m for m in sys.modules if m.startswith(('aws_cdk', 'jsii'))))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert done.stdout.strip() == "[]"
 
 
 def test_the_longest_first_hint_names_modules_that_exist() -> None:

@@ -21,18 +21,12 @@ import yaml
 
 from mlstack.config import BLUEPRINTS_DIR, BlueprintConfig, load
 from mlstack.synth_all import Synthesis
+from tests import readers
 
-MODULES = (
-    "tests/training/test_cost_guardrails_karpenter.py",
-    "tests/training/test_cost_guardrails.py",
-    "tests/inference_eks/test_variants.py",
-)
+MODULES = readers.VARIANT_MODULES
 """The test modules that declare `SESSION_VARIANTS`."""
-
-GATE_TEST = "test_the_variants_pass_the_gates"
-"""Each module's test that reads its variants' findings (`gate_problems`): a reader of cfn-lint, checkov and
-cfn-guard, so those runs start whenever it is selected, and it runs after the tests that read no checker."""
-GATE_READERS = tuple(f"{module}::{GATE_TEST}" for module in MODULES)
+GATE_TEST = readers.GATE_TEST
+GATE_READERS = readers.GATE_READERS
 
 Builder = Callable[[], BlueprintConfig]
 

@@ -25,16 +25,13 @@ from typing import Any
 
 import yaml
 
-from tests import run_files, variants
+from tests import readers, run_files
 from tests.synth import ROOT, Session
 
 CFN_LINT = Path(os.environ.get("MLSTACK_CFN_LINT", ROOT / ".venv" / "bin" / "cfn-lint"))
 CHECKOV = Path(os.environ.get("MLSTACK_CHECKOV", ROOT / ".venv-checkov" / "bin" / "checkov"))
 
-READERS: dict[str, tuple[str, ...]] = {
-    "cfn-lint": ("tests/blueprints/test_gates.py::test_cfn_lint_finds_no_errors_or_warnings", *variants.GATE_READERS),
-    "checkov": ("tests/blueprints/test_checkov.py", *variants.GATE_READERS),
-}
+READERS = readers.GATE_RUN_READERS
 """The tests (node ID prefixes) that read each run: a run starts only when one of them is selected."""
 
 TIMEOUT_S = 600

@@ -5,15 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tests import variants
+from tests import readers
 from tests.synth import Session
 from tests.template_checks import node_tools
 from tests.template_checks.resolve import session_stacks
 
-READERS: dict[str, tuple[str, ...]] = {
-    "cfn-guard": ("tests/template_checks/test_guard.py", *variants.GATE_READERS),
-    "asl-validator": ("tests/template_checks/test_asl.py",),
-}
+READERS = readers.NODE_RUN_READERS
 """The tests (node ID prefixes) that read each run: a run starts only when one of them is selected."""
 
 RUNS: dict[str, node_tools.Run] = {}
