@@ -44,15 +44,16 @@ class _Process:
         self.modules = modules
         # A file, not a pipe: nothing reads stderr until the process fails, and a full pipe would stall it.
         self.stderr: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115 (close() closes it)
-        script = resources.files("mlstack.access").joinpath("simulate.mjs")
-        with resources.as_file(script) as path:  # node reads the script once, at its start
-            self.popen = subprocess.Popen(
-                [executable, str(path), str(modules)],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=self.stderr,
-                text=True,
-            )
+        # The script's path for the process's life: from a zipped install, as_file's copy is removed on exit.
+        self.files = contextlib.ExitStack()
+        path = self.files.enter_context(resources.as_file(resources.files("mlstack.access") / "simulate.mjs"))
+        self.popen = subprocess.Popen(
+            [executable, str(path), str(modules)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.stderr,
+            text=True,
+        )
 
     def decide(self, batch: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
         """The batch's results, or None when the process is gone (it exited or could not read the batch)."""
@@ -90,6 +91,7 @@ class _Process:
         except subprocess.TimeoutExpired:
             self.popen.kill()
             self.popen.wait()
+        self.files.close()
 
 
 _lock = threading.Lock()
