@@ -51,6 +51,8 @@ UV_VERSION := 0.13.8
 UV_DIR := .tools/uv-$(UV_VERSION)
 UV := $(UV_DIR)/bin/uv
 UV_INSTALL := $(UV) pip install --quiet
+# uv reads neither pip.conf nor PIP_DEFAULT_TIMEOUT; its own read timeout is 30 s.
+export UV_HTTP_TIMEOUT ?= 180
 
 $(UV):
 	rm -rf $(UV_DIR)
@@ -64,7 +66,7 @@ $(STAMPS)/venv: pyproject.toml | $(UV)
 
 $(STAMPS)/checkov-$(CHECKOV_VERSION): | $(UV)
 	rm -rf $(CHECKOV_VENV)
-	$(UV) venv --quiet --python $(PYTHON) $(CHECKOV_VENV)
+	$(PYTHON) -m venv --without-pip $(CHECKOV_VENV)
 	$(UV_INSTALL) --python $(CHECKOV_VENV)/bin/python 'checkov==$(CHECKOV_VERSION)'
 	@mkdir -p $(STAMPS) && rm -f $(STAMPS)/checkov-* && touch $@
 
@@ -82,7 +84,7 @@ synth: install
 # mypy and pytest run side by side (a fresh clone's mypy, no cache yet, is the next longest step). pytest runs in
 # pytest-xdist workers, one per CPU up to 4: the blueprints are synthesized once per run, in a process of their own
 # that the first worker starts, while the workers run the tests that need no synth (tests/conftest.py); each test
-# module is one work unit (--dist loadscope, units as conftest's scheduler draws them), in the order conftest gives
+# module is one work unit (--dist loadscope, units as tests/scheduling.py draws them), in the order conftest gives
 # (--no-loadscope-reorder).
 PYTEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); echo $$(( n > 4 ? 4 : n )))
 test: install

@@ -113,9 +113,9 @@ def main(argv: list[str]) -> int:
         synthesis = synthesize(root / "cdk.out", files)
         variant_synthesis, variant_facts = _synthesize_variants(root, [m for m in args.variants.split(",") if m])
         checked = combined(synthesis, variant_synthesis)
-        readers = [prefix for name in args.checkers.split(",") if name for prefix in READERS[name]]
-        gate_runs.start_if_selected(checked, readers)
-        background.start_if_selected(checked, readers)
+        selected = [prefix for name in args.checkers.split(",") if name for prefix in READERS[name]]
+        gate_runs.start_if_selected(checked, selected)
+        background.start_if_selected(checked, selected)
         runs = _started_runs()
         _write_json(
             root / "ready.json",

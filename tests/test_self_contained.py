@@ -40,7 +40,7 @@ def _tracked_files() -> list[str]:
         ).stdout
         return out.splitlines()
     except (OSError, subprocess.SubprocessError):  # not a git checkout (e.g. an unpacked sdist)
-        skip = {".git", ".venv", ".venv-checkov", "node_modules", "cdk.out", ".stamps"}
+        skip = {".git", ".venv", ".venv-checkov", ".tools", "node_modules", "cdk.out", ".stamps"}
         return [
             p.relative_to(ROOT).as_posix()
             for p in ROOT.rglob("*")

@@ -66,7 +66,7 @@ def only(variants: Synthesis, names: Iterable[str]) -> Synthesis:
     """The variants named `names` of the run's variants session (a module reads its own)."""
     wanted = set(names)
     missing = wanted - set(variants.blueprints)
-    assert not missing, f"not synthesized: {sorted(missing)} (is the module in tests/variants.py MODULES?)"
+    assert not missing, f"not synthesized: {sorted(missing)} (is the module in tests/readers.py VARIANT_MODULES?)"
     return Synthesis(
         outdir=variants.outdir,
         blueprints={name: bp for name, bp in variants.blueprints.items() if name in wanted},

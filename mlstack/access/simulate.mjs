@@ -8,6 +8,10 @@ import { readFileSync } from 'node:fs'
 import { createInterface } from 'node:readline'
 import path from 'node:path'
 
+// stdout carries only the replies, one line per batch: anything a library logs goes to stderr.
+console.log = console.error
+console.info = console.error
+
 const require = createRequire(path.join(process.argv[2], 'index.js'))
 const { runSimulation } = require('@cloud-copilot/iam-simulate')
 // The package's exports hide its data file; read it by path (the same JSON its getPolicy() returns).

