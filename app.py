@@ -21,6 +21,7 @@ from mlstack.console import print_problems
 from mlstack.errors import MlstackError
 from mlstack.k8s.image import IMAGE_CONTEXT_KEY, with_job_image
 from mlstack.synth_all import fewer_gc_passes
+from mlstack.validation import add_template_validation
 
 
 def main() -> int:
@@ -39,6 +40,7 @@ def main() -> int:
         if app.node.try_get_context("nag") not in (False, "false"):
             # cdk-nag 3 is a validation plugin: unacknowledged AwsSolutions findings fail the synth.
             cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+        add_template_validation(app)
         app.synth()
     return 0
 

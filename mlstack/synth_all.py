@@ -26,6 +26,7 @@ from mlstack.assembly import StackInfo, read_stacks
 from mlstack.config import BLUEPRINTS_DIR, BlueprintConfig, load
 from mlstack.console import print_problems
 from mlstack.errors import MlstackError
+from mlstack.validation import add_template_validation
 
 
 def cdk_json_context() -> dict[str, Any]:
@@ -97,6 +98,7 @@ def synthesize_all(
             built[config.name] = blueprint.build(cdk.Stage(app, config.name), config)
         if nag:
             cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+        add_template_validation(app)
         try:
             app.synth()
         except RuntimeError as err:  # ValidationFailed: unacknowledged findings, listed in the report
