@@ -17,6 +17,7 @@ installed aws-cdk-lib, so whoever upgrades decides whether mlstack's templates n
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 
 import aws_cdk as cdk
 
@@ -32,7 +33,7 @@ def template_validation() -> cdk.CloudFormationValidatePlugin:
     return _PLUGIN
 
 
-def add_template_validation(app: cdk.App, environ: os._Environ[str] | dict[str, str] = os.environ) -> bool:
+def add_template_validation(app: cdk.App, environ: Mapping[str, str] = os.environ) -> bool:
     """Register `template_validation()` on `app` (the root: CDK refuses the plugin on a nested Stage), in place of
     the instance CDK would register. Returns False, registering nothing, where CDK's would not run either."""
     if environ.get("CDK_VALIDATION") == "false":
