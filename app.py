@@ -21,11 +21,13 @@ from mlstack.console import print_problems
 from mlstack.errors import MlstackError
 from mlstack.k8s.image import IMAGE_CONTEXT_KEY, with_job_image
 from mlstack.synth_all import fewer_gc_passes
-from mlstack.validation import add_template_validation
+from mlstack.validation import add_template_validation, start_template_validation
 
 
 def main() -> int:
-    app = cdk.App()
+    # CDK's template validation runs in a worker that starts now, ready when synth needs it (mlstack/validation.py).
+    validation = start_template_validation(workers=1)
+    app = cdk.App(builtin_cloud_formation_validation=False)
     ref = app.node.try_get_context("blueprint") or config.DEFAULT_BLUEPRINT
     try:
         loaded = config.load(str(ref))
@@ -40,7 +42,7 @@ def main() -> int:
         if app.node.try_get_context("nag") not in (False, "false"):
             # cdk-nag 3 is a validation plugin: unacknowledged AwsSolutions findings fail the synth.
             cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
-        add_template_validation(app)
+        add_template_validation(app, pool=validation)
         app.synth()
     return 0
 

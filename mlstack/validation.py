@@ -1,15 +1,22 @@
-"""CDK's built-in template validation, registered on the apps mlstack builds with one change: no CDK Rego rules.
+"""CDK's built-in template validation, as the apps mlstack builds run it: no CDK Rego rules, and the engine in
+worker processes beside the jsii kernel.
 
 aws-cdk-lib validates every template at synth with `@aws/cloudformation-validate` (the resource schemas and the
 engine's built-in rules) and, by default, the CDK's own Rego rules ("CDK default rules" in aws-cdk-lib's README,
 `Validations`). In aws-cdk-lib 2.275.0 those are one file, `gamelift-fleet.rego`: GameLift fleet, alias and build
-invariants. mlstack deploys no GameLift resource, and compiling that file is most of the engine's start: about
-1.0 s of a synth's 1.5 s engine start, paid in every process that synthesizes (measured with node --liftoff-only,
-as the kernel runs: 1.3-1.6 s with the rule, 0.55-0.61 s without). The schema validation and the engine's 308
-built-in rules run as before; findings are still reported under the plugin's own name ("CloudFormation Validate").
+invariants. mlstack deploys no GameLift resource, and compiling that file is most of the engine's start (about
+1.0 s of 1.5 s with node --liftoff-only). A CDK upgrade that ships more default rules fails
+`tests/blueprints/test_validation.py`, which lists them from the installed aws-cdk-lib.
 
-A CDK upgrade that ships more default rules fails `tests/blueprints/test_validation.py`, which lists them from the
-installed aws-cdk-lib, so whoever upgrades decides whether mlstack's templates need them.
+The apps made by `app.py` and `mlstack.synth_all` turn CDK's built-in registration off
+(`builtin_cloud_formation_validation=False`) and register `WorkerTemplateValidation`: the same engine, made from
+the same package of the installed aws-cdk-lib and called with the same options (`mlstack.validation_workers`), whose
+report it turns into violations exactly as CDK's `CloudFormationValidatePlugin.validate` does, under the same
+plugin name (so CDK reports its errors as warnings unless the app sets the feature flag, as for its own). The
+workers start before the blueprints are built and validate the templates side by side: in the kernel, the
+engine's start and the serial validation were about 2 s of an all-blueprint synth that nothing else overlapped.
+`tests/blueprints/test_validation_workers.py` holds the two plugins' reports equal. Where the workers cannot start
+(no `node` on PATH, no writable cache) CDK's own plugin is registered instead.
 
 `cdk synth --no-validation` (the CLI sets CDK_VALIDATION=false) skips it, as it skips CDK's own registration.
 """
@@ -17,26 +24,144 @@ installed aws-cdk-lib, so whoever upgrades decides whether mlstack's templates n
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
+from typing import Any
 
 import aws_cdk as cdk
+import jsii
+
+from mlstack.validation_workers import WorkerPool, start_pool
+
+PLUGIN_NAME = "CloudFormation Validate"
+"""CDK's CloudFormationValidatePlugin.PLUGIN_NAME: CDK's synth treats reports of this name as the built-in one's."""
+
+_SEVERITY = {"FATAL": "error", "ERROR": "error", "WARN": "warning", "INFO": "informational", "DEBUG": "debug"}
+"""The engine's severity -> the report's (CDK's mapSeverity; anything else is a warning)."""
+
+_PROPERTIES = re.compile(r"^Properties\.")
 
 _PLUGIN: cdk.CloudFormationValidatePlugin | None = None
 
 
 def template_validation() -> cdk.CloudFormationValidatePlugin:
-    """The process's one plugin: its engine starts once (0.55 s) and serves every App, as CDK's own singleton does
-    for the apps it registers it on."""
+    """CDK's plugin without the Rego rules, one per process: its engine starts once (0.55 s, in the kernel) and
+    serves every App, as CDK's own singleton does for the apps it registers it on."""
     global _PLUGIN
     if _PLUGIN is None:
         _PLUGIN = cdk.CloudFormationValidatePlugin(include_default_rules=False)
     return _PLUGIN
 
 
-def add_template_validation(app: cdk.App, environ: Mapping[str, str] = os.environ) -> bool:
-    """Register `template_validation()` on `app` (the root: CDK refuses the plugin on a nested Stage), in place of
-    the instance CDK would register. Returns False, registering nothing, where CDK's would not run either."""
-    if environ.get("CDK_VALIDATION") == "false":
+def enabled(environ: Mapping[str, str] = os.environ) -> bool:
+    """False where the CLI asked for no validation (`cdk synth --no-validation`)."""
+    return environ.get("CDK_VALIDATION") != "false"
+
+
+def start_template_validation(workers: int, environ: Mapping[str, str] = os.environ) -> WorkerPool | None:
+    """Start `workers` validation workers now (they get ready while the caller builds); None when validation is
+    off. Call before building, and pass the pool to `add_template_validation`."""
+    return start_pool(workers, environ) if enabled(environ) else None
+
+
+def add_template_validation(
+    app: cdk.App, environ: Mapping[str, str] = os.environ, pool: WorkerPool | None = None
+) -> bool:
+    """Register the template validation on `app` (the root: CDK refuses a validate plugin on a nested Stage):
+    `WorkerTemplateValidation` over `pool` when its workers started, CDK's plugin (`template_validation()`)
+    otherwise. With a pool, `app` must have been made with `builtin_cloud_formation_validation=False`, or CDK runs
+    its own instance as well. Returns False, registering nothing, where CDK's would not run either."""
+    if not enabled(environ):
         return False
-    cdk.Validations.of(app).add_plugins(template_validation())
+    plugin: Any = WorkerTemplateValidation(pool) if pool is not None and pool.ready() else template_validation()
+    cdk.Validations.of(app).add_plugins(plugin)
     return True
+
+
+@jsii.implements(cdk.IPolicyValidationPlugin)
+class WorkerTemplateValidation:
+    """CDK's CloudFormationValidatePlugin, with the engine in `pool`'s workers (see the module's docstring)."""
+
+    def __init__(self, pool: WorkerPool) -> None:
+        self.pool = pool
+
+    @property
+    def name(self) -> str:
+        return PLUGIN_NAME
+
+    @property
+    def version(self) -> str:
+        return self.pool.version()
+
+    @property
+    def rule_ids(self) -> list[str] | None:
+        return None  # analytics only, and CDK reports none for a plugin that gives none
+
+    def validate(self, context: cdk.IPolicyValidationContext) -> cdk.PolicyValidationPluginReport:
+        stacks = [
+            {"templatePath": s.template_path, "accountId": s.account_id, "region": s.region}
+            for s in context.stack_templates
+        ]
+        paths = [s.stack_construct_path for s in context.stack_templates]
+        violations = report_violations(stacks, paths, self.pool.validate(stacks))
+        return cdk.PolicyValidationPluginReport(
+            success=all(v["severity"] not in ("error", "fatal") for v in violations),
+            violations=[_violation(v) for v in violations],
+        )
+
+
+def report_violations(
+    stacks: list[dict[str, Any]], construct_paths: list[str], diagnostics: list[list[dict[str, Any]]]
+) -> list[dict[str, Any]]:
+    """The engine's diagnostics of each stack's template as CDK's plugin turns them into violations: one per rule,
+    severity and description, in the order first seen, each listing every resource (or, for a finding on no
+    resource, the stack) it was found on."""
+    violations: list[dict[str, Any]] = []
+    found: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for stack, construct_path, findings in zip(stacks, construct_paths, diagnostics, strict=True):
+        for d in findings:
+            severity = _SEVERITY.get(d["severity"], "warning")
+            logical_id = d.get("logicalId")
+            property_path = d.get("propertyPath")
+            resource = {
+                "resourceLogicalId": logical_id,
+                "constructPath": None if logical_id else construct_path,
+                "templatePath": stack["templatePath"],
+                "locations": [property_path] if property_path else [],
+            }
+            prefix = f"{_PROPERTIES.sub('', property_path)}: " if property_path else ""
+            description = f"{prefix}{d['message']}"
+            key = (d["ruleId"], severity, description)
+            if key in found:
+                found[key]["violatingResources"].append(resource)
+                continue
+            violation = {
+                "ruleName": d["ruleId"],
+                "description": description,
+                "severity": severity,
+                "fix": d.get("suggestedFix"),
+                "violatingResources": [resource],
+                "ruleMetadata": {"category": d["category"]} if d.get("category") else None,
+            }
+            found[key] = violation
+            violations.append(violation)
+    return violations
+
+
+def _violation(v: dict[str, Any]) -> cdk.PolicyViolation:
+    return cdk.PolicyViolation(
+        rule_name=v["ruleName"],
+        description=v["description"],
+        severity=v["severity"],
+        fix=v["fix"],
+        rule_metadata=v["ruleMetadata"],
+        violating_resources=[
+            cdk.PolicyViolatingResource(
+                locations=r["locations"],
+                resource_logical_id=r["resourceLogicalId"],
+                construct_path=r["constructPath"],
+                template_path=r["templatePath"],
+            )
+            for r in v["violatingResources"]
+        ],
+    )

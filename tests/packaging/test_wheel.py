@@ -110,6 +110,7 @@ def test_wheel_ships_every_runtime_and_blueprint_file(installed: Installed) -> N
         missing = sorted(f for f in files if f"mlstack/_shipped/{f}" not in names)
         assert not missing, f"not in the wheel: {missing}"
     assert "mlstack/_shipped/cdk.json" in names
+    assert "mlstack/validate_worker.cjs" in names  # the template-validation worker app.py starts
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
 
 
