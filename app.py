@@ -26,7 +26,7 @@ from mlstack.validation import add_template_validation, start_template_validatio
 
 def main() -> int:
     # CDK's template validation runs in a worker that starts now, ready when synth needs it (mlstack/validation.py).
-    validation = start_template_validation(workers=1)
+    validation = start_template_validation()
     app = cdk.App(builtin_cloud_formation_validation=False)
     ref = app.node.try_get_context("blueprint") or config.DEFAULT_BLUEPRINT
     try:
@@ -42,7 +42,7 @@ def main() -> int:
         if app.node.try_get_context("nag") not in (False, "false"):
             # cdk-nag 3 is a validation plugin: unacknowledged AwsSolutions findings fail the synth.
             cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
-        add_template_validation(app, pool=validation)
+        add_template_validation(app, worker=validation)
         app.synth()
     return 0
 

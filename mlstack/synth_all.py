@@ -90,10 +90,8 @@ def synthesize_all(
     process pays its own kernel start."""
     files = blueprint_files if blueprint_files is not None else sorted(BLUEPRINTS_DIR.glob("*.yaml"))
     configs = [load(path) for path in files]
-    # The validation worker gets ready while the blueprints are built (mlstack/validation.py). One: on 2 CPUs a
-    # second one's engine start cost the build more than sharing the templates out saved (all blueprints, 2 runs
-    # each: 1 worker 9.75-9.85 s wall, 2 workers 9.93-10.15 s, 3 workers 10.8-11.3 s).
-    validation = start_template_validation(workers=1)
+    # The validation worker gets ready while the blueprints are built (mlstack/validation.py).
+    validation = start_template_validation()
     app = cdk.App(
         outdir=str(outdir),
         context={**cdk_json_context(), **(extra_context or {})},
@@ -106,7 +104,7 @@ def synthesize_all(
             built[config.name] = blueprint.build(cdk.Stage(app, config.name), config)
         if nag:
             cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
-        add_template_validation(app, pool=validation)
+        add_template_validation(app, worker=validation)
         try:
             app.synth()
         except RuntimeError as err:  # ValidationFailed: unacknowledged findings, listed in the report

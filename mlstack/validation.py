@@ -1,5 +1,5 @@
 """CDK's built-in template validation, as the apps mlstack builds run it: no CDK Rego rules, and the engine in
-worker processes beside the jsii kernel.
+a worker process beside the jsii kernel.
 
 aws-cdk-lib validates every template at synth with `@aws/cloudformation-validate` (the resource schemas and the
 engine's built-in rules) and, by default, the CDK's own Rego rules ("CDK default rules" in aws-cdk-lib's README,
@@ -13,9 +13,9 @@ The apps made by `app.py` and `mlstack.synth_all` turn CDK's built-in registrati
 the same package of the installed aws-cdk-lib and called with the same options (`mlstack.validation_workers`), whose
 report it turns into violations exactly as CDK's `CloudFormationValidatePlugin.validate` does, under the same
 plugin name (so CDK reports its errors as warnings unless the app sets the feature flag, as for its own). The
-workers start before the blueprints are built and validate the templates side by side: in the kernel, the
-engine's start and the serial validation were about 2 s of an all-blueprint synth that nothing else overlapped.
-`tests/blueprints/test_validation_workers.py` holds the two plugins' reports equal. Where the workers cannot start
+worker starts before the blueprints are built, so its engine's start overlaps the build: in the kernel, the
+engine's start and the validation were about 3 s of an all-blueprint synth's node time that overlapped nothing.
+`tests/blueprints/test_validation_workers.py` holds the two plugins' reports equal. Where the worker cannot start
 (no `node` on PATH, no writable cache) CDK's own plugin is registered instead.
 
 `cdk synth --no-validation` (the CLI sets CDK_VALIDATION=false) skips it, as it skips CDK's own registration.
@@ -31,7 +31,7 @@ from typing import Any
 import aws_cdk as cdk
 import jsii
 
-from mlstack.validation_workers import WorkerPool, start_pool
+from mlstack.validation_workers import ValidationWorker, start_worker
 
 PLUGIN_NAME = "CloudFormation Validate"
 """CDK's CloudFormationValidatePlugin.PLUGIN_NAME: CDK's synth treats reports of this name as the built-in one's."""
@@ -58,32 +58,32 @@ def enabled(environ: Mapping[str, str] = os.environ) -> bool:
     return environ.get("CDK_VALIDATION") != "false"
 
 
-def start_template_validation(workers: int, environ: Mapping[str, str] = os.environ) -> WorkerPool | None:
-    """Start `workers` validation workers now (they get ready while the caller builds); None when validation is
-    off. Call before building, and pass the pool to `add_template_validation`."""
-    return start_pool(workers, environ) if enabled(environ) else None
+def start_template_validation(environ: Mapping[str, str] = os.environ) -> ValidationWorker | None:
+    """Start the validation worker now (it gets ready while the caller builds); None when validation is off. Call
+    before building, and pass the worker to `add_template_validation`."""
+    return start_worker(environ) if enabled(environ) else None
 
 
 def add_template_validation(
-    app: cdk.App, environ: Mapping[str, str] = os.environ, pool: WorkerPool | None = None
+    app: cdk.App, environ: Mapping[str, str] = os.environ, worker: ValidationWorker | None = None
 ) -> bool:
     """Register the template validation on `app` (the root: CDK refuses a validate plugin on a nested Stage):
-    `WorkerTemplateValidation` over `pool` when its workers started, CDK's plugin (`template_validation()`)
-    otherwise. With a pool, `app` must have been made with `builtin_cloud_formation_validation=False`, or CDK runs
-    its own instance as well. Returns False, registering nothing, where CDK's would not run either."""
+    `WorkerTemplateValidation` over `worker` when it started, CDK's plugin (`template_validation()`) otherwise.
+    With a worker, `app` must have been made with `builtin_cloud_formation_validation=False`, or CDK runs its own
+    instance as well. Returns False, registering nothing, where CDK's would not run either."""
     if not enabled(environ):
         return False
-    plugin: Any = WorkerTemplateValidation(pool) if pool is not None and pool.ready() else template_validation()
+    plugin: Any = WorkerTemplateValidation(worker) if worker is not None and worker.ready() else template_validation()
     cdk.Validations.of(app).add_plugins(plugin)
     return True
 
 
 @jsii.implements(cdk.IPolicyValidationPlugin)
 class WorkerTemplateValidation:
-    """CDK's CloudFormationValidatePlugin, with the engine in `pool`'s workers (see the module's docstring)."""
+    """CDK's CloudFormationValidatePlugin, with the engine in `worker` (see the module's docstring)."""
 
-    def __init__(self, pool: WorkerPool) -> None:
-        self.pool = pool
+    def __init__(self, worker: ValidationWorker) -> None:
+        self.worker = worker
 
     @property
     def name(self) -> str:
@@ -91,7 +91,7 @@ class WorkerTemplateValidation:
 
     @property
     def version(self) -> str:
-        return self.pool.version()
+        return self.worker.version()
 
     @property
     def rule_ids(self) -> list[str] | None:
@@ -103,7 +103,7 @@ class WorkerTemplateValidation:
             for s in context.stack_templates
         ]
         paths = [s.stack_construct_path for s in context.stack_templates]
-        violations = report_violations(stacks, paths, self.pool.validate(stacks))
+        violations = report_violations(stacks, paths, self.worker.validate(stacks))
         return cdk.PolicyValidationPluginReport(
             success=all(v["severity"] not in ("error", "fatal") for v in violations),
             violations=[_violation(v) for v in violations],

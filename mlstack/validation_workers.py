@@ -1,15 +1,15 @@
-"""Template-validation workers: aws-cdk-lib's own validation engine in Node processes beside the jsii kernel.
+"""The template-validation worker: aws-cdk-lib's own validation engine in a Node process beside the jsii kernel.
 
 CDK validates every template at synth with `@aws/cloudformation-validate`, a WebAssembly engine it bundles. In the
 jsii kernel that work is serial with everything else: making the engine (about 0.6 s) and then validating one
 template after another (about 30 ms each), while the Python process waits and the machine's second core idles.
-Here the same engine runs in worker processes (`validate_worker.cjs`) that start while the blueprints are being
-built, so the engine is ready when synth needs it, and the templates are shared out among the workers.
+Here the same engine runs in a worker process (`validate_worker.cjs`) that starts while the blueprints are being
+built, so the engine is ready when synth needs it, and validates while the kernel waits on nothing else.
 
 The engine is the one the installed aws-cdk-lib bundles, never a copy of another version: its folder is read out of
 aws-cdk-lib's jsii tarball (in the Python package) into a cache keyed by the tarball's SHA-256, once per version.
-Where that cannot be done (no writable cache, no `node`) `WorkerPool.start` returns None and the caller registers
-CDK's own plugin instead.
+Where that cannot be done (no writable cache, no `node`) `ValidationWorker.ready()` is False and the caller
+registers CDK's own plugin instead.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NoReturn
 
 from mlstack.errors import MlstackError
 
@@ -75,7 +75,8 @@ def engine_package(tarball: Path, root: Path) -> Path:
     target = root / "cloudformation-validate" / f"{tarball.name}-{digest.hexdigest()[:16]}"
     if (target / "package.json").is_file():
         return target
-    target.parent.mkdir(parents=True, exist_ok=True)
+    # Private, as jsii keeps its own package cache: the worker runs the JavaScript it finds there.
+    target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     with tempfile.TemporaryDirectory(dir=target.parent) as scratch:
         staging = Path(scratch) / "engine"
         staging.mkdir()
@@ -154,38 +155,37 @@ class _Worker:
 
 
 Stack = Mapping[str, Any]
-"""{templatePath, accountId, region}: what a worker validates (CDK's PolicyValidationStack, by its JS names)."""
+"""{templatePath, accountId, region}: what the worker validates (CDK's PolicyValidationStack, by its JS names)."""
 
 
-class WorkerPool:
-    """`count` workers, started by a thread of their own so that the caller goes on building meanwhile."""
+class ValidationWorker:
+    """One worker, started by a thread of its own so that the caller goes on building meanwhile.
 
-    def __init__(self, count: int, environ: Mapping[str, str] = os.environ) -> None:
-        if count < 1:
-            raise ValueError(f"a worker pool needs at least one worker, not {count}")
-        self.count = count
+    One, not several sharing the templates out: on 2 CPUs a second engine's start cost the build more than the
+    split saved (all blueprints, 2 runs each: 1 worker 9.75-9.85 s wall, 2 workers 9.93-10.15 s, 3 10.8-11.3 s)."""
+
+    def __init__(self, environ: Mapping[str, str] = os.environ) -> None:
         self._environ = dict(environ)
-        self._workers: list[_Worker] = []
+        self._worker: _Worker | None = None
         self._error: BaseException | None = None
         self._files = contextlib.ExitStack()
         self._lock = threading.Lock()
         self._version: str | None = None
-        self._closed = False
-        self._starter = threading.Thread(target=self._start, name="mlstack-validation-workers", daemon=True)
+        self._starter = threading.Thread(target=self._start, name="mlstack-validation-worker", daemon=True)
         self._starter.start()
 
     def _start(self) -> None:
         try:
             node = node_executable(self._environ)
             package = engine_package(cdk_tarball(), cache_root(self._environ))
-            # The script's path for the pool's life: from a zipped install, as_file's copy is removed on exit.
+            # The script's path for the worker's life: from a zipped install, as_file's copy is removed on exit.
             script = self._files.enter_context(resources.as_file(resources.files("mlstack") / "validate_worker.cjs"))
-            self._workers = [_Worker(node, package, script) for _ in range(self.count)]
+            self._worker = _Worker(node, package, script)
         except (OSError, MlstackError, tarfile.TarError) as err:
             self._error = err
 
     def ready(self) -> bool:
-        """Whether the workers started (waits for the starting thread); False: use CDK's own plugin."""
+        """Whether the worker started (waits for the starting thread); False: use CDK's own plugin."""
         self._starter.join()
         return self._error is None
 
@@ -194,100 +194,73 @@ class WorkerPool:
         self._starter.join()
         return self._error
 
+    @property
+    def closed(self) -> bool:
+        """True once the worker was closed, by `close()` or after a failure."""
+        self._starter.join()
+        return self._worker is None
+
+    def _ask(self, request: object) -> tuple[_Worker, Any]:
+        if not self.ready() or self._worker is None:
+            raise MlstackError(f"the template validation worker is not running: {self._error}")
+        self._worker.send(request)
+        return self._worker, self._worker.receive()
+
     def validate(self, stacks: Sequence[Stack]) -> list[list[dict[str, Any]]]:
-        """The diagnostics of each stack's template, in the order given; with more than one worker, the templates
-        are dealt out (`deal`) and the workers validate their shares at the same time."""
-        if not self.ready():
-            raise MlstackError(f"template validation workers did not start: {self._error}")
+        """The diagnostics of each stack's template, in the order given. A failure ends the worker."""
         with self._lock:
-            shares = deal([_size(stack["templatePath"]) for stack in stacks], len(self._workers))
-            busy = [(w, share) for w, share in zip(self._workers, shares, strict=True) if share]
-            for worker, share in busy:
-                worker.send([dict(stacks[i]) for i in share])
-            results: list[list[dict[str, Any]]] = [[] for _ in stacks]
-            failed: list[str] = []
-            for worker, share in busy:
-                reply = worker.receive()
-                if not isinstance(reply, list) or len(reply) != len(share):
-                    failed.append(worker.failure())
-                    continue
-                for index, diagnostics in zip(share, reply, strict=True):
-                    results[index] = diagnostics
-            if failed:
-                self._close_workers()
-                raise MlstackError(f"template validation failed: {'; '.join(failed)}")
-        return results
+            worker, reply = self._ask([dict(stack) for stack in stacks])
+            if not isinstance(reply, list) or len(reply) != len(stacks):
+                self._fail(worker)
+            return reply
 
     def version(self) -> str:
         """The engine core's version (what CDK's plugin reports as its own)."""
-        if self._version is None:
-            if not self.ready() or not self._workers:
-                raise MlstackError(f"template validation workers did not start: {self._error}")
-            with self._lock:
-                worker = self._workers[0]
-                worker.send({"version": True})
-                reply = worker.receive()
+        with self._lock:
+            if self._version is None:
+                worker, reply = self._ask({"version": True})
                 if not isinstance(reply, dict) or not isinstance(reply.get("version"), str):
-                    raise MlstackError(f"template validation worker failed: {worker.failure()}")
+                    self._fail(worker)
                 self._version = reply["version"]
-        return self._version
+            return self._version
 
-    @property
-    def closed(self) -> bool:
-        """True once the workers were closed, by `close()` or after a failure."""
-        return self._closed
+    def _fail(self, worker: _Worker) -> NoReturn:
+        text = worker.failure()
+        worker.stderr.close()
+        self._worker = None
+        self._error = MlstackError(f"it failed: {text}")
+        raise MlstackError(f"template validation failed: {text}")
 
     def close(self) -> None:
         self._starter.join()
         with self._lock:
-            self._close_workers()
+            if self._worker is not None:
+                self._worker.close()
+                self._worker.stderr.close()
+                self._worker = None
+                self._error = self._error or MlstackError("it was closed")
         self._files.close()
 
-    def _close_workers(self) -> None:
-        for worker in self._workers:
-            worker.close()
-            worker.stderr.close()
-        self._workers = []
-        self._closed = True
-        self._error = self._error or MlstackError("the workers were closed")
+
+_running: ValidationWorker | None = None
+_running_lock = threading.Lock()
 
 
-def deal(sizes: Sequence[int], workers: int) -> list[list[int]]:
-    """The indexes of `sizes` shared out among `workers`: largest first, each to the worker with the fewest bytes so
-    far (ties: the first such worker), so every worker's share takes about as long."""
-    shares: list[list[int]] = [[] for _ in range(workers)]
-    load = [0] * workers
-    for index in sorted(range(len(sizes)), key=lambda i: -sizes[i]):
-        least = load.index(min(load))
-        shares[least].append(index)
-        load[least] += sizes[index]
-    return shares
-
-
-def _size(path: str) -> int:
-    try:
-        return Path(path).stat().st_size
-    except OSError:
-        return 0
-
-
-_pools: dict[int, WorkerPool] = {}
-_pools_lock = threading.Lock()
-
-
-def start_pool(count: int, environ: Mapping[str, str] = os.environ) -> WorkerPool:
-    """The process's pool of `count` workers, started on the first call (the engine's start is paid once per
-    process and worker, like CDK's singleton plugin) and again after its workers failed; closed at exit."""
-    with _pools_lock:
-        pool = _pools.get(count)
-        if pool is None or pool.closed:
-            pool = _pools[count] = WorkerPool(count, environ)
-        return pool
+def start_worker(environ: Mapping[str, str] = os.environ) -> ValidationWorker:
+    """The process's worker, started on the first call (the engine's start is paid once per process, like CDK's
+    singleton plugin) and again after it failed or was closed; closed at exit."""
+    global _running
+    with _running_lock:
+        if _running is None or _running.closed:
+            _running = ValidationWorker(environ)
+        return _running
 
 
 @atexit.register
-def close_pools() -> None:
-    """End every pool's workers (they would end with this process anyway: their stdin closes)."""
-    with _pools_lock:
-        while _pools:
-            _pools.popitem()[1].close()
+def close_worker() -> None:
+    """End the process's worker (it would end with this process anyway: its stdin closes)."""
+    global _running
+    with _running_lock:
+        if _running is not None:
+            _running.close()
+            _running = None

@@ -15,7 +15,7 @@ import pytest
 from mlstack import validation_workers
 from mlstack.errors import MlstackError
 from mlstack.validation import PLUGIN_NAME, add_template_validation, start_template_validation
-from mlstack.validation_workers import ENGINE_OPTIONS, WorkerPool, cdk_tarball, deal, engine_package
+from mlstack.validation_workers import ENGINE_OPTIONS, ValidationWorker, cdk_tarball, engine_package
 
 
 def _cdk_member(name: str) -> str:
@@ -26,8 +26,8 @@ def _cdk_member(name: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def pool() -> WorkerPool:
-    started = start_template_validation(workers=1, environ={})
+def worker() -> ValidationWorker:
+    started = start_template_validation(environ={})
     assert started is not None
     return started
 
@@ -87,12 +87,12 @@ def _report(outdir: Path) -> dict[str, Any]:
     return report  # type: ignore[no-any-return]
 
 
-def test_the_report_is_the_one_cdks_plugin_gives(tmp_path: Path, pool: WorkerPool) -> None:
+def test_the_report_is_the_one_cdks_plugin_gives(tmp_path: Path, worker: ValidationWorker) -> None:
     cdk_app = _seeded_app(tmp_path / "cdk")
-    assert add_template_validation(cdk_app, environ={}, pool=None)  # CDK's own plugin
+    assert add_template_validation(cdk_app, environ={}, worker=None)  # CDK's own plugin
     cdk_app.synth()
     workers_app = _seeded_app(tmp_path / "workers")
-    assert add_template_validation(workers_app, environ={}, pool=pool)
+    assert add_template_validation(workers_app, environ={}, worker=worker)
     workers_app.synth()
     expected, got = _report(tmp_path / "cdk"), _report(tmp_path / "workers")
     assert got == expected
@@ -103,95 +103,58 @@ def test_the_report_is_the_one_cdks_plugin_gives(tmp_path: Path, pool: WorkerPoo
     assert rules["F3002"]["description"].startswith("NotAProperty: ")
     assert rules["F6101"]["violatingConstructs"][0]["constructPath"] == "SeedB"
     assert {c["constructPath"] for c in rules["W2001"]["violatingConstructs"]} == {"SeedA", "SeedB"}
-    assert got["pluginVersion"] == pool.version() != "0.0.0"
+    assert got["pluginVersion"] == worker.version() != "0.0.0"
 
 
-def test_each_app_has_the_one_plugin(tmp_path: Path, pool: WorkerPool) -> None:
+def test_each_app_has_the_one_plugin(tmp_path: Path, worker: ValidationWorker) -> None:
     # With CDK's built-in registration on, CDK would run its own instance beside the workers' plugin.
     app = _seeded_app(tmp_path)
-    add_template_validation(app, environ={}, pool=pool)
+    add_template_validation(app, environ={}, worker=worker)
     app.synth()
     reports = json.loads((tmp_path / "validation-report.json").read_text())["pluginReports"]
     assert [r["pluginName"] for r in reports] == [PLUGIN_NAME]
 
 
 def test_cdk_validation_false_starts_no_worker() -> None:
-    assert start_template_validation(workers=1, environ={"CDK_VALIDATION": "false"}) is None
+    assert start_template_validation(environ={"CDK_VALIDATION": "false"}) is None
 
 
 def test_without_node_cdks_own_plugin_is_registered(tmp_path: Path) -> None:
-    pool = WorkerPool(1, environ={"PATH": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path)})
-    assert not pool.ready()
-    assert "node is not on PATH" in str(pool.start_error)
+    worker = ValidationWorker(environ={"PATH": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path)})
+    assert not worker.ready()
+    assert "node is not on PATH" in str(worker.start_error)
     app = _seeded_app(tmp_path / "out")
-    assert add_template_validation(app, environ={}, pool=pool)
+    assert add_template_validation(app, environ={}, worker=worker)
     app.synth()
     assert _report(tmp_path / "out")["violations"]  # CDK's plugin ran in the kernel instead
 
 
 def test_a_failed_worker_fails_the_validation_with_its_error(tmp_path: Path) -> None:
-    pool = WorkerPool(1)
-    assert pool.ready()
-    missing = {"templatePath": str(tmp_path / "absent.template.json"), "accountId": None, "region": None}
+    worker = ValidationWorker()
+    assert worker.ready()
+    ok, missing = tmp_path / "ok.template.json", tmp_path / "absent.template.json"
+    ok.write_text(json.dumps({"Resources": {"B": {"Type": "AWS::S3::Bucket", "Properties": {"X": 1}}}}))
+    stacks = [{"templatePath": str(path), "accountId": None, "region": "us-east-1"} for path in (ok, missing)]
+    # In order, one list per template: the first template's finding, before the second one fails.
+    (findings,) = worker.validate(stacks[:1])
+    assert "'X' was unexpected" in findings[0]["message"]
     with pytest.raises(MlstackError, match=r"template validation failed: .*absent\.template\.json"):
-        pool.validate([missing])
-    assert pool.closed  # a worker that failed is not asked again; start_pool makes a new pool
-    with pytest.raises(MlstackError, match=r"did not start: the workers were closed"):
-        pool.validate([missing])
+        worker.validate(stacks)
+    assert worker.closed  # a worker that failed is not asked again; start_worker starts a new one
+    with pytest.raises(MlstackError, match=r"not running: it failed"):
+        worker.validate(stacks[:1])
 
 
-def test_the_pool_gives_results_in_the_order_asked(tmp_path: Path) -> None:
-    pool = WorkerPool(2)
-    try:
-        stacks = []
-        for index, body in enumerate([_bucket_template(None), _bucket_template("NotAProperty"), _bucket_template("X")]):
-            path = tmp_path / f"t{index}.template.json"
-            path.write_text(body)
-            stacks.append({"templatePath": str(path), "accountId": None, "region": "us-east-1"})
-        results = pool.validate(stacks)
-        assert results[0] == []
-        assert "'NotAProperty' was unexpected" in results[1][0]["message"]
-        assert "'X' was unexpected" in results[2][0]["message"]
-    finally:
-        pool.close()
+class _FakeWorker:
+    def __init__(self, environ: object) -> None:
+        self.closed = False
 
 
-def _bucket_template(prop: str | None) -> str:
-    properties = {prop: 1} if prop else {}
-    return json.dumps({"Resources": {"B": {"Type": "AWS::S3::Bucket", "Properties": properties}}})
-
-
-@pytest.mark.parametrize(
-    ("sizes", "workers", "shares"),
-    [
-        ([10, 30, 20], 1, [[1, 2, 0]]),
-        ([10, 30, 20, 5], 2, [[1, 3], [2, 0]]),
-        ([5, 5], 3, [[0], [1], []]),
-        ([], 2, [[], []]),
-    ],
-)
-def test_templates_are_dealt_largest_first_to_the_least_loaded(
-    sizes: list[int], workers: int, shares: list[list[int]]
-) -> None:
-    assert deal(sizes, workers) == shares
-
-
-def test_a_pool_needs_a_worker() -> None:
-    with pytest.raises(ValueError, match="at least one worker"):
-        WorkerPool(0)
-
-
-class _FakePool:
-    def __init__(self, count: int, environ: object) -> None:
-        self.count, self.closed = count, False
-
-
-def test_start_pool_gives_the_running_pool_until_it_closes(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(validation_workers, "_pools", {})
-    monkeypatch.setattr(validation_workers, "WorkerPool", _FakePool)
-    first = validation_workers.start_pool(1)
-    assert isinstance(first, _FakePool)
-    assert validation_workers.start_pool(1) is first
-    assert validation_workers.start_pool(2) is not first
+def test_start_worker_gives_the_running_worker_until_it_closes(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(validation_workers, "_running", None)
+    monkeypatch.setattr(validation_workers, "ValidationWorker", _FakeWorker)
+    first = validation_workers.start_worker()
+    assert isinstance(first, _FakeWorker)
+    assert validation_workers.start_worker() is first
     first.closed = True
-    assert validation_workers.start_pool(1) is not first
+    assert validation_workers.start_worker() is not first
