@@ -25,15 +25,15 @@ from mlstack.validation import add_template_validation, start_template_validatio
 
 
 def main() -> int:
-    # CDK's template validation runs in a worker that starts now, ready when synth needs it (mlstack/validation.py).
-    validation = start_template_validation()
-    app = cdk.App(builtin_cloud_formation_validation=False)
+    app = cdk.App(builtin_cloud_formation_validation=False)  # registered below, with the worker
     ref = app.node.try_get_context("blueprint") or config.DEFAULT_BLUEPRINT
     try:
         loaded = config.load(str(ref))
     except MlstackError as err:
         print_problems(err)
         return 1
+    # CDK's template validation runs in a worker that starts now, ready when synth needs it (mlstack/validation.py).
+    validation = start_template_validation()
     image = app.node.try_get_context(IMAGE_CONTEXT_KEY)
     if image:
         loaded = with_job_image(loaded, str(image))

@@ -1,22 +1,32 @@
-// One template-validation worker (mlstack/template_validation.py starts them): the WebAssembly engine that
+// The template-validation worker (mlstack/validation_workers.py starts it): the WebAssembly engine that
 // aws-cdk-lib's CloudFormationValidatePlugin runs, @aws/cloudformation-validate, in a process of its own.
-// argv[2]: the folder of that package, taken from the installed aws-cdk-lib (never a copy of another version).
-// The engine is made at start (about 0.6 s), before any request: the caller starts workers while it builds.
-// stdin: one batch per line, a JSON list of {templatePath, accountId, region} (the fields of CDK's
-//        PolicyValidationStack); stdout: one line per batch, a JSON list (same order) of the diagnostics of each
-//        template, with the fields CDK's plugin reads. The options are the ones CDK's plugin passes to the engine.
-// A line {"version": true} answers {"version": "<the engine core's version>"} (CDK reports it as the plugin's).
+// argv[2]: the folder of that package, read out of the installed aws-cdk-lib (never a copy of another version);
+// argv[3]: the options CDK's plugin passes to validateTemplate, as JSON (the pseudo parameters come per stack).
+// First line out, once the engine is made (about 0.6 s): {version, ruleIds}, what CDK's plugin reports as its
+// version and rule IDs (CDKMetadata's analytics), the rule IDs computed as its `ruleIds` getter does.
+// Then, per line in: a JSON list of {templatePath, accountId, region} (CDK's PolicyValidationStack); per line out:
+// a JSON list (same order) of each template's diagnostics, with the fields CDK's plugin reads, or {error} when
+// the engine fails on a template (CDK's plugin would throw: the caller raises).
 'use strict'
 const path = require('node:path')
 const readline = require('node:readline')
+const { Console } = require('node:console')
 
-// stdout carries only the replies.
-console.log = console.error
-console.info = console.error
+// stdout carries only the replies: anything a library logs goes to stderr.
+globalThis.console = new Console({ stdout: process.stderr, stderr: process.stderr })
+const reply = (value) => process.stdout.write(JSON.stringify(value) + '\n')
 
 const validate = require(path.resolve(process.argv[2]))
-const engine = new validate.CompositeEngine({})
 const options = JSON.parse(process.argv[3])
+const engine = new validate.CompositeEngine({})
+const ignored = new Set(options.exclude.ids)
+reply({
+  version: validate.version(),
+  ruleIds: engine
+    .listRules()
+    .filter((r) => !ignored.has(r.id) && r.severity !== 'INFO' && r.severity !== 'DEBUG')
+    .map((r) => r.id),
+})
 
 function diagnostics(stack) {
   const report = engine.validateTemplate(new validate.TemplateFile(stack.templatePath), {
@@ -34,22 +44,16 @@ function diagnostics(stack) {
   }))
 }
 
-// A request that fails ends the process (the caller reports stderr and fails the synth): the engine throws the
-// error message as a string, which node would print without saying which template.
 readline.createInterface({ input: process.stdin, crlfDelay: Infinity }).on('line', (line) => {
-  let reply
-  let current = 'the request'
-  try {
-    const request = JSON.parse(line)
-    reply = Array.isArray(request)
-      ? request.map((stack) => {
-          current = stack.templatePath
-          return diagnostics(stack)
-        })
-      : { version: validate.version() }
-  } catch (error) {
-    process.stderr.write(`${current}: ${error instanceof Error ? error.stack : String(error)}\n`)
-    process.exit(1)
+  const stacks = JSON.parse(line)
+  const results = []
+  for (const stack of stacks) {
+    try {
+      results.push(diagnostics(stack))
+    } catch (error) {
+      // The engine throws its message as a string; say which template.
+      return reply({ error: `${stack.templatePath}: ${error instanceof Error ? error.message : String(error)}` })
+    }
   }
-  process.stdout.write(JSON.stringify(reply) + '\n')
+  reply(results)
 })

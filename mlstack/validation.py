@@ -12,11 +12,13 @@ The apps made by `app.py` and `mlstack.synth_all` turn CDK's built-in registrati
 (`builtin_cloud_formation_validation=False`) and register `WorkerTemplateValidation`: the same engine, made from
 the same package of the installed aws-cdk-lib and called with the same options (`mlstack.validation_workers`), whose
 report it turns into violations exactly as CDK's `CloudFormationValidatePlugin.validate` does, under the same
-plugin name (so CDK reports its errors as warnings unless the app sets the feature flag, as for its own). The
-worker starts before the blueprints are built, so its engine's start overlaps the build: in the kernel, the
-engine's start and the validation were about 3 s of an all-blueprint synth's node time that overlapped nothing.
-`tests/blueprints/test_validation_workers.py` holds the two plugins' reports equal. Where the worker cannot start
-(no `node` on PATH, no writable cache) CDK's own plugin is registered instead.
+plugin name (so CDK reports its errors as warnings unless the app sets the feature flag, as for its own), and with
+the same version and rule IDs (CDK writes them into CDKMetadata's analytics). The worker starts before the
+blueprints are built, so its engine's start overlaps the build: in the kernel, the engine's start and the
+validation were about 3 s of an all-blueprint synth's node time that overlapped nothing.
+`tests/blueprints/test_validation.py` holds the two plugins' reports equal. Where the worker cannot start (no
+`node` on PATH, no private writable cache, an engine that does not load) CDK's own plugin is registered instead;
+where it dies during a synth, CDK's plugin validates those templates in the kernel.
 
 `cdk synth --no-validation` (the CLI sets CDK_VALIDATION=false) skips it, as it skips CDK's own registration.
 """
@@ -25,13 +27,14 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from collections.abc import Mapping
 from typing import Any
 
 import aws_cdk as cdk
 import jsii
 
-from mlstack.validation_workers import ValidationWorker, start_worker
+from mlstack.validation_workers import ValidationWorker, WorkerGoneError, start_worker
 
 PLUGIN_NAME = "CloudFormation Validate"
 """CDK's CloudFormationValidatePlugin.PLUGIN_NAME: CDK's synth treats reports of this name as the built-in one's."""
@@ -73,7 +76,9 @@ def add_template_validation(
     instance as well. Returns False, registering nothing, where CDK's would not run either."""
     if not enabled(environ):
         return False
-    plugin: Any = WorkerTemplateValidation(worker) if worker is not None and worker.ready() else template_validation()
+    plugin: cdk.IPolicyValidationPlugin = (
+        WorkerTemplateValidation(worker) if worker is not None and worker.ready() else template_validation()
+    )
     cdk.Validations.of(app).add_plugins(plugin)
     return True
 
@@ -91,11 +96,13 @@ class WorkerTemplateValidation:
 
     @property
     def version(self) -> str:
-        return self.worker.version()
+        return self.worker.version
 
     @property
-    def rule_ids(self) -> list[str] | None:
-        return None  # analytics only, and CDK reports none for a plugin that gives none
+    def rule_ids(self) -> list[str]:
+        # CDK writes the name, version and rule IDs of each registered plugin into CDKMetadata's analytics
+        # (`cdk synth` with version reporting on): the same as its own plugin's, or every stack would change.
+        return self.worker.rule_ids
 
     def validate(self, context: cdk.IPolicyValidationContext) -> cdk.PolicyValidationPluginReport:
         stacks = [
@@ -103,7 +110,13 @@ class WorkerTemplateValidation:
             for s in context.stack_templates
         ]
         paths = [s.stack_construct_path for s in context.stack_templates]
-        violations = report_violations(stacks, paths, self.worker.validate(stacks))
+        try:
+            diagnostics = self.worker.validate(stacks)
+        except WorkerGoneError as gone:
+            # The templates still get validated: by CDK's plugin, in the kernel (its engine starts now).
+            print(f"warning: {gone}; validating in the CDK kernel instead", file=sys.stderr)
+            return template_validation().validate(context)
+        violations = report_violations(stacks, paths, diagnostics)
         return cdk.PolicyValidationPluginReport(
             success=all(v["severity"] not in ("error", "fatal") for v in violations),
             violations=[_violation(v) for v in violations],

@@ -1,16 +1,39 @@
 """CDK's template validation as mlstack registers it (mlstack/validation.py): on, once per process, without the
-CDK's Rego rules, which concern only resource types no blueprint uses."""
+CDK's Rego rules, which concern only resource types no blueprint uses; run by a worker process
+(mlstack/validation_workers.py) with the same engine, options, report and analytics as CDK's own plugin, and
+failures that fail loudly or fall back to CDK's plugin."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import re
 import tarfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import aws_cdk as cdk
+import pytest
 
-from mlstack.validation import add_template_validation, template_validation
+from mlstack import validation_workers
+from mlstack.errors import MlstackError
+from mlstack.validation import (
+    WorkerTemplateValidation,
+    add_template_validation,
+    report_violations,
+    start_template_validation,
+    template_validation,
+)
+from mlstack.validation_workers import (
+    ENGINE_MARKER,
+    ENGINE_OPTIONS,
+    ValidationWorker,
+    WorkerGoneError,
+    cdk_tarball,
+    engine_package,
+)
 from tests.synth import Session
 
 PLUGIN = "CloudFormation Validate"
@@ -24,6 +47,7 @@ def _default_rego_rules() -> set[str]:
     spec = importlib.util.find_spec("aws_cdk._jsii")
     assert spec is not None and spec.origin is not None
     (tarball,) = Path(spec.origin).parent.glob("aws-cdk-lib@*.jsii.tgz")
+    assert tarball == cdk_tarball()
     prefix = "package/core/lib/validation/rules/"
     with tarfile.open(tarball) as archive:
         return {Path(m.name).name for m in archive if m.name.startswith(prefix) and m.name.endswith(".rego")}
@@ -77,3 +101,248 @@ def test_cdk_validation_false_registers_nothing(tmp_path: Path) -> None:
 
 def test_one_plugin_serves_every_app() -> None:
     assert template_validation() is template_validation()
+
+
+# The worker (mlstack/validation_workers.py).
+
+
+@pytest.fixture(scope="module")
+def worker() -> ValidationWorker:
+    started = start_template_validation()
+    assert started is not None and started.ready(), started and started.start_error
+    return started
+
+
+def _cdk_member(name: str) -> str:
+    with tarfile.open(cdk_tarball()) as archive:
+        stream = archive.extractfile(f"package/{name}")
+        assert stream is not None
+        return stream.read().decode()
+
+
+def test_the_options_are_the_ones_cdk_passes() -> None:
+    # A CDK upgrade that changes what its plugin passes to the engine fails here: copy the new options.
+    source = _cdk_member("core/lib/validation/cloudformation-validate-plugin.js")
+    (ignored,) = re.findall(r"IGNORE_RULES=new Set\(\[([^\]]*)\]\)", source)
+    assert json.loads(f"[{ignored}]") == ENGINE_OPTIONS["exclude"]["ids"]
+    assert (
+        'this.engine.validateTemplate(templateFile,{detailLevel:"STANDARD",pseudoParameterOverrides:{accountId,region},'
+        'exclude:{ids:[...IGNORE_RULES],services:[{ruleId:"W3697",service:"AWS::AutoScaling"}]},severityLevel:"WARN"})'
+    ) in source
+    assert ENGINE_OPTIONS["exclude"]["services"] == [{"ruleId": "W3697", "service": "AWS::AutoScaling"}]
+    assert (ENGINE_OPTIONS["detailLevel"], ENGINE_OPTIONS["severityLevel"]) == ("STANDARD", "WARN")
+    # The engine from the Rego rules alone (left out, above) and no Guard rules; the rule IDs it reports.
+    assert "new(cloudformation_validate_1()).CompositeEngine(config)" in source
+    assert (
+        'get ruleIds(){return this.engine.listRules().filter(r=>!IGNORE_RULES.has(r.id)&&r.severity!=="INFO"'
+        '&&r.severity!=="DEBUG").map(r=>r.id)}'
+    ) in source
+
+
+def test_the_engine_is_the_one_in_the_installed_aws_cdk_lib(tmp_path: Path) -> None:
+    package = engine_package(cdk_tarball(), tmp_path)
+    bundled = json.loads(_cdk_member("node_modules/@aws/cloudformation-validate/package.json"))
+    assert json.loads((package / "package.json").read_text())["version"] == bundled["version"]
+    with tarfile.open(cdk_tarball()) as archive:
+        wasm = archive.extractfile("package/node_modules/@aws/cloudformation-validate/bindings_wasm_bg.wasm")
+        assert wasm is not None
+        assert (package / "bindings_wasm_bg.wasm").read_bytes() == wasm.read()
+    assert (package.parent.stat().st_mode & 0o777) == 0o700
+    # Read once per tarball: the second call finds the folder and writes nothing.
+    before = (package / ENGINE_MARKER).stat().st_mtime_ns
+    assert engine_package(cdk_tarball(), tmp_path) == package
+    assert (package / ENGINE_MARKER).stat().st_mtime_ns == before
+    assert [p.name for p in package.parent.iterdir()] == [package.name]  # no scratch folder left behind
+    # A copy cut short (no marker) is replaced, not used.
+    (package / ENGINE_MARKER).unlink()
+    (package / "bindings_wasm_bg.wasm").write_bytes(b"cut short")
+    assert engine_package(cdk_tarball(), tmp_path) == package
+    assert (package / "bindings_wasm_bg.wasm").stat().st_size > 1_000_000
+
+
+def test_a_cache_other_users_can_write_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "cloudformation-validate").mkdir(mode=0o777)
+    (tmp_path / "cloudformation-validate").chmod(0o777)
+    with pytest.raises(MlstackError, match="not private to this user"):
+        engine_package(cdk_tarball(), tmp_path)
+
+
+def test_a_damaged_engine_falls_back_and_is_read_out_again(tmp_path: Path) -> None:
+    package = engine_package(cdk_tarball(), tmp_path / "mlstack")
+    (package / "bindings_wasm_bg.wasm").write_bytes(b"not wasm")  # the marker stays: only loading can tell
+    damaged = ValidationWorker(environ={**os.environ, "XDG_CACHE_HOME": str(tmp_path)})
+    assert not damaged.ready()
+    assert "did not start" in str(damaged.start_error)
+    assert not package.exists()  # the next start reads it out again
+
+
+def _seeded_errors_app(outdir: Path) -> cdk.App:
+    """Two stacks (one pinned to an account and region, one not) with findings of every shape the report has: the
+    same resource finding in both (one violation, two resources), findings with property paths, one on an output
+    and one on a parameter (on no resource: the stack's path). Findings are errors, as in make test."""
+    app = cdk.App(
+        outdir=str(outdir),
+        builtin_cloud_formation_validation=False,
+        context={"@aws-cdk/core:validateAgainstDefaultRules": True},
+    )
+    pinned = cdk.Stack(app, "SeedA", env=cdk.Environment(account="123456789012", region="eu-west-1"))
+    for stack in (pinned, cdk.Stack(app, "SeedB")):
+        cdk.CfnResource(
+            stack, "Bucket", type="AWS::S3::Bucket", properties={"NotAProperty": 1, "BucketName": "UPPER_case"}
+        )
+        cdk.CfnParameter(stack, "Unused")
+    cdk.CfnResource(stack, "Queue", type="AWS::SQS::Queue", properties={"VisibilityTimeout": "abc"})
+    cdk.CfnOutput(stack, "Dangling", value=cdk.Fn.ref("Missing"))
+    return app
+
+
+def _report(outdir: Path) -> dict[str, Any]:
+    reports = json.loads((outdir / "validation-report.json").read_text())["pluginReports"]
+    (report,) = [r for r in reports if r["pluginName"] == PLUGIN]
+    return report  # type: ignore[no-any-return]
+
+
+def _synth_failing(app: cdk.App) -> None:
+    with pytest.raises(RuntimeError, match=r"ValidationFailed|Validation failed"):
+        app.synth()
+
+
+def test_the_report_is_the_one_cdks_plugin_gives(tmp_path: Path, worker: ValidationWorker) -> None:
+    cdk_app = _seeded_errors_app(tmp_path / "cdk")
+    assert add_template_validation(cdk_app, environ={}, worker=None)  # CDK's own plugin
+    _synth_failing(cdk_app)
+    workers_app = _seeded_errors_app(tmp_path / "worker")
+    assert add_template_validation(workers_app, environ={}, worker=worker)
+    _synth_failing(workers_app)
+    expected, got = _report(tmp_path / "cdk"), _report(tmp_path / "worker")
+    assert got == expected
+    # The seed reaches every branch of the conversion (or the equality above proves less than it seems).
+    assert got["conclusion"] == "failure"
+    rules = {v["ruleName"]: v for v in got["violations"]}
+    assert {"F3002", "F3012", "F3031", "F6101", "W2001"} <= set(rules)
+    assert {v["severity"] for v in got["violations"]} == {"error", "warning"}
+    assert [c["constructPath"] for c in rules["F3002"]["violatingConstructs"]] == ["SeedA/Bucket", "SeedB/Bucket"]
+    assert rules["F3002"]["description"].startswith("NotAProperty: ")
+    assert rules["F6101"]["violatingConstructs"][0]["constructPath"] == "SeedB"
+    assert {c["constructPath"] for c in rules["W2001"]["violatingConstructs"]} == {"SeedA", "SeedB"}
+
+
+def test_the_version_and_rule_ids_are_the_ones_cdks_plugin_gives(worker: ValidationWorker) -> None:
+    # CDK writes both into CDKMetadata's analytics: a difference changes every stack `cdk synth` writes.
+    plugin = WorkerTemplateValidation(worker)
+    own = template_validation()
+    assert (plugin.name, plugin.version, plugin.rule_ids) == (own.name, own.version, own.rule_ids)
+    assert len(plugin.rule_ids) > 100
+
+
+def test_fixes_and_categories_are_carried_over() -> None:
+    # No seeded finding has a suggested fix; the conversion is checked against CDK's code here.
+    stacks = [{"templatePath": "/out/A.template.json"}, {"templatePath": "/out/B.template.json"}]
+    found = {"ruleId": "W1", "severity": "WARN", "message": "m", "propertyPath": "Properties.X.Y"}
+    diagnostics: list[list[dict[str, Any]]] = [
+        [{**found, "logicalId": "R", "suggestedFix": "do this", "category": "Security"}],
+        [{**found, "logicalId": None, "suggestedFix": None, "category": None}, {**found, "severity": "INFO"}],
+    ]
+    violations = report_violations(stacks, ["A", "B"], diagnostics)
+    assert [(v["severity"], v["fix"], v["ruleMetadata"]) for v in violations] == [
+        ("warning", "do this", {"category": "Security"}),
+        ("informational", None, None),
+    ]
+    assert violations[0]["description"] == "X.Y: m"
+    where = {"templatePath": "/out/A.template.json", "locations": ["Properties.X.Y"]}
+    assert violations[0]["violatingResources"] == [
+        {"resourceLogicalId": "R", "constructPath": None, **where},
+        {"resourceLogicalId": None, "constructPath": "B", **where, "templatePath": "/out/B.template.json"},
+    ]
+
+
+def test_each_app_has_the_one_plugin(tmp_path: Path, worker: ValidationWorker) -> None:
+    app = _seeded_errors_app(tmp_path)
+    add_template_validation(app, environ={}, worker=worker)
+    _synth_failing(app)
+    reports = json.loads((tmp_path / "validation-report.json").read_text())["pluginReports"]
+    assert [r["pluginName"] for r in reports] == [PLUGIN]
+
+
+def test_cdk_validation_false_starts_no_worker() -> None:
+    assert start_template_validation(environ={"CDK_VALIDATION": "false"}) is None
+
+
+def test_without_node_cdks_own_plugin_is_registered(tmp_path: Path) -> None:
+    without = ValidationWorker(environ={"PATH": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path)})
+    assert not without.ready()
+    assert "node is not on PATH" in str(without.start_error)
+    app = _seeded_errors_app(tmp_path / "out")
+    assert add_template_validation(app, environ={}, worker=without)
+    _synth_failing(app)
+    assert _report(tmp_path / "out")["violations"]  # CDK's plugin ran in the kernel instead
+
+
+def test_a_template_the_engine_fails_on_fails_the_validation_and_keeps_the_worker(
+    tmp_path: Path, worker: ValidationWorker
+) -> None:
+    ok, missing = tmp_path / "ok.template.json", tmp_path / "absent.template.json"
+    ok.write_text(json.dumps({"Resources": {"B": {"Type": "AWS::S3::Bucket", "Properties": {"X": 1}}}}))
+    stacks = [{"templatePath": str(path), "accountId": None, "region": "us-east-1"} for path in (ok, missing, ok)]
+    with pytest.raises(MlstackError, match=r"template validation failed: .*absent\.template\.json"):
+        worker.validate(stacks)
+    # In order, one list per template; the worker is still up.
+    first, second = worker.validate([stacks[0], stacks[0]])
+    assert first == second and "'X' was unexpected" in first[0]["message"]
+
+
+@pytest.fixture
+def own_worker() -> Iterator[ValidationWorker]:
+    started = ValidationWorker()
+    assert started.ready()
+    yield started
+    started.close()
+
+
+def test_a_worker_that_died_hands_over_to_cdks_plugin(
+    tmp_path: Path, own_worker: ValidationWorker, capsys: pytest.CaptureFixture[str]
+) -> None:
+    app = _seeded_errors_app(tmp_path)
+    assert add_template_validation(app, environ={}, worker=own_worker)
+    own_worker._started().popen.kill()
+    _synth_failing(app)
+    assert own_worker.closed
+    assert "validating in the CDK kernel instead" in capsys.readouterr().err
+    assert {v["ruleName"] for v in _report(tmp_path)["violations"]} >= {"F3002", "F6101"}
+
+
+def test_an_interrupted_request_ends_the_worker(
+    tmp_path: Path, own_worker: ValidationWorker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Its reply would otherwise be read as the next request's.
+    def interrupted() -> object:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(own_worker._started(), "receive", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        own_worker.validate([{"templatePath": str(tmp_path / "t.json"), "accountId": None, "region": None}])
+    assert own_worker.closed
+    with pytest.raises(WorkerGoneError, match="not running: a request was interrupted"):
+        own_worker.validate([])
+
+
+def test_closing_a_worker_that_is_starting_ends_its_process() -> None:
+    starting = ValidationWorker()
+    starting.close()  # at once: its engine is still being made
+    assert starting.closed
+    assert starting._spawned is None or starting._spawned.popen.returncode is not None
+
+
+class _FakeWorker:
+    def __init__(self, environ: object) -> None:
+        self.closed = False
+
+
+def test_start_worker_gives_the_running_worker_until_it_closes(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(validation_workers, "_running", None)
+    monkeypatch.setattr(validation_workers, "ValidationWorker", _FakeWorker)
+    first = validation_workers.start_worker()
+    assert isinstance(first, _FakeWorker)
+    assert validation_workers.start_worker() is first
+    first.closed = True
+    assert validation_workers.start_worker() is not first

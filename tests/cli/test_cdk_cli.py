@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import base64
+import gzip
+import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -30,6 +34,13 @@ def test_cdk_synth_network_stack_and_list_offline(tmp_path: Path) -> None:
     assert synth.returncode == 0, synth.stderr
     assert "Node 20 is end-of-life" not in synth.stderr  # the project's Node 22 is the one that ran
     assert (out / "NetworkStack.template.json").is_file()
+    # app.py registers CDK's template validation with its worker, and CDKMetadata's analytics name it as CDK names
+    # its own plugin, with the engine's version and rule IDs (a difference would change every deployed stack).
+    analytics = json.loads((out / "NetworkStack.template.json").read_text())["Resources"]["CDKMetadata"]
+    decoded = gzip.decompress(base64.b64decode(analytics["Properties"]["Analytics"].split(":", 2)[2])).decode()
+    rules = re.search(r"(\d+\.\d+\.\d+)!policyValidation\.CloudFormationValidate\.([A-Z0-9|]+)", decoded)
+    assert rules is not None, decoded
+    assert rules.group(1) != "0.0.0" and len(rules.group(2).split("|")) > 100
     # `cdk list` on the assembly just written: the same stacks, without synthesizing the app a second time.
     listed = _cdk("list", "--app", str(out))
     assert listed.returncode == 0, listed.stderr
