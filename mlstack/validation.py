@@ -105,11 +105,12 @@ class WorkerTemplateValidation:
         return self.worker.rule_ids
 
     def validate(self, context: cdk.IPolicyValidationContext) -> cdk.PolicyValidationPluginReport:
-        stacks = [
-            {"templatePath": s.template_path, "accountId": s.account_id, "region": s.region}
-            for s in context.stack_templates
-        ]
-        paths = [s.stack_construct_path for s in context.stack_templates]
+        # Each property read is a round trip to the kernel: each is read once.
+        stacks: list[dict[str, Any]] = []
+        paths: list[str] = []
+        for stack in context.stack_templates:
+            stacks.append({"templatePath": stack.template_path, "accountId": stack.account_id, "region": stack.region})
+            paths.append(stack.stack_construct_path)
         try:
             diagnostics = self.worker.validate(stacks)
         except WorkerGoneError as gone:

@@ -6,8 +6,8 @@ template after another (about 30 ms each), while the Python process waits and th
 Here the same engine runs in a worker process (`validate_worker.cjs`) that starts while the blueprints are being
 built, so the engine is ready when synth needs it: its start overlaps the build instead of following it.
 
-The engine is the one the installed aws-cdk-lib bundles, never a copy of another version: its folder is read out of
-aws-cdk-lib's jsii tarball (in the Python package) into a cache keyed by the tarball's SHA-256, once per version.
+The engine is the one the installed aws-cdk-lib bundles, never a copy of another version: `mlstack.validation_engine`
+reads its folder out of aws-cdk-lib's jsii tarball into a private cache, once per tarball.
 Where that cannot be done (no `node`, no private writable cache, an engine that does not load)
 `ValidationWorker.ready()` is False and the caller registers CDK's own plugin instead.
 """
@@ -16,13 +16,10 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import hashlib
-import importlib.util
 import json
 import os
 import shutil
 import subprocess
-import tarfile
 import tempfile
 import threading
 from collections.abc import Mapping, Sequence
@@ -31,90 +28,10 @@ from pathlib import Path
 from typing import IO, Any
 
 from mlstack.errors import MlstackError
+from mlstack.validation_engine import ENGINE_OPTIONS, cache_root, cdk_tarball, engine_package
 
-ENGINE_PREFIX = "package/node_modules/@aws/cloudformation-validate/"
-"""Where aws-cdk-lib's tarball holds the engine package."""
-
-ENGINE_OPTIONS: dict[str, Any] = {
-    "detailLevel": "STANDARD",
-    "exclude": {
-        "ids": ["W3005", "W1020", "E1018", "W9002", "W9013", "W1103"],
-        "services": [{"ruleId": "W3697", "service": "AWS::AutoScaling"}],
-    },
-    "severityLevel": "WARN",
-}
-"""What aws-cdk-lib's CloudFormationValidatePlugin passes to `validateTemplate` (core/lib/validation/
-cloudformation-validate-plugin.js, 2.275.0: its IGNORE_RULES and the AutoScaling exclusion); the pseudo parameters
-come per stack. tests/blueprints/test_validation.py reads them back out of the installed aws-cdk-lib."""
-
-
-def cdk_tarball() -> Path:
-    """aws-cdk-lib's jsii tarball inside the installed Python package."""
-    spec = importlib.util.find_spec("aws_cdk._jsii")
-    if spec is None or spec.origin is None:
-        raise MlstackError("aws-cdk-lib's jsii package is not installed")
-    found = sorted(Path(spec.origin).parent.glob("aws-cdk-lib@*.jsii.tgz"))
-    if len(found) != 1:
-        raise MlstackError(f"expected one aws-cdk-lib jsii tarball beside {spec.origin}, found {len(found)}")
-    return found[0]
-
-
-def cache_root(environ: Mapping[str, str] = os.environ) -> Path:
-    """`$XDG_CACHE_HOME/mlstack`, or `~/.cache/mlstack`."""
-    base = environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "mlstack"
-
-
-ENGINE_MARKER = ".mlstack-complete"
-"""Written last into an engine folder: a folder without it (a copy cut short) is never used."""
-
-
-def engine_package(tarball: Path, root: Path) -> Path:
-    """The engine's package folder, read out of `tarball` into `root` the first time (into a scratch folder, renamed
-    into place once whole: a folder another process is still writing is never read)."""
-    digest = hashlib.sha256()
-    with tarball.open("rb") as stream:
-        for block in iter(lambda: stream.read(1 << 20), b""):
-            digest.update(block)
-    cache = root / "cloudformation-validate"
-    target = cache / f"{tarball.name}-{digest.hexdigest()[:16]}"
-    # Private, as jsii keeps its own package cache: the worker runs the JavaScript it finds there.
-    cache.mkdir(parents=True, exist_ok=True, mode=0o700)
-    _check_private(cache)
-    if (target / ENGINE_MARKER).is_file():
-        _check_private(target)
-        return target
-    with tempfile.TemporaryDirectory(dir=cache) as scratch:
-        staging = Path(scratch) / "engine"
-        staging.mkdir()
-        with tarfile.open(tarball) as archive:
-            for member in archive:
-                if not (member.isfile() and member.name.startswith(ENGINE_PREFIX)):
-                    continue
-                relative = Path(member.name[len(ENGINE_PREFIX) :])
-                if relative.is_absolute() or ".." in relative.parts:
-                    raise MlstackError(f"unexpected path in {tarball.name}: {member.name}")
-                source = archive.extractfile(member)
-                assert source is not None
-                (staging / relative).parent.mkdir(parents=True, exist_ok=True)
-                (staging / relative).write_bytes(source.read())
-        if not (staging / "package.json").is_file():
-            raise MlstackError(f"{tarball.name} holds no {ENGINE_PREFIX}package.json")
-        (staging / ENGINE_MARKER).write_text(tarball.name)
-        if target.exists():  # an earlier copy cut short (no marker): replace it
-            shutil.rmtree(target, ignore_errors=True)
-        with contextlib.suppress(OSError):  # another process put the same folder there first: use that one
-            staging.rename(target)
-    if not (target / ENGINE_MARKER).is_file():
-        raise MlstackError(f"could not write the validation engine to {target}")
-    return target
-
-
-def _check_private(folder: Path) -> None:
-    """Refuse a folder another user could have written (a shared XDG_CACHE_HOME): its code would run here."""
-    info = folder.stat()
-    if info.st_uid != os.getuid() or info.st_mode & 0o022:
-        raise MlstackError(f"{folder} is not private to this user (owner {info.st_uid}, mode {info.st_mode:o})")
+START_TIMEOUT_S = 120
+"""How long a synth waits for the worker's engine (it takes about a second) before it validates in the kernel."""
 
 
 def node_executable(environ: Mapping[str, str] = os.environ) -> str:
@@ -145,6 +62,8 @@ class _Process:
                 stderr=self.stderr,
                 env=dict(environ),
                 encoding="utf-8",
+                # Its own session: a Ctrl-C at the terminal reaches Python, which ends the worker on its way out.
+                start_new_session=True,
             )
         except BaseException:
             self.stderr.close()
@@ -184,18 +103,19 @@ class _Process:
         return text or f"exit status {self.popen.returncode}, reply {str(reply)[:200]!r}"
 
     def close(self) -> None:
-        """End the process now: it holds nothing to save, and may still be making its engine."""
+        """End the process now (it holds nothing to save, and may still be making its engine), then its pipes: a
+        thread reading its first line gets the end of the stream."""
         if self.popen.poll() is None:
             self.popen.terminate()
-        for stream in (self.popen.stdin, self.popen.stdout):
-            if stream is not None:
-                with contextlib.suppress(BrokenPipeError):
-                    stream.close()
         try:
             self.popen.wait(timeout=5)
         except subprocess.TimeoutExpired:
             self.popen.kill()
             self.popen.wait()
+        for stream in (self.popen.stdin, self.popen.stdout):
+            if stream is not None:
+                with contextlib.suppress(BrokenPipeError):
+                    stream.close()
 
 
 Stack = Mapping[str, Any]
@@ -213,44 +133,49 @@ class ValidationWorker:
     def __init__(self, environ: Mapping[str, str] = os.environ) -> None:
         self._environ = dict(environ)
         self._process: _Process | None = None
-        self._spawned: _Process | None = None  # the process while its engine is being made
+        self._spawned: _Process | None = None  # the process, from its start (the engine may still be being made)
         self._closing = False
+        self._spawn_lock = threading.Lock()  # between the starting thread's spawn and close()
         self._error: BaseException | None = None
+        self._version = "0.0.0"
+        self._rule_ids: list[str] = []
         self._files = contextlib.ExitStack()
         self._lock = threading.Lock()
         self._starter = threading.Thread(target=self._start, name="mlstack-validation-worker", daemon=True)
         self._starter.start()
 
     def _start(self) -> None:
-        package: Path | None = None
         try:
             node = node_executable(self._environ)
             package = engine_package(cdk_tarball(), cache_root(self._environ))
             # The script's path for the worker's life: from a zipped install, as_file's copy is removed on exit.
             script = self._files.enter_context(resources.as_file(resources.files("mlstack") / "validate_worker.cjs"))
-            if self._closing:
-                raise MlstackError("closed before it started")
-            self._spawned = _Process(node, package, script, self._environ)
-            self._spawned.wait_started()
-            self._process = self._spawned
-        except WorkerGoneError as err:
-            self._error = err
-            if self._spawned is not None:
-                self._spawned.stderr.close()
-            if package is not None and not self._closing:
-                # An engine that does not load (a damaged copy): read it out again next time.
-                shutil.rmtree(package, ignore_errors=True)
-        except Exception as err:  # any failure to start means: use CDK's own plugin
+            with self._spawn_lock:
+                if self._closing:
+                    raise MlstackError("closed before it started")
+                self._spawned = spawned = _Process(node, package, script, self._environ)
+            try:
+                spawned.wait_started()
+            except BaseException:
+                spawned.close()
+                spawned.stderr.close()
+                raise
+            self._version, self._rule_ids = spawned.version, spawned.rule_ids
+            self._process = spawned
+        except Exception as err:  # any failure to start means: use CDK's own plugin (start_error says why)
             self._error = err
 
     def ready(self) -> bool:
-        """Whether the engine is up (waits for it); False: use CDK's own plugin (`start_error` says why)."""
-        self._starter.join()
+        """Whether the engine is up (waits for it); False: use CDK's own plugin (`start_error` says why). A worker
+        not up after START_TIMEOUT_S (a node that hangs) is ended."""
+        self._starter.join(START_TIMEOUT_S)
+        if self._starter.is_alive():
+            self.close()
         return self._process is not None
 
     @property
     def start_error(self) -> BaseException | None:
-        self._starter.join()
+        self.ready()
         return self._error
 
     @property
@@ -260,14 +185,17 @@ class ValidationWorker:
 
     @property
     def version(self) -> str:
-        """The engine core's version, what CDK's plugin reports as its own ("0.0.0" if the engine never started)."""
-        return self._started().version if self.ready() else "0.0.0"
+        """The engine core's version, what CDK's plugin reports as its own ("0.0.0" if the engine never started;
+        kept after the worker ends, so a report made by the fallback says the same)."""
+        self.ready()
+        return self._version
 
     @property
     def rule_ids(self) -> list[str]:
         """The rules CDK's plugin reports (CDKMetadata's analytics): the engine's, less CDK's ignored ones and the
-        INFO and DEBUG ones."""
-        return list(self._started().rule_ids) if self.ready() else []
+        INFO and DEBUG ones. Kept after the worker ends."""
+        self.ready()
+        return list(self._rule_ids)
 
     def _started(self) -> _Process:
         assert self._process is not None
@@ -302,10 +230,11 @@ class ValidationWorker:
 
     def close(self) -> None:
         """End the worker now, also while its engine is still being made (a synth that failed before needing it)."""
-        self._closing = True
-        spawned = self._spawned
+        with self._spawn_lock:
+            self._closing = True
+            spawned = self._spawned
         if spawned is not None and self._starter.is_alive():
-            spawned.close()  # its first line never comes: the starting thread ends with WorkerGoneError
+            spawned.close()  # its first line never comes: the starting thread ends
         self._starter.join()
         with self._lock:
             if self._process is not None:
@@ -324,6 +253,8 @@ def start_worker(environ: Mapping[str, str] = os.environ) -> ValidationWorker:
     global _running
     with _running_lock:
         if _running is None or _running.closed:
+            if _running is not None:
+                _running.close()
             _running = ValidationWorker(environ)
         return _running
 

@@ -10,6 +10,7 @@ import json
 import os
 import re
 import tarfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,14 +27,8 @@ from mlstack.validation import (
     start_template_validation,
     template_validation,
 )
-from mlstack.validation_workers import (
-    ENGINE_MARKER,
-    ENGINE_OPTIONS,
-    ValidationWorker,
-    WorkerGoneError,
-    cdk_tarball,
-    engine_package,
-)
+from mlstack.validation_engine import ENGINE_MARKER, ENGINE_OPTIONS, cdk_tarball, engine_package
+from mlstack.validation_workers import ValidationWorker, WorkerGoneError
 from tests.synth import Session
 
 PLUGIN = "CloudFormation Validate"
@@ -146,18 +141,29 @@ def test_the_engine_is_the_one_in_the_installed_aws_cdk_lib(tmp_path: Path) -> N
     with tarfile.open(cdk_tarball()) as archive:
         wasm = archive.extractfile("package/node_modules/@aws/cloudformation-validate/bindings_wasm_bg.wasm")
         assert wasm is not None
-        assert (package / "bindings_wasm_bg.wasm").read_bytes() == wasm.read()
+        wasm_bytes = wasm.read()
+    assert (package / "bindings_wasm_bg.wasm").read_bytes() == wasm_bytes
     assert (package.parent.stat().st_mode & 0o777) == 0o700
-    # Read once per tarball: the second call finds the folder and writes nothing.
+    # Read once per tarball: the second call finds the folder whole and writes nothing.
     before = (package / ENGINE_MARKER).stat().st_mtime_ns
     assert engine_package(cdk_tarball(), tmp_path) == package
     assert (package / ENGINE_MARKER).stat().st_mtime_ns == before
     assert [p.name for p in package.parent.iterdir()] == [package.name]  # no scratch folder left behind
-    # A copy cut short (no marker) is replaced, not used.
-    (package / ENGINE_MARKER).unlink()
+    # A copy cut short (a file not at its size) is read out again, not used.
     (package / "bindings_wasm_bg.wasm").write_bytes(b"cut short")
     assert engine_package(cdk_tarball(), tmp_path) == package
-    assert (package / "bindings_wasm_bg.wasm").stat().st_size > 1_000_000
+    assert (package / "bindings_wasm_bg.wasm").read_bytes() == wasm_bytes
+    assert [p.name for p in package.parent.iterdir()] == [package.name]
+
+
+def test_the_cache_is_reused_under_a_group_writable_umask(tmp_path: Path) -> None:
+    # Ubuntu's and Fedora's default umask (002) must not make the folder look shared on the next run.
+    previous = os.umask(0o002)
+    try:
+        package = engine_package(cdk_tarball(), tmp_path)
+        assert engine_package(cdk_tarball(), tmp_path) == package
+    finally:
+        os.umask(previous)
 
 
 def test_a_cache_other_users_can_write_is_refused(tmp_path: Path) -> None:
@@ -167,13 +173,14 @@ def test_a_cache_other_users_can_write_is_refused(tmp_path: Path) -> None:
         engine_package(cdk_tarball(), tmp_path)
 
 
-def test_a_damaged_engine_falls_back_and_is_read_out_again(tmp_path: Path) -> None:
+def test_an_engine_that_does_not_load_falls_back_and_keeps_the_cache(tmp_path: Path) -> None:
     package = engine_package(cdk_tarball(), tmp_path / "mlstack")
-    (package / "bindings_wasm_bg.wasm").write_bytes(b"not wasm")  # the marker stays: only loading can tell
+    wasm = package / "bindings_wasm_bg.wasm"
+    wasm.write_bytes(b"\0" * wasm.stat().st_size)  # whole by its size: only loading it can tell
     damaged = ValidationWorker(environ={**os.environ, "XDG_CACHE_HOME": str(tmp_path)})
     assert not damaged.ready()
     assert "did not start" in str(damaged.start_error)
-    assert not package.exists()  # the next start reads it out again
+    assert package.is_dir()  # nothing deleted that another process could be loading
 
 
 def _seeded_errors_app(outdir: Path) -> cdk.App:
@@ -207,13 +214,16 @@ def _synth_failing(app: cdk.App) -> None:
         app.synth()
 
 
-def test_the_report_is_the_one_cdks_plugin_gives(tmp_path: Path, worker: ValidationWorker) -> None:
+def test_the_report_is_the_one_cdks_plugin_gives(
+    tmp_path: Path, worker: ValidationWorker, capsys: pytest.CaptureFixture[str]
+) -> None:
     cdk_app = _seeded_errors_app(tmp_path / "cdk")
     assert add_template_validation(cdk_app, environ={}, worker=None)  # CDK's own plugin
     _synth_failing(cdk_app)
     workers_app = _seeded_errors_app(tmp_path / "worker")
     assert add_template_validation(workers_app, environ={}, worker=worker)
     _synth_failing(workers_app)
+    assert "validating in the CDK kernel instead" not in capsys.readouterr().err  # the worker's own report
     expected, got = _report(tmp_path / "cdk"), _report(tmp_path / "worker")
     assert got == expected
     # The seed reaches every branch of the conversion (or the equality above proves less than it seems).
@@ -326,16 +336,46 @@ def test_an_interrupted_request_ends_the_worker(
         own_worker.validate([])
 
 
-def test_closing_a_worker_that_is_starting_ends_its_process() -> None:
-    starting = ValidationWorker()
-    starting.close()  # at once: its engine is still being made
+def test_closing_a_worker_that_is_starting_ends_its_process(tmp_path: Path) -> None:
+    # An engine that takes long to make (a preload that sleeps 30 s): close() ends it instead of waiting.
+    slow = tmp_path / "slow.cjs"
+    slow.write_text("Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 30000)\n")
+    options = f"{os.environ.get('NODE_OPTIONS', '')} --require {slow}"
+    starting = ValidationWorker(environ={**os.environ, "NODE_OPTIONS": options})
+    for _ in range(3000):
+        if starting._spawned is not None:
+            break
+        time.sleep(0.01)
+    assert starting._spawned is not None
+    starting.close()
+    assert starting._spawned.popen.returncode is not None
+    assert "did not start" in str(starting.start_error)  # ended before its first line, not after
     assert starting.closed
-    assert starting._spawned is None or starting._spawned.popen.returncode is not None
+
+
+def test_an_engine_failure_during_synth_fails_the_plugin_not_the_synth(
+    tmp_path: Path, worker: ValidationWorker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # CDK turns a plugin's exception into a failed report of that plugin (cdk-nag's report is still written).
+    def failing(stacks: object) -> object:
+        raise MlstackError("template validation failed: /out/x.template.json: engine says no")
+
+    monkeypatch.setattr(worker, "validate", failing)
+    app = _seeded_errors_app(tmp_path)
+    add_template_validation(app, environ={}, worker=worker)
+    _synth_failing(app)
+    report = _report(tmp_path)
+    assert report["conclusion"] == "failure"
+    assert "engine says no" in json.dumps(report)
+    assert report["pluginVersion"] == worker.version != "0.0.0"
 
 
 class _FakeWorker:
     def __init__(self, environ: object) -> None:
-        self.closed = False
+        self.closed = self.close_called = False
+
+    def close(self) -> None:
+        self.close_called = True
 
 
 def test_start_worker_gives_the_running_worker_until_it_closes(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -346,3 +386,4 @@ def test_start_worker_gives_the_running_worker_until_it_closes(monkeypatch: pyte
     assert validation_workers.start_worker() is first
     first.closed = True
     assert validation_workers.start_worker() is not first
+    assert first.close_called  # its files (the script's copy from a zipped install) are released
