@@ -9,6 +9,7 @@ import importlib.util
 import json
 import os
 import re
+import shutil
 import tarfile
 import time
 from collections.abc import Iterator
@@ -37,21 +38,34 @@ RULES_LEFT_OUT = {"gamelift-fleet.rego": "AWS::GameLift::"}
 """The CDK default Rego rules of the installed aws-cdk-lib -> the resource types they check."""
 
 
-def _default_rego_rules() -> set[str]:
-    # aws-cdk-lib's JavaScript ships inside the Python package as the jsii tarball; the rules are files in it.
+_ENGINE = "package/node_modules/@aws/cloudformation-validate/"
+_PLUGIN_JS = "package/core/lib/validation/cloudformation-validate-plugin.js"
+_RULES = "package/core/lib/validation/rules/"
+
+
+@pytest.fixture(scope="module")
+def cdk_files() -> dict[str, bytes]:
+    """What this module reads of aws-cdk-lib's jsii tarball (its JavaScript ships inside the Python package), read
+    in one pass: the tarball is gzip, so each lookup by name would read it from the start again."""
     spec = importlib.util.find_spec("aws_cdk._jsii")
     assert spec is not None and spec.origin is not None
     (tarball,) = Path(spec.origin).parent.glob("aws-cdk-lib@*.jsii.tgz")
     assert tarball == cdk_tarball()
-    prefix = "package/core/lib/validation/rules/"
+    wanted = (_PLUGIN_JS, f"{_ENGINE}package.json", f"{_ENGINE}bindings_wasm_bg.wasm")
+    files: dict[str, bytes] = {}
     with tarfile.open(tarball) as archive:
-        return {Path(m.name).name for m in archive if m.name.startswith(prefix) and m.name.endswith(".rego")}
+        for member in archive:
+            if member.name in wanted or (member.name.startswith(_RULES) and member.name.endswith(".rego")):
+                stream = archive.extractfile(member)
+                assert stream is not None
+                files[member.name] = stream.read()
+    return files
 
 
-def test_the_left_out_default_rules_are_the_ones_cdk_ships() -> None:
+def test_the_left_out_default_rules_are_the_ones_cdk_ships(cdk_files: dict[str, bytes]) -> None:
     # A CDK upgrade that adds default rules fails here: decide whether mlstack's templates need them, then list
     # them (and the types they check) or include the defaults again in mlstack/validation.py.
-    assert _default_rego_rules() == set(RULES_LEFT_OUT)
+    assert {Path(name).name for name in cdk_files if name.startswith(_RULES)} == set(RULES_LEFT_OUT)
 
 
 def test_no_blueprint_has_a_resource_the_left_out_rules_check(session: Session) -> None:
@@ -108,16 +122,9 @@ def worker() -> ValidationWorker:
     return started
 
 
-def _cdk_member(name: str) -> str:
-    with tarfile.open(cdk_tarball()) as archive:
-        stream = archive.extractfile(f"package/{name}")
-        assert stream is not None
-        return stream.read().decode()
-
-
-def test_the_options_are_the_ones_cdk_passes() -> None:
+def test_the_options_are_the_ones_cdk_passes(cdk_files: dict[str, bytes]) -> None:
     # A CDK upgrade that changes what its plugin passes to the engine fails here: copy the new options.
-    source = _cdk_member("core/lib/validation/cloudformation-validate-plugin.js")
+    source = cdk_files[_PLUGIN_JS].decode()
     (ignored,) = re.findall(r"IGNORE_RULES=new Set\(\[([^\]]*)\]\)", source)
     assert json.loads(f"[{ignored}]") == ENGINE_OPTIONS["exclude"]["ids"]
     assert (
@@ -134,36 +141,40 @@ def test_the_options_are_the_ones_cdk_passes() -> None:
     ) in source
 
 
-def test_the_engine_is_the_one_in_the_installed_aws_cdk_lib(tmp_path: Path) -> None:
-    package = engine_package(cdk_tarball(), tmp_path)
-    bundled = json.loads(_cdk_member("node_modules/@aws/cloudformation-validate/package.json"))
+@pytest.fixture(scope="module")
+def engine_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A cache root with the engine read out once, under the 002 umask of Ubuntu's and Fedora's users (which must
+    not make the copy look shared to the next run)."""
+    root = tmp_path_factory.mktemp("engine-cache")
+    previous = os.umask(0o002)
+    try:
+        engine_package(cdk_tarball(), root)
+    finally:
+        os.umask(previous)
+    return root
+
+
+def test_the_engine_is_the_one_in_the_installed_aws_cdk_lib(
+    tmp_path: Path, engine_root: Path, cdk_files: dict[str, bytes]
+) -> None:
+    root = tmp_path / "root"
+    shutil.copytree(engine_root, root)
+    package = engine_package(cdk_tarball(), root)  # found whole: nothing written
+    bundled = json.loads(cdk_files[f"{_ENGINE}package.json"])
     assert json.loads((package / "package.json").read_text())["version"] == bundled["version"]
-    with tarfile.open(cdk_tarball()) as archive:
-        wasm = archive.extractfile("package/node_modules/@aws/cloudformation-validate/bindings_wasm_bg.wasm")
-        assert wasm is not None
-        wasm_bytes = wasm.read()
+    wasm_bytes = cdk_files[f"{_ENGINE}bindings_wasm_bg.wasm"]
     assert (package / "bindings_wasm_bg.wasm").read_bytes() == wasm_bytes
     assert (package.parent.stat().st_mode & 0o777) == 0o700
     # Read once per tarball: the second call finds the folder whole and writes nothing.
     before = (package / ENGINE_MARKER).stat().st_mtime_ns
-    assert engine_package(cdk_tarball(), tmp_path) == package
+    assert engine_package(cdk_tarball(), root) == package
     assert (package / ENGINE_MARKER).stat().st_mtime_ns == before
     assert [p.name for p in package.parent.iterdir()] == [package.name]  # no scratch folder left behind
     # A copy cut short (a file not at its size) is read out again, not used.
     (package / "bindings_wasm_bg.wasm").write_bytes(b"cut short")
-    assert engine_package(cdk_tarball(), tmp_path) == package
+    assert engine_package(cdk_tarball(), root) == package
     assert (package / "bindings_wasm_bg.wasm").read_bytes() == wasm_bytes
     assert [p.name for p in package.parent.iterdir()] == [package.name]
-
-
-def test_the_cache_is_reused_under_a_group_writable_umask(tmp_path: Path) -> None:
-    # Ubuntu's and Fedora's default umask (002) must not make the folder look shared on the next run.
-    previous = os.umask(0o002)
-    try:
-        package = engine_package(cdk_tarball(), tmp_path)
-        assert engine_package(cdk_tarball(), tmp_path) == package
-    finally:
-        os.umask(previous)
 
 
 def test_a_cache_other_users_can_write_is_refused(tmp_path: Path) -> None:
@@ -173,7 +184,8 @@ def test_a_cache_other_users_can_write_is_refused(tmp_path: Path) -> None:
         engine_package(cdk_tarball(), tmp_path)
 
 
-def test_an_engine_that_does_not_load_falls_back_and_keeps_the_cache(tmp_path: Path) -> None:
+def test_an_engine_that_does_not_load_falls_back_and_keeps_the_cache(tmp_path: Path, engine_root: Path) -> None:
+    shutil.copytree(engine_root, tmp_path / "mlstack")
     package = engine_package(cdk_tarball(), tmp_path / "mlstack")
     wasm = package / "bindings_wasm_bg.wasm"
     wasm.write_bytes(b"\0" * wasm.stat().st_size)  # whole by its size: only loading it can tell

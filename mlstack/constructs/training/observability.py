@@ -4,6 +4,7 @@ topic) and the metric filters that turn the reference script's JSON step lines i
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cache
 
 from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_cloudwatch as cloudwatch
@@ -217,7 +218,7 @@ class TrainingObservability(Construct):
             metric_name=spec.name,
             dimensions_map=dimensions or None,
             statistic=spec.statistic,
-            period=Duration.seconds(spec.period_s),
+            period=_seconds(spec.period_s),
             label=spec.label or None,
         )
 
@@ -227,9 +228,16 @@ class TrainingObservability(Construct):
         return cloudwatch.MathExpression(
             expression=spec.expression,
             using_metrics={name: self._metric(m) for name, m in spec.metrics},
-            period=Duration.seconds(spec.metric.period_s),
+            period=_seconds(spec.metric.period_s),
             label=spec.construct_id,
         )
+
+
+@cache
+def _seconds(seconds: int) -> Duration:
+    """One Duration per period for the process: an immutable value, and each new one is a round trip to the jsii
+    kernel (a training stack's dashboard and alarms ask for a few periods about 35 times)."""
+    return Duration.seconds(seconds)
 
 
 _COMPARISONS = {
