@@ -38,3 +38,11 @@ def test_node_runs_the_preload_and_accepts_the_flag() -> None:
     run = subprocess.run([str(NODE), "-e", "console.log('ok')"], env=env, capture_output=True, text=True, check=False)
     # A missing preload fails the start; a flag V8 does not know prints "unrecognized flag" and goes on.
     assert (run.returncode, run.stdout.strip(), run.stderr) == (0, "ok", "")
+
+
+def test_the_validation_worker_keeps_the_preload_and_a_callers_options_not_the_young_generation() -> None:
+    options = kernel.node_options("--max-old-space-size=8192")
+    assert kernel.SEMI_SPACE in options
+    worker = kernel.worker_node_options(options)
+    assert worker == f'--max-old-space-size=8192 --require "{kernel.PRELOAD}"'
+    assert kernel.worker_node_options("") == ""

@@ -19,7 +19,7 @@ from typing import Any
 import aws_cdk as cdk
 import pytest
 
-from mlstack import validation_workers
+from mlstack import kernel, validation_workers
 from mlstack.errors import MlstackError
 from mlstack.validation import (
     WorkerTemplateValidation,
@@ -247,6 +247,19 @@ def test_the_report_is_the_one_cdks_plugin_gives(
     assert rules["F3002"]["description"].startswith("NotAProperty: ")
     assert rules["F6101"]["violatingConstructs"][0]["constructPath"] == "SeedB"
     assert {c["constructPath"] for c in rules["W2001"]["violatingConstructs"]} == {"SeedA", "SeedB"}
+
+
+def test_the_worker_runs_single_threaded_with_the_preload_and_the_default_young_generation(
+    worker: ValidationWorker,
+) -> None:
+    pid = worker._started().popen.pid
+    command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    assert b"--single-threaded" in command
+    environ = dict(
+        line.split(b"=", 1) for line in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0") if b"=" in line
+    )
+    options = environ.get(b"NODE_OPTIONS", b"").decode()
+    assert str(kernel.PRELOAD) in options and kernel.SEMI_SPACE not in options
 
 
 def test_the_version_and_rule_ids_are_the_ones_cdks_plugin_gives(worker: ValidationWorker) -> None:
