@@ -23,10 +23,11 @@ from typing import Any
 
 import pytest
 
-from tests import compile_once, node_cache
+from tests import compile_once, kernel_env, node_cache
 
 compile_once.install()  # first: the workers then collect (import) every test module at the same moment
 node_cache.share()  # before the imports below start this process's jsii kernel (aws_cdk)
+kernel_env.start_kernel()  # the test processes' kernel: no built-in template validation (tests/kernel_env.py)
 
 from mlstack.config import BLUEPRINTS_DIR  # noqa: E402
 from tests import variants  # noqa: E402

@@ -12,7 +12,6 @@ import re
 import shutil
 import tarfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -291,14 +290,6 @@ def test_fixes_and_categories_are_carried_over() -> None:
     ]
 
 
-def test_each_app_has_the_one_plugin(tmp_path: Path, worker: ValidationWorker) -> None:
-    app = _seeded_errors_app(tmp_path)
-    add_template_validation(app, environ={}, worker=worker)
-    _synth_failing(app)
-    reports = json.loads((tmp_path / "validation-report.json").read_text())["pluginReports"]
-    assert [r["pluginName"] for r in reports] == [PLUGIN]
-
-
 def test_cdk_validation_false_starts_no_worker() -> None:
     assert start_template_validation(environ={"CDK_VALIDATION": "false"}) is None
 
@@ -326,39 +317,20 @@ def test_a_template_the_engine_fails_on_fails_the_validation_and_keeps_the_worke
     assert first == second and "'X' was unexpected" in first[0]["message"]
 
 
-@pytest.fixture
-def own_worker() -> Iterator[ValidationWorker]:
-    started = ValidationWorker()
-    assert started.ready()
-    yield started
-    started.close()
-
-
-def test_a_worker_that_died_hands_over_to_cdks_plugin(
-    tmp_path: Path, own_worker: ValidationWorker, capsys: pytest.CaptureFixture[str]
-) -> None:
-    app = _seeded_errors_app(tmp_path)
-    assert add_template_validation(app, environ={}, worker=own_worker)
-    own_worker._started().popen.kill()
-    _synth_failing(app)
-    assert own_worker.closed
-    assert "validating in the CDK kernel instead" in capsys.readouterr().err
-    assert {v["ruleName"] for v in _report(tmp_path)["violations"]} >= {"F3002", "F6101"}
-
-
-def test_an_interrupted_request_ends_the_worker(
-    tmp_path: Path, own_worker: ValidationWorker, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_an_interrupted_request_ends_the_worker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # Its reply would otherwise be read as the next request's.
+    own = ValidationWorker()
+    assert own.ready()
+
     def interrupted() -> object:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(own_worker._started(), "receive", interrupted)
+    monkeypatch.setattr(own._started(), "receive", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        own_worker.validate([{"templatePath": str(tmp_path / "t.json"), "accountId": None, "region": None}])
-    assert own_worker.closed
+        own.validate([{"templatePath": str(tmp_path / "t.json"), "accountId": None, "region": None}])
+    assert own.closed
     with pytest.raises(WorkerGoneError, match="not running: a request was interrupted"):
-        own_worker.validate([])
+        own.validate([])
 
 
 def test_closing_a_worker_that_is_starting_ends_its_process(tmp_path: Path) -> None:
@@ -412,3 +384,16 @@ def test_start_worker_gives_the_running_worker_until_it_closes(monkeypatch: pyte
     first.closed = True
     assert validation_workers.start_worker() is not first
     assert first.close_called  # its files (the script's copy from a zipped install) are released
+
+
+def test_a_worker_that_died_hands_over_to_cdks_plugin(
+    tmp_path: Path, worker: ValidationWorker, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Last in the module: it ends the module's worker (the process's: start_worker starts a new one after it).
+    app = _seeded_errors_app(tmp_path)
+    assert add_template_validation(app, environ={}, worker=worker)
+    worker._started().popen.kill()
+    _synth_failing(app)
+    assert worker.closed
+    assert "validating in the CDK kernel instead" in capsys.readouterr().err
+    assert {v["ruleName"] for v in _report(tmp_path)["violations"]} >= {"F3002", "F6101"}
