@@ -90,8 +90,8 @@ def synthesize_all(
     process pays its own kernel start."""
     files = blueprint_files if blueprint_files is not None else sorted(BLUEPRINTS_DIR.glob("*.yaml"))
     configs = [load(path) for path in files]
-    # The validation worker gets ready while the blueprints are built (mlstack/validation.py).
-    validation = start_template_validation()
+    # The validation worker gets ready while the blueprints are built (mlstack/validation.py); none for nothing.
+    validation = start_template_validation() if configs else None
     app = cdk.App(
         outdir=str(outdir),
         context={**cdk_json_context(), **(extra_context or {})},
