@@ -48,7 +48,7 @@ class WorkerGoneError(MlstackError):
 
 
 class _Process:
-    """The node process and its first line: the engine's version and rule IDs, written once the engine is made."""
+    """The node process, one JSON line per request and per reply (the protocol is in `validate_worker.cjs`)."""
 
     def __init__(self, node: str, package: Path, script: Path, environ: Mapping[str, str]) -> None:
         # A file, not a pipe: nothing reads stderr until the process fails, and a full pipe would stall it.
@@ -72,16 +72,14 @@ class _Process:
         except BaseException:
             self.stderr.close()
             raise
-        self.version = "0.0.0"
-        self.rule_ids: list[str] = []
 
-    def wait_started(self) -> None:
-        """Read the first line (blocks until the engine is made); WorkerGoneError if it is not the expected one."""
+    def wait_started(self) -> tuple[str, list[str]]:
+        """The first line (blocks until the engine is made): the engine's version and rule IDs; WorkerGoneError if
+        it is not that."""
         started = self.receive()
         if not (isinstance(started, dict) and isinstance(started.get("version"), str)):
             raise WorkerGoneError(f"the template validation worker did not start: {self.failure(started)}")
-        self.version = started["version"]
-        self.rule_ids = list(started.get("ruleIds", []))
+        return started["version"], list(started.get("ruleIds", []))
 
     def send(self, request: object) -> None:
         assert self.popen.stdin is not None
@@ -159,12 +157,11 @@ class ValidationWorker:
                     raise MlstackError("closed before it started")
                 self._spawned = spawned = _Process(node, package, script, self._environ)
             try:
-                spawned.wait_started()
+                self._version, self._rule_ids = spawned.wait_started()
             except BaseException:
                 spawned.close()
                 spawned.stderr.close()
                 raise
-            self._version, self._rule_ids = spawned.version, spawned.rule_ids
             self._process = spawned
         except Exception as err:  # any failure to start means: use CDK's own plugin (start_error says why)
             self._error = err
