@@ -1,9 +1,12 @@
-"""mypy reads only the aws_cdk modules this code can reach (pyproject.toml, `[[tool.mypy.overrides]]`).
+"""mypy reads only the aws_cdk and moto modules this code can reach (pyproject.toml, `[[tool.mypy.overrides]]`).
 
 aws_cdk's root module imports every one of its ~360 service modules for type checkers (`if typing.TYPE_CHECKING`),
 so mypy, told nothing, analyses all of them: 33 of a cold run's 38 s of module time, aws_kinesisanalyticsv2 alone
 5.7 s. The others are skipped (`follow_imports = "skip"`, the same as an untyped import), which would silently
 make a newly imported one `Any`: this test fails first, naming the modules to add to the list.
+
+moto likewise: its core imports `moto.backends`, which imports every service's models for type checkers (673
+modules). mypy follows moto's core and the moto modules this code imports; a test names any other it imports.
 """
 
 from __future__ import annotations
@@ -13,12 +16,13 @@ import functools
 import importlib.util
 import re
 import tomllib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 CDK = Path(str(importlib.util.find_spec("aws_cdk").origin)).parent  # type: ignore[union-attr]
 """Found, not imported: importing aws_cdk starts its jsii kernel."""
+MOTO = Path(str(importlib.util.find_spec("moto").origin)).parent  # type: ignore[union-attr]
 SOURCES = ("mlstack", "tests", "runtime", "bench", "app.py")
 _CDK_IMPORT = re.compile(r"^\s*(?:import aws_cdk\.|from aws_cdk\.|from \.\.)([a-z0-9_]+)", re.M)
 
@@ -29,7 +33,7 @@ def _mypy_config() -> dict[str, object]:
 
 
 def _followed() -> set[str]:
-    """The aws_cdk modules the overrides let mypy follow."""
+    """The modules (and `package.*` patterns) the overrides let mypy follow."""
     overrides: list[dict[str, object]] = _mypy_config()["overrides"]  # type: ignore[assignment]
     found: set[str] = set()
     for override in overrides:
@@ -39,35 +43,38 @@ def _followed() -> set[str]:
     return found
 
 
-def _our_cdk_modules(root: Path = ROOT, sources: Sequence[str] = SOURCES) -> set[str]:
-    """aws_cdk's service modules that the type-checked code under `root` imports or names."""
-    services = {p.parent.name for p in CDK.glob("*/__init__.py")}
+def _trees(root: Path = ROOT, sources: Sequence[str] = SOURCES) -> Iterator[ast.Module]:
+    """The syntax tree of every file under `sources` that mypy checks (its `exclude` left out)."""
     excluded = [re.compile(pattern) for pattern in _mypy_config()["exclude"]]  # type: ignore[attr-defined]
-    found: set[str] = set()
     for source in sources:
         path = root / source
         for file in sorted(path.rglob("*.py")) if path.is_dir() else [path]:
-            relative = file.relative_to(root).as_posix()
-            if any(pattern.search(relative) for pattern in excluded):
-                continue
-            tree = ast.parse(file.read_text(encoding="utf-8"))
-            aliases = {
-                alias.asname or alias.name
-                for node in ast.walk(tree)
-                if isinstance(node, ast.Import)
-                for alias in node.names
-                if alias.name == "aws_cdk"
-            }
-            for node in ast.walk(tree):
-                if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases:
-                    if node.attr in services:  # `cdk.aws_s3.Bucket` after `import aws_cdk as cdk`
-                        found.add(node.attr)
-                elif isinstance(node, ast.ImportFrom) and node.module == "aws_cdk":
-                    found |= {alias.name for alias in node.names if alias.name in services}
-                elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("aws_cdk."):
-                    found.add(str(node.module).split(".")[1])
-                elif isinstance(node, ast.Import):
-                    found |= {a.name.split(".")[1] for a in node.names if a.name.startswith("aws_cdk.")}
+            if not any(pattern.search(file.relative_to(root).as_posix()) for pattern in excluded):
+                yield ast.parse(file.read_text(encoding="utf-8"))
+
+
+def _our_cdk_modules(root: Path = ROOT, sources: Sequence[str] = SOURCES) -> set[str]:
+    """aws_cdk's service modules that the type-checked code under `root` imports or names."""
+    services = {p.parent.name for p in CDK.glob("*/__init__.py")}
+    found: set[str] = set()
+    for tree in _trees(root, sources):
+        aliases = {
+            alias.asname or alias.name
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Import)
+            for alias in node.names
+            if alias.name == "aws_cdk"
+        }
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases:
+                if node.attr in services:  # `cdk.aws_s3.Bucket` after `import aws_cdk as cdk`
+                    found.add(node.attr)
+            elif isinstance(node, ast.ImportFrom) and node.module == "aws_cdk":
+                found |= {alias.name for alias in node.names if alias.name in services}
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("aws_cdk."):
+                found.add(str(node.module).split(".")[1])
+            elif isinstance(node, ast.Import):
+                found |= {a.name.split(".")[1] for a in node.names if a.name.startswith("aws_cdk.")}
     return found
 
 
@@ -132,7 +139,7 @@ def test_only_the_interfaces_modules_the_code_reaches_are_followed() -> None:
 def test_the_rest_of_aws_cdk_is_skipped() -> None:
     overrides: list[dict[str, object]] = _mypy_config()["overrides"]  # type: ignore[assignment]
     assert {"module": ["aws_cdk.*"], "follow_imports": "skip"} in overrides
-    services = {m for m in _followed() if not m.startswith("aws_cdk.interfaces")}
+    services = {m for m in _followed() if m.startswith("aws_cdk") and not m.startswith("aws_cdk.interfaces")}
     assert len(services) < len(list(CDK.glob("*/__init__.py"))) / 3
 
 
@@ -146,3 +153,44 @@ def test_reachable_follows_the_generated_imports() -> None:
     # aws_ec2's sources import aws_iam and aws_kms (a VPC's flow logs, an instance's role and volume keys).
     assert {"aws_ec2", "aws_iam", "aws_kms"} <= reachable({"aws_ec2"})
     assert "aws_quicksight" not in reachable({"aws_s3"})
+
+
+def _moto_imports(root: Path = ROOT, sources: Sequence[str] = SOURCES) -> set[str]:
+    """The moto modules the type-checked code imports, with their packages (`from moto.kms import models` imports
+    moto, moto.kms and moto.kms.models)."""
+    named: set[str] = set()
+    for tree in _trees(root, sources):
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                named |= {alias.name for alias in node.names if alias.name.split(".")[0] == "moto"}
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "moto":
+                module = str(node.module)
+                named.add(module)
+                package = MOTO.joinpath(*module.split(".")[1:])
+                named |= {f"{module}.{a.name}" for a in node.names if (package / f"{a.name}.py").exists()}
+                named |= {f"{module}.{a.name}" for a in node.names if (package / a.name / "__init__.py").exists()}
+    return {".".join(name.split(".")[:i]) for name in named for i in range(1, name.count(".") + 2)}
+
+
+def _is_followed(module: str, followed: set[str]) -> bool:
+    """mypy's pattern match: `a.b.*` matches a.b and every module under it."""
+    return any(module == p or (p.endswith(".*") and (module + ".").startswith(p[:-1])) for p in followed)
+
+
+def test_mypy_follows_every_moto_module_the_code_imports() -> None:
+    followed = {m for m in _followed() if m.split(".")[0] == "moto"}
+    missing = sorted(m for m in _moto_imports() if not _is_followed(m, followed))
+    assert missing == [], f"add to the moto follow_imports = 'normal' override in pyproject.toml: {missing}"
+    overrides: list[dict[str, object]] = _mypy_config()["overrides"]  # type: ignore[assignment]
+    assert {"module": ["moto.*"], "follow_imports": "skip"} in overrides
+    # The point of the override: moto.backends (every service's models) and the services not named stay out.
+    assert not any(_is_followed(m, followed) for m in ("moto.backends", "moto.ec2", "moto.ec2.models", "moto.s3"))
+
+
+def test_every_way_of_importing_moto_counts(tmp_path: Path) -> None:
+    source = "import moto\nfrom moto import mock_aws\nfrom moto.kms import models\nimport moto.core.models\n"
+    (tmp_path / "app.py").write_text(source)
+    found = _moto_imports(tmp_path, ["app.py"])
+    assert found == {"moto", "moto.kms", "moto.kms.models", "moto.core", "moto.core.models"}
+    assert _is_followed("moto.core.models", {"moto.core.*"}) and _is_followed("moto.core", {"moto.core.*"})
+    assert not _is_followed("moto.corex", {"moto.core.*"}) and not _is_followed("moto.kms.models", {"moto.kms"})
