@@ -23,9 +23,10 @@ from typing import Any
 
 import pytest
 
-from tests import compile_once, kernel_env, node_cache
+from tests import botocore_loader, compile_once, kernel_env, node_cache
 
 compile_once.install()  # first: the workers then collect (import) every test module at the same moment
+botocore_loader.share()  # before any test creates a botocore session (tests/botocore_loader.py)
 node_cache.share()  # before the imports below start this process's jsii kernel (aws_cdk)
 kernel_env.start_kernel()  # the test processes' kernel: no built-in template validation (tests/kernel_env.py)
 
