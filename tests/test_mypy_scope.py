@@ -43,8 +43,18 @@ def _followed() -> set[str]:
     return found
 
 
-def _trees(root: Path = ROOT, sources: Sequence[str] = SOURCES) -> Iterator[ast.Module]:
-    """The syntax tree of every file under `sources` that mypy checks (its `exclude` left out)."""
+def _trees(root: Path = ROOT, sources: Sequence[str] = SOURCES) -> Sequence[ast.Module]:
+    """The syntax tree of every file under `sources` that mypy checks (its `exclude` left out); this checkout's
+    are parsed once per process (the aws_cdk and the moto checks read them)."""
+    return _checkout_trees() if (root, tuple(sources)) == (ROOT, SOURCES) else list(_parse(root, sources))
+
+
+@functools.cache
+def _checkout_trees() -> tuple[ast.Module, ...]:
+    return tuple(_parse(ROOT, SOURCES))
+
+
+def _parse(root: Path, sources: Sequence[str]) -> Iterator[ast.Module]:
     excluded = [re.compile(pattern) for pattern in _mypy_config()["exclude"]]  # type: ignore[attr-defined]
     for source in sources:
         path = root / source
@@ -117,13 +127,18 @@ def _reached() -> frozenset[str]:
     return frozenset(reachable(_our_cdk_modules()))
 
 
+@functools.cache
+def _reached_interfaces() -> frozenset[str]:
+    return frozenset(reachable_interfaces(set(_reached())))
+
+
 def test_mypy_follows_every_aws_cdk_module_the_code_can_reach() -> None:
     followed = _followed()
     # The root and the interfaces package: their own types (IResource, IEnvironmentAware) would otherwise be Any.
     assert {"aws_cdk", "aws_cdk.interfaces"} <= followed
     missing = sorted(f"aws_cdk.{m}" for m in _reached() if not {f"aws_cdk.{m}", f"aws_cdk.{m}.*"} & followed)
     assert missing == [], f"add to the follow_imports = 'normal' override in pyproject.toml: {missing}"
-    interfaces = reachable_interfaces(set(_reached()))
+    interfaces = _reached_interfaces()
     missing = sorted(f"aws_cdk.interfaces.{m}" for m in interfaces if f"aws_cdk.interfaces.{m}" not in followed)
     assert missing == [], f"add to the interfaces override in pyproject.toml: {missing}"
 
@@ -132,7 +147,7 @@ def test_only_the_interfaces_modules_the_code_reaches_are_followed() -> None:
     # The interfaces package imports all of its modules for type checkers; following them all cost 7-10 s.
     followed = {m for m in _followed() if m.startswith("aws_cdk.interfaces.")}
     assert "aws_cdk.interfaces.*" not in followed
-    assert followed == {f"aws_cdk.interfaces.{m}" for m in reachable_interfaces(set(_reached()))}
+    assert followed == {f"aws_cdk.interfaces.{m}" for m in _reached_interfaces()}
     assert len(followed) < len(list((CDK / "interfaces").glob("*/__init__.py"))) / 3
 
 
