@@ -19,25 +19,43 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from tests import botocore_loader, compile_once, kernel_env, node_cache
+from tests import compile_once, kernel_env, node_cache
+from tests.scheduling import pytest_xdist_make_scheduler, reader_of, readers_of  # noqa: F401  (the hook)
+
+if TYPE_CHECKING:
+    from tests.session_synth import SharedSynth
+    from tests.synth import Session
 
 compile_once.install()  # first: the workers then collect (import) every test module at the same moment
-botocore_loader.share()  # before any test creates a botocore session (tests/botocore_loader.py)
-node_cache.share()  # before the imports below start this process's jsii kernel (aws_cdk)
-kernel_env.start_kernel()  # the test processes' kernel: no built-in template validation (tests/kernel_env.py)
+node_cache.share()  # in the first process: the workers inherit it (tests/node_cache.py)
 
-from mlstack.config import BLUEPRINTS_DIR  # noqa: E402
-from tests import variants  # noqa: E402
-from tests.scheduling import pytest_xdist_make_scheduler, reader_of, readers_of  # noqa: E402, F401  (the hook)
-from tests.session_synth import SharedSynth, combined  # noqa: E402
-from tests.synth import Session  # noqa: E402
+
+def _xdist_controller(session: pytest.Session) -> bool:
+    """Whether this is the pytest-xdist process that hands the tests out to workers and collects none: it has
+    xdist's distributing session (registered as "dsession" by xdist's `pytest_configure`, which runs before any
+    session starts, and not for `--collect-only`)."""
+    return session.config.pluginmanager.has_plugin("dsession")
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """A process that runs tests (an xdist worker, or a run without xdist) sets up its kernel and botocore's
+    loader before it collects, that is before any test module imports aws_cdk or creates a session. The xdist
+    controller runs none, so it starts no jsii kernel and imports neither aws_cdk nor mlstack (about 1.5 s of CPU)."""
+    if _xdist_controller(session):
+        return
+    from tests import botocore_loader  # here: it imports botocore
+
+    kernel_env.start_kernel()  # the test processes' kernel: no built-in template validation (tests/kernel_env.py)
+    botocore_loader.share()  # before any test creates a botocore session (tests/botocore_loader.py)
 
 
 def selected_blueprints() -> list[str]:
+    from mlstack.config import BLUEPRINTS_DIR
+
     pattern = os.environ.get("MLSTACK_TEST_BLUEPRINTS", "*")
     return sorted(p.stem for p in BLUEPRINTS_DIR.glob(f"{pattern}.yaml"))
 
@@ -98,6 +116,9 @@ def _run_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def shared_synth(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[SharedSynth]:
     """Starts the run's synth with the first test (a cheap no-op where another process did, or where no selected
     test needs it) so that it runs while the tests before the `session` ones do."""
+    from tests import variants
+    from tests.session_synth import SharedSynth
+
     items = request.session.items
     checkers = sorted({name for item in items for name in readers_of(item.nodeid)})
     modules = variants.selected_modules(item.nodeid for item in items)
@@ -128,4 +149,6 @@ def variants_session(shared_synth: SharedSynth) -> Session:
 def gated(session: Session, shared_synth: SharedSynth) -> Session:
     """Every blueprint the background checkers read: the shipped ones and the variants (where their synth failed,
     the shipped ones: the variants' tests fail with its traceback)."""
+    from tests.session_synth import combined
+
     return combined(session, shared_synth.checked_variants())

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from types import SimpleNamespace
 
 import aws_cdk as cdk
+import pytest
 from aws_cdk.assertions import Template
 from jsii._runtime import kernel
 
 from mlstack.validation import add_template_validation
+from tests import botocore_loader, conftest, kernel_env
 
 
 def _kernel_environ() -> dict[bytes, bytes]:
@@ -41,3 +44,25 @@ def test_only_an_explicitly_registered_validation_runs(tmp_path: Path) -> None:
     assert add_template_validation(app)
     app.synth()
     assert "NotAProperty" in (tmp_path / "explicit" / "validation-report.json").read_text()
+
+
+class _Session:
+    """What conftest's `pytest_sessionstart` reads of a pytest session: its plugins."""
+
+    def __init__(self, plugins: set[str]) -> None:
+        self.config = SimpleNamespace(pluginmanager=SimpleNamespace(has_plugin=lambda name: name in plugins))
+
+
+def test_only_a_process_that_runs_tests_sets_up_the_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+    started: list[str] = []
+    monkeypatch.setattr(kernel_env, "start_kernel", lambda: started.append("kernel"))
+    monkeypatch.setattr(botocore_loader, "share", lambda: started.append("loader"))
+    # The xdist controller, then a worker (or a run without xdist).
+    conftest.pytest_sessionstart(_Session({"dsession"}))  # type: ignore[arg-type]
+    assert started == []
+    conftest.pytest_sessionstart(_Session(set()))  # type: ignore[arg-type]
+    assert started == ["kernel", "loader"]
+
+
+def test_this_worker_is_not_taken_for_the_controller(request: pytest.FixtureRequest) -> None:
+    assert not conftest._xdist_controller(request.session)
