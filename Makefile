@@ -54,9 +54,12 @@ UV_INSTALL := $(UV) pip install --quiet
 # uv reads neither pip.conf nor PIP_DEFAULT_TIMEOUT; its own read timeout is 30 s.
 export UV_HTTP_TIMEOUT ?= 180
 
+# uv's wheel has no dependencies and one small Python launcher: without pip's resolver and bytecode pass this first,
+# serial step of a fresh clone takes about 0.5 s less (2.1-2.8 -> 1.8-2.1 s, three interleaved pairs).
 $(UV):
 	rm -rf $(UV_DIR)
-	$(PYTHON) -m pip install --quiet --disable-pip-version-check --target $(UV_DIR) 'uv==$(UV_VERSION)'
+	$(PYTHON) -m pip install --quiet --disable-pip-version-check --no-deps --no-compile --target $(UV_DIR) \
+		'uv==$(UV_VERSION)'
 
 # Without ensurepip (4 s of CPU): the pip the wheel test builds with is pinned in the dev extra.
 $(STAMPS)/venv: pyproject.toml | $(UV)

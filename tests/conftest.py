@@ -11,7 +11,9 @@ cfn-guard and asl-validator: `tests/template_checks/background.py`) as soon as i
 runs; then the modules that read it; then the tests that read the checkers' reports, when those runs are done.
 A work unit (`tests/scheduling.py`: `work_unit`, the scheduler `pytest_xdist_make_scheduler` makes) is a module,
 the tests that read one checker, or the modules that share one process-wide cache (`SHARED_UNITS`): a unit's
-fixtures run once.
+fixtures run once. Each process that runs tests starts its jsii kernel (`tests/kernel_env.py`) and shares one
+botocore loader (`tests/botocore_loader.py`) when its session starts; the xdist controller, which runs none, does
+neither, so this module imports the synth machinery only where its fixtures run.
 """
 
 from __future__ import annotations
