@@ -13,12 +13,6 @@ NODE_OPTIONS accepts the flag): a synth allocates hundreds of MB of short-lived 
 size V8 scavenges so often that it spent about 5% more of the kernel's CPU time (measured over the all-blueprint
 synth). A caller's own `--max-semi-space-size` wins.
 
-The preload also runs the kernel in one process instead of two: jsii starts `node bin/jsii-runtime.js`, which only
-relays each request and response to a second node process running the kernel (`lib/program.js`). The relay sat on
-every round trip of a synth (about 11k for all blueprints, 1.5 s of CPU time and as much wall time); the preload
-has the first process load the kernel itself, with the same protocol on its stdin, stdout and stderr
-(`kernel_preload.cjs` says how, and when it leaves the relay as shipped).
-
 `prepare()` runs when `mlstack` is imported (`mlstack/__init__.py`). A kernel that is already running (aws_cdk
 imported before mlstack) keeps its flags: nothing breaks, it is only slower. NODE_OPTIONS set by the caller is
 kept, with the preload added once.
@@ -36,23 +30,13 @@ PRELOAD = Path(__file__).resolve().with_name("kernel_preload.cjs")
 
 SEMI_SPACE = "--max-semi-space-size=64"
 
-PRESERVE_SYMLINKS = "--preserve-symlinks"
-"""The module resolution jsii gives its kernel's process (the relay starts it with this flag): the kernel links each
-package it loads into its working folder, and a package finds its peers (aws-cdk-lib finds constructs) through
-those links. The kernel links with symbolic links only when the flag is on its command line, and otherwise hard-links
-every file of the package (tens of thousands for aws-cdk-lib, about 0.4 s of CPU per start); the preload puts the
-flag there for jsii to see when node runs with it. Other node programs mlstack starts (the CDK CLI, the validation
-worker) resolve the same with it: their dependencies are installed by npm, without symbolic links."""
-
 
 def node_options(current: str) -> str:
-    """`current` NODE_OPTIONS with the preload required once (quoted: node parses the value like a shell), the
-    young generation's size unless `current` sets one, and symbolic links preserved."""
+    """`current` NODE_OPTIONS with the preload required once (quoted: node parses the value like a shell) and the
+    young generation's size unless `current` sets one."""
     options = [current] if current else []
     if "--max-semi-space-size" not in current:
         options.append(SEMI_SPACE)
-    if PRESERVE_SYMLINKS not in current.split():
-        options.append(PRESERVE_SYMLINKS)
     if str(PRELOAD) not in current:
         options.append(f'--require "{PRELOAD}"')
     return " ".join(options)

@@ -13,17 +13,13 @@ NODE = ROOT / "node_modules" / ".bin" / "node"
 
 def test_the_options_are_added_once_after_the_callers_options() -> None:
     once = kernel.node_options("--max-old-space-size=2048")
-    preload = f'--require "{kernel.PRELOAD}"'
-    assert once == f"--max-old-space-size=2048 --max-semi-space-size=64 --preserve-symlinks {preload}"
+    assert once == f'--max-old-space-size=2048 --max-semi-space-size=64 --require "{kernel.PRELOAD}"'
     assert kernel.node_options(once) == once
-    assert kernel.node_options("") == f"--max-semi-space-size=64 --preserve-symlinks {preload}"
-    # --preserve-symlinks-main is another flag: the kernel's is added beside it
-    assert "--preserve-symlinks " in kernel.node_options("--preserve-symlinks-main")
+    assert kernel.node_options("") == f'--max-semi-space-size=64 --require "{kernel.PRELOAD}"'
 
 
 def test_a_callers_young_generation_size_wins() -> None:
-    options = kernel.node_options("--max-semi-space-size=8")
-    assert options == f'--max-semi-space-size=8 --preserve-symlinks --require "{kernel.PRELOAD}"'
+    assert kernel.node_options("--max-semi-space-size=8") == f'--max-semi-space-size=8 --require "{kernel.PRELOAD}"'
 
 
 def test_prepare_leaves_a_running_kernel_alone() -> None:
@@ -48,5 +44,5 @@ def test_the_validation_worker_keeps_the_preload_and_a_callers_options_not_the_y
     options = kernel.node_options("--max-old-space-size=8192")
     assert kernel.SEMI_SPACE in options
     worker = kernel.worker_node_options(options)
-    assert worker == f'--max-old-space-size=8192 --preserve-symlinks --require "{kernel.PRELOAD}"'
+    assert worker == f'--max-old-space-size=8192 --require "{kernel.PRELOAD}"'
     assert kernel.worker_node_options("") == ""
