@@ -38,11 +38,11 @@ def main() -> int:
     if image:
         loaded = with_job_image(loaded, str(image))
     with fewer_gc_passes():
-        blueprint.build(app, loaded)
+        built = blueprint.build(app, loaded)
         if app.node.try_get_context("nag") not in (False, "false"):
             # cdk-nag 3 is a validation plugin: unacknowledged AwsSolutions findings fail the synth.
             cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
-        add_template_validation(app, worker=validation)
+        add_template_validation(app, worker=validation, stacks=built.stacks)
         app.synth()
     return 0
 

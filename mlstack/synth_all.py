@@ -104,7 +104,7 @@ def synthesize_all(
             built[config.name] = blueprint.build(cdk.Stage(app, config.name), config)
         if nag:
             cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
-        add_template_validation(app, worker=validation)
+        add_template_validation(app, worker=validation, stacks=[s for b in built.values() for s in b.stacks])
         try:
             app.synth()
         except RuntimeError as err:  # ValidationFailed: unacknowledged findings, listed in the report

@@ -7,7 +7,12 @@
 // Then, per line in: a JSON list of {templatePath, accountId, region} (CDK's PolicyValidationStack); per line out:
 // a JSON list (same order) of each template's diagnostics, with the fields CDK's plugin reads, or {error} when
 // the engine fails on a template (CDK's plugin would throw: the caller raises).
+// Or {expect: [stacks]}, sent before the synth: the worker validates each of those templates as soon as the synth
+// has written it (the engine's input is the file's bytes, kept), while the kernel goes on with the rest of the
+// synth; the list request after it gets those diagnostics for each template whose bytes are still the same, and
+// validates the others then. Reply: {expecting: n}. {stats: true} -> {early, hits, misses} since the last expect.
 'use strict'
+const fs = require('node:fs')
 const path = require('node:path')
 const readline = require('node:readline')
 const { Console } = require('node:console')
@@ -28,8 +33,10 @@ reply({
     .map((r) => r.id),
 })
 
-function diagnostics(stack) {
-  const report = engine.validateTemplate(new validate.TemplateFile(stack.templatePath), {
+// The file's bytes, labelled with its path: what TemplateFile(path) gives the engine, read once here so that a
+// result can be kept against exactly the bytes it is for.
+function diagnostics(stack, bytes) {
+  const report = engine.validateTemplate(new validate.TemplateContent(bytes, stack.templatePath), {
     ...options,
     pseudoParameterOverrides: { accountId: stack.accountId ?? undefined, region: stack.region ?? undefined },
   })
@@ -44,16 +51,90 @@ function diagnostics(stack) {
   }))
 }
 
-readline.createInterface({ input: process.stdin, crlfDelay: Infinity }).on('line', (line) => {
-  const stacks = JSON.parse(line)
-  const results = []
-  for (const stack of stacks) {
+// Early validation. Templates are written one stack after another during the synth (each blueprint's stage
+// first, then the root's), and CDK calls the validation plugins only once all are written and cdk-nag has run:
+// validated as they appear, the engine's work overlaps the kernel's instead of following it.
+const POLL_MS = 20
+const EXPECT_FOR_MS = 10 * 60 * 1000 // a synth that failed before writing them: stop looking
+let expected = [] // stacks whose templates have not been validated early yet
+let early = new Map() // stack key -> {bytes, diagnostics}
+let generation = 0
+let deadline = 0
+let stats = { early: 0, hits: 0, misses: 0 }
+const keyOf = (stack) => JSON.stringify([stack.templatePath, stack.accountId ?? null, stack.region ?? null])
+
+// A template the synth has finished writing (until then the file is missing, empty or cut short, and not JSON).
+function written(templatePath) {
+  let bytes
+  try {
+    bytes = fs.readFileSync(templatePath)
+    JSON.parse(bytes.toString('utf8'))
+  } catch {
+    return null
+  }
+  return bytes
+}
+
+// One template per turn of the event loop, so that a request that comes in meanwhile is read next.
+function poll(mine) {
+  if (mine !== generation) return
+  if (expected.length === 0 || Date.now() > deadline) {
+    expected = []
+    return
+  }
+  for (let i = 0; i < expected.length; i++) {
+    const bytes = written(expected[i].templatePath)
+    if (bytes === null) continue
+    const [stack] = expected.splice(i, 1)
     try {
-      results.push(diagnostics(stack))
+      early.set(keyOf(stack), { bytes, diagnostics: diagnostics(stack, bytes) })
+      stats.early += 1
+    } catch {
+      // left to the request, which reports the engine's error for that template
+    }
+    setImmediate(poll, mine)
+    return
+  }
+  setTimeout(poll, POLL_MS, mine)
+}
+
+function expect(stacks) {
+  generation += 1
+  expected = stacks.slice()
+  early = new Map()
+  stats = { early: 0, hits: 0, misses: 0 }
+  deadline = Date.now() + EXPECT_FOR_MS
+  setImmediate(poll, generation)
+  return { expecting: expected.length }
+}
+
+// A template's diagnostics now: the early ones when its bytes are the ones validated early, else the engine's.
+function current(stack) {
+  const bytes = fs.readFileSync(stack.templatePath)
+  const kept = early.get(keyOf(stack))
+  if (kept !== undefined && kept.bytes.equals(bytes)) {
+    stats.hits += 1
+    return kept.diagnostics
+  }
+  stats.misses += 1
+  return diagnostics(stack, bytes)
+}
+
+readline.createInterface({ input: process.stdin, crlfDelay: Infinity }).on('line', (line) => {
+  const request = JSON.parse(line)
+  if (!Array.isArray(request)) {
+    return reply(request.expect ? expect(request.expect) : { ...stats })
+  }
+  expected = [] // the synth is at its validation: what is left is validated below
+  const results = []
+  for (const stack of request) {
+    try {
+      results.push(current(stack))
     } catch (error) {
       // The engine throws its message as a string; say which template.
       return reply({ error: `${stack.templatePath}: ${error instanceof Error ? error.message : String(error)}` })
     }
   }
+  early = new Map()
   reply(results)
 })

@@ -15,7 +15,11 @@ report it turns into violations exactly as CDK's `CloudFormationValidatePlugin.v
 plugin name (so CDK reports its errors as warnings unless the app sets the feature flag, as for its own), and with
 the same version and rule IDs (CDK writes them into CDKMetadata's analytics). The worker starts before the
 blueprints are built, so its engine's start overlaps the build: in the kernel, the engine's start and the
-validation were about 3 s of an all-blueprint synth's node time that overlapped nothing.
+validation were about 3 s of an all-blueprint synth's node time that overlapped nothing. And it validates each
+template as soon as the synth has written it (`add_template_validation`'s `stacks`): CDK calls its plugins only once
+every stage has been written and cdk-nag has run, so validating then followed the rest of the synth (about 1.5 s of
+an all-blueprint synth's 11 s, the second core idle meanwhile); CDK's call is answered from those results for
+each template whose bytes are still the ones validated (validate_worker.cjs).
 `tests/blueprints/test_validation.py` holds the two plugins' reports equal. Where the worker cannot start (no
 `node` on PATH, no private writable cache, an engine that does not load) CDK's own plugin is registered instead;
 where it dies during a synth, CDK's plugin validates those templates in the kernel.
@@ -28,7 +32,7 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import aws_cdk as cdk
@@ -43,6 +47,10 @@ _SEVERITY = {"FATAL": "error", "ERROR": "error", "WARN": "warning", "INFO": "inf
 """The engine's severity -> the report's (CDK's mapSeverity; anything else is a warning)."""
 
 _PROPERTIES = re.compile(r"^Properties\.")
+
+_UNKNOWN_ACCOUNT, _UNKNOWN_REGION = "unknown-account", "unknown-region"
+"""A stack's `environment` (aws://ACCOUNT/REGION) names these where it has none; CDK passes the plugin None then
+(cx-api's UNKNOWN_ACCOUNT and UNKNOWN_REGION)."""
 
 _PLUGIN: cdk.CloudFormationValidatePlugin | None = None
 
@@ -68,19 +76,49 @@ def start_template_validation(environ: Mapping[str, str] = os.environ) -> Valida
 
 
 def add_template_validation(
-    app: cdk.App, environ: Mapping[str, str] = os.environ, worker: ValidationWorker | None = None
+    app: cdk.App,
+    environ: Mapping[str, str] = os.environ,
+    worker: ValidationWorker | None = None,
+    stacks: Iterable[cdk.Stack] = (),
 ) -> bool:
     """Register the template validation on `app` (the root: CDK refuses a validate plugin on a nested Stage):
     `WorkerTemplateValidation` over `worker` when it started, CDK's plugin (`template_validation()`) otherwise.
     With a worker, `app` must have been made with `builtin_cloud_formation_validation=False`, or CDK runs its own
-    instance as well. Returns False, registering nothing, where CDK's would not run either."""
+    instance as well. Returns False, registering nothing, where CDK's would not run either.
+
+    Call it once the app is built, just before `app.synth()`: the worker then validates the templates of `stacks`
+    (the app's stacks; any left out are validated when CDK asks) as the synth writes them (`expected_templates`)."""
     if not enabled(environ):
         return False
     plugin: cdk.IPolicyValidationPlugin = (
         WorkerTemplateValidation(worker) if worker is not None and worker.ready() else template_validation()
     )
     cdk.Validations.of(app).add_plugins(plugin)
+    if isinstance(plugin, WorkerTemplateValidation):
+        plugin.worker.expect(expected_templates(stacks))
     return True
+
+
+def expected_templates(stacks: Iterable[cdk.Stack]) -> list[dict[str, Any]]:
+    """What CDK will pass the plugin for each stack (its PolicyValidationStack), known before the synth: the
+    template's path in its stage's assembly folder, and the account and region of the stack's environment, None
+    where unknown (an environment-agnostic stack)."""
+    found: list[dict[str, Any]] = []
+    for stack in stacks:
+        stage = cdk.Stage.of(stack)
+        assert stage is not None  # a Stack always has a Stage above it: the App at least
+        account, region = stack.environment.removeprefix("aws://").split("/", 1)
+        # The string CDK makes with Node's path.join (templateFullPath): normpath collapses '.' and '..' as it
+        # does, which Path does not.
+        template_path = os.path.normpath(os.path.join(stage.outdir, stack.template_file))  # noqa: PTH118
+        found.append(
+            {
+                "templatePath": template_path,
+                "accountId": None if account == _UNKNOWN_ACCOUNT else account,
+                "region": None if region == _UNKNOWN_REGION else region,
+            }
+        )
+    return found
 
 
 @jsii.implements(cdk.IPolicyValidationPlugin)

@@ -223,6 +223,32 @@ class ValidationWorker:
                 raise error
             return reply
 
+    def expect(self, stacks: Sequence[Stack]) -> None:
+        """Have the worker validate each of these templates as soon as the synth has written it (before CDK asks):
+        `validate` then answers from those results for each template whose bytes are unchanged. Nothing if the
+        worker is not running (`validate` says so)."""
+        self._request({"expect": [dict(stack) for stack in stacks]}, "expecting")
+
+    def stats(self) -> dict[str, int]:
+        """Since the last `expect`: templates validated early, and `validate`'s answers from them (hits) or not."""
+        return self._request({"stats": True}, "early")
+
+    def _request(self, request: dict[str, Any], answer: str) -> dict[str, int]:
+        with self._lock:
+            if not self.ready():
+                return {}
+            process = self._started()
+            try:
+                process.send(request)
+                reply = process.receive()
+            except BaseException:
+                self._end(process, MlstackError("a request was interrupted"))
+                raise
+            if not (isinstance(reply, dict) and answer in reply):
+                self._end(process, WorkerGoneError(f"the template validation worker failed: {process.failure(reply)}"))
+                return {}
+            return reply
+
     def _end(self, process: _Process, error: BaseException) -> None:
         process.close()
         process.stderr.close()
