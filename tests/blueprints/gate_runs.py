@@ -31,6 +31,16 @@ from tests.synth import ROOT, Session
 CFN_LINT = Path(os.environ.get("MLSTACK_CFN_LINT", ROOT / ".venv" / "bin" / "cfn-lint"))
 CHECKOV = Path(os.environ.get("MLSTACK_CHECKOV", ROOT / ".venv-checkov" / "bin" / "checkov"))
 
+GC_TUNED = ROOT / "tests" / "gc_tuned.py"
+
+
+def tuned(script: Path) -> list[str]:
+    """The command that runs the console script `script` with fewer cycle-collector passes (`tests/gc_tuned.py`),
+    under the Python of its own venv (the one beside it); the script alone where there is none."""
+    python = script.parent / "python"
+    return [str(python), str(GC_TUNED), str(script)] if python.exists() else [str(script)]
+
+
 READERS = readers.GATE_RUN_READERS
 """The tests (node ID prefixes) that read each run: a run starts only when one of them is selected."""
 
@@ -91,7 +101,7 @@ def _start_cfn_lint(session: Session, workdir: Path) -> list[Run]:
         by_region[region].append(path)
     runs = []
     for region, paths in sorted(by_region.items()):
-        args = [str(CFN_LINT), "--format", "json", "--regions", region]
+        args = [*tuned(CFN_LINT), "--format", "json", "--regions", region]
         args += ["--ignore-checks", *cfn_lint_ignores(), "--", *map(str, paths)]
         runs.append(Run(f"cfn-lint {region}", args, workdir / f"cfn-lint-{region}.json").start())
     return runs
@@ -107,7 +117,7 @@ def _checkov_copy(workdir: Path, blueprint: str, stack_id: str) -> Path:
 
 
 def _start_checkov(session: Session, workdir: Path) -> list[Run]:
-    args = [str(CHECKOV), "--framework", "cloudformation", "--skip-download", "--quiet", "--compact", "-o", "json"]
+    args = [*tuned(CHECKOV), "--framework", "cloudformation", "--skip-download", "--quiet", "--compact", "-o", "json"]
     (workdir / "checkov").mkdir(parents=True, exist_ok=True)
     for path, (blueprint, stack_id, _) in sorted(template_files(session).items()):
         copy = _checkov_copy(workdir, blueprint, stack_id)
