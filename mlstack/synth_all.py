@@ -109,6 +109,11 @@ def synthesize_all(
             app.synth()
         except RuntimeError as err:  # ValidationFailed: unacknowledged findings, listed in the report
             nag_failure = str(err)
+        finally:
+            if validation is not None:
+                # A synth that failed before CDK asked for the validation leaves the worker looking for templates
+                # that will not come (a test session's process goes on synthesizing): it stops.
+                validation.expect([])
     return read_synthesis(outdir, configs, built=built, nag_failure=nag_failure)
 
 

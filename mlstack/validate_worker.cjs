@@ -10,7 +10,8 @@
 // Or {expect: [stacks]}, sent before the synth: the worker validates each of those templates as soon as the synth
 // has written it (the engine's input is the file's bytes, kept), while the kernel goes on with the rest of the
 // synth; the list request after it gets those diagnostics for each template whose bytes are still the same, and
-// validates the others then. Reply: {expecting: n}. {stats: true} -> {early, hits, misses} since the last expect.
+// validates the others then. Reply: {expecting: n}. {stats: true} -> {early, hits, misses} since the last expect,
+// and {expecting}: the templates still looked for.
 'use strict'
 const fs = require('node:fs')
 const path = require('node:path')
@@ -54,20 +55,38 @@ function diagnostics(stack, bytes) {
 // Early validation. Templates are written one stack after another during the synth (each blueprint's stage
 // first, then the root's), and CDK calls the validation plugins only once all are written and cdk-nag has run:
 // validated as they appear, the engine's work overlaps the kernel's instead of following it.
+// Every 20 ms: a look is one stat (and a read once a file has changed) per template still expected, well under a
+// millisecond for 46; at 20 ms a template waits at most about one 30 ms validation longer than it must.
 const POLL_MS = 20
 const EXPECT_FOR_MS = 10 * 60 * 1000 // a synth that failed before writing them: stop looking
-let expected = [] // stacks whose templates have not been validated early yet
+let expected = [] // {stack, before}: templates not validated early yet, and the file's stamp when expected
 let early = new Map() // stack key -> {bytes, diagnostics}
 let generation = 0
 let deadline = 0
 let stats = { early: 0, hits: 0, misses: 0 }
 const keyOf = (stack) => JSON.stringify([stack.templatePath, stack.accountId ?? null, stack.region ?? null])
 
+// What identifies one write of a file: a rewrite changes its modification or change time (or its inode, if
+// replaced). null: no file there.
+function stamp(templatePath) {
+  let s
+  try {
+    s = fs.statSync(templatePath, { bigint: true, throwIfNoEntry: false })
+  } catch {
+    return null // not a path a file can be at (a parent is a file): never written, validated when asked
+  }
+  return s === undefined ? null : `${s.ino}:${s.size}:${s.mtimeNs}:${s.ctimeNs}`
+}
+
 // A template the synth has finished writing (until then the file is missing, empty or cut short, and not JSON).
-function written(templatePath) {
+// A file already there when the synth started is an earlier synth's: the CDK CLI writes over an existing cdk.out
+// without clearing it, so it counts only once it has been written again. (A rewrite within the same clock tick as
+// the first look, same size, is missed: that template is validated when CDK asks.)
+function written({ stack, before }) {
   let bytes
   try {
-    bytes = fs.readFileSync(templatePath)
+    if (before !== null && stamp(stack.templatePath) === before) return null
+    bytes = fs.readFileSync(stack.templatePath)
     JSON.parse(bytes.toString('utf8'))
   } catch {
     return null
@@ -83,9 +102,9 @@ function poll(mine) {
     return
   }
   for (let i = 0; i < expected.length; i++) {
-    const bytes = written(expected[i].templatePath)
+    const bytes = written(expected[i])
     if (bytes === null) continue
-    const [stack] = expected.splice(i, 1)
+    const [{ stack }] = expected.splice(i, 1)
     try {
       early.set(keyOf(stack), { bytes, diagnostics: diagnostics(stack, bytes) })
       stats.early += 1
@@ -100,7 +119,7 @@ function poll(mine) {
 
 function expect(stacks) {
   generation += 1
-  expected = stacks.slice()
+  expected = stacks.map((stack) => ({ stack, before: stamp(stack.templatePath) }))
   early = new Map()
   stats = { early: 0, hits: 0, misses: 0 }
   deadline = Date.now() + EXPECT_FOR_MS
@@ -120,21 +139,31 @@ function current(stack) {
   return diagnostics(stack, bytes)
 }
 
-readline.createInterface({ input: process.stdin, crlfDelay: Infinity }).on('line', (line) => {
-  const request = JSON.parse(line)
-  if (!Array.isArray(request)) {
-    return reply(request.expect ? expect(request.expect) : { ...stats })
-  }
+function answer(request) {
   expected = [] // the synth is at its validation: what is left is validated below
   const results = []
-  for (const stack of request) {
-    try {
-      results.push(current(stack))
-    } catch (error) {
-      // The engine throws its message as a string; say which template.
-      return reply({ error: `${stack.templatePath}: ${error instanceof Error ? error.message : String(error)}` })
+  try {
+    for (const stack of request) {
+      try {
+        results.push(current(stack))
+      } catch (error) {
+        // The engine throws its message as a string; say which template.
+        return { error: `${stack.templatePath}: ${error instanceof Error ? error.message : String(error)}` }
+      }
     }
+  } finally {
+    early = new Map() // this synth's: the next one expects its own
   }
-  early = new Map()
-  reply(results)
-})
+  return results
+}
+
+readline
+  .createInterface({ input: process.stdin, crlfDelay: Infinity })
+  .on('line', (line) => {
+    const request = JSON.parse(line)
+    if (Array.isArray(request)) return reply(answer(request))
+    reply(request.expect ? expect(request.expect) : { ...stats, expecting: expected.length })
+  })
+  // No more requests can come (the Python process closed the pipe, or died): the poll's timer must not keep a
+  // worker nobody can ask running until its deadline.
+  .on('close', () => process.exit(0))

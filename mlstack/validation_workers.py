@@ -230,7 +230,8 @@ class ValidationWorker:
         self._request({"expect": [dict(stack) for stack in stacks]}, "expecting")
 
     def stats(self) -> dict[str, int]:
-        """Since the last `expect`: templates validated early, and `validate`'s answers from them (hits) or not."""
+        """Since the last `expect`: templates validated early, and `validate`'s answers from them (hits) or not; and
+        how many templates the worker still looks for (expecting)."""
         return self._request({"stats": True}, "early")
 
     def _request(self, request: dict[str, Any], answer: str) -> dict[str, int]:

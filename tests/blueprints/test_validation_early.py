@@ -14,6 +14,7 @@ import aws_cdk as cdk
 import jsii
 import pytest
 
+from mlstack.config.loader import BLUEPRINTS_DIR
 from mlstack.validation import add_template_validation, expected_templates, start_template_validation
 from mlstack.validation_workers import ValidationWorker
 
@@ -74,7 +75,7 @@ def test_a_synth_is_answered_from_the_templates_validated_as_they_were_written(
     cdk.Validations.of(app).add_plugins(_WaitForEarly(worker, 2))
     assert add_template_validation(app, environ={}, worker=worker, stacks=[top, inner])
     app.synth()  # the engine's findings are warnings here (no validateAgainstDefaultRules)
-    assert worker.stats() == {"early": 2, "hits": 2, "misses": 0}
+    assert worker.stats() == {"early": 2, "hits": 2, "misses": 0, "expecting": 0}
     # Two hits: what CDK passed the plugin (paths, accounts, regions) is what expected_templates said it would.
     report = json.loads((tmp_path / "validation-report.json").read_text())["pluginReports"]
     (found,) = [v for r in report for v in r["violations"] if v["ruleName"] == "F3002"]
@@ -92,33 +93,33 @@ def test_a_template_rewritten_after_its_early_validation_is_validated_again(
     template.write_text(_bucket("Second"))
     (diagnostics,) = worker.validate([stack])
     assert "'Second' was unexpected" in _messages(diagnostics) and "First" not in _messages(diagnostics)
-    assert worker.stats() == {"early": 1, "hits": 0, "misses": 1}
+    assert worker.stats() == {"early": 1, "hits": 0, "misses": 1, "expecting": 0}
 
 
 def test_a_template_still_being_written_waits_until_it_is_whole(tmp_path: Path, worker: ValidationWorker) -> None:
     template = tmp_path / "A.template.json"
     stack = {"templatePath": str(template), "accountId": None, "region": None}
     whole = _bucket("Whole")
-    template.write_text(whole[: len(whole) // 2])  # what a reader sees halfway through the synth's write
     worker.expect([stack])
+    template.write_text(whole[: len(whole) // 2])  # what a reader sees halfway through the synth's write
     time.sleep(0.2)  # ten looks at the cut file: none validates it
     assert worker.stats()["early"] == 0
     template.write_text(whole)
     _wait_early(worker, 1)
     (diagnostics,) = worker.validate([stack])
     assert "'Whole' was unexpected" in _messages(diagnostics)
-    assert worker.stats() == {"early": 1, "hits": 1, "misses": 0}
+    assert worker.stats() == {"early": 1, "hits": 1, "misses": 0, "expecting": 0}
 
 
 def test_a_result_is_for_its_environment_only(tmp_path: Path, worker: ValidationWorker) -> None:
     # The engine resolves the pseudo parameters per stack: an early result under another account or region is not
     # the answer.
     template = tmp_path / "A.template.json"
-    template.write_text(_bucket("X"))
     worker.expect([{"templatePath": str(template), "accountId": None, "region": "us-east-1"}])
+    template.write_text(_bucket("X"))
     _wait_early(worker, 1)
     worker.validate([{"templatePath": str(template), "accountId": None, "region": "eu-west-1"}])
-    assert worker.stats() == {"early": 1, "hits": 0, "misses": 1}
+    assert worker.stats() == {"early": 1, "hits": 0, "misses": 1, "expecting": 0}
 
 
 def test_a_template_never_written_is_validated_when_asked_and_a_missing_one_fails(
@@ -130,6 +131,7 @@ def test_a_template_never_written_is_validated_when_asked_and_a_missing_one_fail
     with pytest.raises(Exception, match=r"template validation failed: .*Never\.template\.json"):
         worker.validate(stacks[1:])
     later.write_text(_bucket("Late"))  # written after the request: no longer looked for, validated when asked
+    time.sleep(0.1)  # five looks, had it still been looked for
     (diagnostics,) = worker.validate(stacks[:1])
     assert "'Late' was unexpected" in _messages(diagnostics)
     assert worker.stats()["early"] == 0
@@ -139,3 +141,54 @@ def test_a_worker_that_is_not_running_expects_nothing(tmp_path: Path) -> None:
     without = ValidationWorker(environ={"PATH": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path)})
     without.expect([{"templatePath": str(tmp_path / "A.template.json"), "accountId": None, "region": None}])
     assert without.stats() == {}
+
+
+def test_a_template_left_by_an_earlier_synth_waits_for_its_rewrite(tmp_path: Path, worker: ValidationWorker) -> None:
+    # The CDK CLI writes over an existing cdk.out: the file there when the synth starts is the last synth's.
+    template = tmp_path / "A.template.json"
+    template.write_text(_bucket("Stale"))
+    stack = {"templatePath": str(template), "accountId": None, "region": None}
+    worker.expect([stack])
+    time.sleep(0.1)  # five looks at the old file: none validates it
+    assert worker.stats() == {"early": 0, "hits": 0, "misses": 0, "expecting": 1}
+    template.write_text(_bucket("Fresh"))
+    _wait_early(worker, 1)
+    (diagnostics,) = worker.validate([stack])
+    assert "'Fresh' was unexpected" in _messages(diagnostics)
+    assert worker.stats() == {"early": 1, "hits": 1, "misses": 0, "expecting": 0}
+
+
+def test_a_worker_whose_caller_is_gone_exits_though_it_still_expects_templates(tmp_path: Path) -> None:
+    # Python ended without closing it (SIGTERM, SIGKILL, os._exit): its stdin closes, and a poll still waiting for
+    # templates must not keep it running.
+    alone = ValidationWorker()
+    assert alone.ready(), alone.start_error
+    try:
+        alone.expect([{"templatePath": str(tmp_path / "Never.template.json"), "accountId": None, "region": None}])
+        assert alone.stats()["expecting"] == 1
+        process = alone._started().popen
+        assert process.stdin is not None
+        process.stdin.close()
+        assert process.wait(timeout=10) == 0
+    finally:
+        alone.close()
+
+
+def test_a_synth_that_fails_leaves_the_worker_looking_for_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mlstack import synth_all
+
+    class SynthFailedError(Exception):
+        pass
+
+    def fail(self: cdk.App) -> None:
+        raise SynthFailedError
+
+    monkeypatch.setattr(cdk.App, "synth", fail)
+    with pytest.raises(SynthFailedError):
+        synth_all.synthesize_all(tmp_path, [BLUEPRINTS_DIR / "inference-serverless.yaml"], nag=False)
+    used = start_template_validation()  # the process's worker, the one synthesize_all used
+    assert used is not None
+    stats = used.stats()
+    assert stats["expecting"] == 0, stats
