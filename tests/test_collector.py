@@ -43,3 +43,27 @@ def test_the_background_checkers_run_tuned_under_their_own_venvs_python() -> Non
     ]
     assert gate_runs.tuned(gate_runs.CHECKOV)[0] == str(ROOT / ".venv-checkov/bin/python")
     assert gate_runs.tuned(Path("/usr/local/bin/no-venv-here")) == ["/usr/local/bin/no-venv-here"]
+
+
+def test_a_synth_in_a_test_process_leaves_its_freeze_and_threshold() -> None:
+    # An in-process synth (synthesize_all) used to gc.unfreeze() everything on its way out: every later test of
+    # that worker ran with aws_cdk's modules back in the collector's passes.
+    from mlstack.synth_all import fewer_gc_passes
+
+    frozen = gc.get_freeze_count()
+    with fewer_gc_passes():
+        assert gc.get_threshold()[0] == 20_000
+    assert gc.get_freeze_count() >= frozen > 0
+    assert gc.get_threshold()[0] == 20_000
+
+
+def test_a_synth_in_a_process_that_froze_nothing_thaws_what_it_froze() -> None:
+    from mlstack.synth_all import fewer_gc_passes
+
+    gc.unfreeze()
+    try:
+        with fewer_gc_passes():
+            assert gc.get_freeze_count() > 0
+        assert gc.get_freeze_count() == 0
+    finally:
+        gc.freeze()  # this test process's own, as conftest made it
