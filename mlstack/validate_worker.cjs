@@ -59,7 +59,8 @@ function diagnostics(stack, bytes) {
 // millisecond for 46; at 20 ms a template waits at most about one 30 ms validation longer than it must.
 const POLL_MS = 20
 const EXPECT_FOR_MS = 10 * 60 * 1000 // a synth that failed before writing them: stop looking
-let expected = [] // {stack, before}: templates not validated early yet, and the file's stamp when expected
+// {stack, before, seen}: the templates not validated early yet, their file's stamp when expected and when last read
+let expected = []
 let early = new Map() // stack key -> {bytes, diagnostics}
 let generation = 0
 let deadline = 0
@@ -82,11 +83,15 @@ function stamp(templatePath) {
 // A file already there when the synth started is an earlier synth's: the CDK CLI writes over an existing cdk.out
 // without clearing it, so it counts only once it has been written again. (A rewrite within the same clock tick as
 // the first look, same size, is missed: that template is validated when CDK asks.)
-function written({ stack, before }) {
+// A look is a stat: 400 looks at 46 missing files (an 8 s synth) took 16 ms of CPU, failed reads 118 ms. The file
+// is read once per stamp, so one cut short is read again only once it has grown.
+function written(entry) {
+  const now = stamp(entry.stack.templatePath)
+  if (now === null || now === entry.before || now === entry.seen) return null
+  entry.seen = now
   let bytes
   try {
-    if (before !== null && stamp(stack.templatePath) === before) return null
-    bytes = fs.readFileSync(stack.templatePath)
+    bytes = fs.readFileSync(entry.stack.templatePath)
     JSON.parse(bytes.toString('utf8'))
   } catch {
     return null
@@ -119,7 +124,7 @@ function poll(mine) {
 
 function expect(stacks) {
   generation += 1
-  expected = stacks.map((stack) => ({ stack, before: stamp(stack.templatePath) }))
+  expected = stacks.map((stack) => ({ stack, before: stamp(stack.templatePath), seen: null }))
   early = new Map()
   stats = { early: 0, hits: 0, misses: 0 }
   deadline = Date.now() + EXPECT_FOR_MS
