@@ -43,16 +43,18 @@ def fewer_gc_passes() -> Iterator[None]:
     Python side's CPU time. `gc.freeze()` keeps those out of every pass; a threshold of 20,000 makes passes rarer.
     """
     threshold = gc.get_threshold()
-    # A caller that froze first (a test process freezes what collecting the tests imported) keeps its freeze:
-    # gc.unfreeze() thaws everything, not just what this froze.
-    frozen_before = gc.get_freeze_count() > 0
-    gc.freeze()
+    # A caller that froze first (a test process freezes what collecting the tests imported) keeps its freeze, and
+    # nothing more is frozen: gc.unfreeze() thaws everything, not just what this froze, and what a second freeze
+    # took (garbage cycles not yet collected among it) would never be collected.
+    owns_freeze = gc.get_freeze_count() == 0
+    if owns_freeze:
+        gc.freeze()
     gc.set_threshold(max(threshold[0], 20_000), *threshold[1:])
     try:
         yield
     finally:
         gc.set_threshold(*threshold)
-        if not frozen_before:
+        if owns_freeze:
             gc.unfreeze()
 
 

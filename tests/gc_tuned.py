@@ -12,18 +12,23 @@ checkov's own venv too.
 
 from __future__ import annotations
 
+import os
+import sys
+
+if __name__ == "__main__":
+    # First, before another import: sys.path[0] is this file's folder (tests/) until then, and a module there could
+    # shadow one of the standard library's. The script's folder, as Python sets it for a script (links resolved).
+    sys.path[0] = os.path.dirname(os.path.realpath(sys.argv[1]))  # noqa: PTH120
+
 import gc
 import runpy
-import sys
-from pathlib import Path
 
 THRESHOLD = 20_000
 
 
 def main() -> None:
-    script = sys.argv[1]
+    script = os.path.abspath(sys.argv[1])  # noqa: PTH100 (as __file__ is for a script run alone)
     sys.argv = sys.argv[1:]
-    sys.path[0] = str(Path(script).resolve().parent)  # as Python sets it for a script (symbolic links resolved)
     gc.set_threshold(THRESHOLD, *gc.get_threshold()[1:])
     runpy.run_path(script, run_name="__main__")
 

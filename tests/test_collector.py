@@ -9,6 +9,9 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from tests.blueprints import gate_runs
 from tests.synth import ROOT
@@ -35,14 +38,47 @@ def test_a_script_run_tuned_sees_what_it_sees_run_alone_but_the_threshold(tmp_pa
     assert (alone[3], tuned[3]) == (700, 20_000)  # Python's default, then the tuned one
 
 
-def test_the_background_checkers_run_tuned_under_their_own_venvs_python() -> None:
-    assert gate_runs.tuned(gate_runs.CFN_LINT) == [
-        str(ROOT / ".venv/bin/python"),
-        str(gate_runs.GC_TUNED),
-        str(gate_runs.CFN_LINT),
-    ]
-    assert gate_runs.tuned(gate_runs.CHECKOV)[0] == str(ROOT / ".venv-checkov/bin/python")
-    assert gate_runs.tuned(Path("/usr/local/bin/no-venv-here")) == ["/usr/local/bin/no-venv-here"]
+def _script(folder: Path, first_line: str) -> Path:
+    script = folder / "tool"
+    script.write_text(f"{first_line}\n")
+    return script
+
+
+def test_a_script_runs_tuned_under_the_python_its_first_line_names(tmp_path: Path) -> None:
+    script = _script(tmp_path, f"#!{sys.executable}")
+    assert gate_runs.tuned(script) == [sys.executable, str(gate_runs.GC_TUNED), str(script)]
+
+
+@pytest.mark.parametrize(
+    "first_line",
+    [
+        "#!/bin/sh",  # a shell wrapper (pip's, where the venv's path is too long for #!)
+        "#!/nowhere/bin/python3",  # a Python that is not there
+        "#!/usr/bin/env python3",  # through env: which Python is the PATH's business
+        f"#!{sys.executable} -s",  # flags the tuned run would drop
+        "\x7fELF",  # a binary
+    ],
+)
+def test_a_script_that_is_not_run_by_a_python_that_exists_runs_alone(tmp_path: Path, first_line: str) -> None:
+    script = _script(tmp_path, first_line)
+    assert gate_runs.tuned(script) == [str(script)]
+
+
+def test_the_background_checkers_commands_run_them_tuned(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    template = tmp_path / "A.template.json"
+    template.write_text("{}")
+    monkeypatch.setattr(gate_runs, "template_files", lambda session: {template: ("bp", "Stack", "us-east-1")})
+    monkeypatch.setattr(gate_runs.Run, "start", lambda run: run)
+    (tmp_path / "lint").mkdir()
+    (tmp_path / "scan").mkdir()
+    lint, scan = _script(tmp_path / "lint", f"#!{sys.executable}"), _script(tmp_path / "scan", f"#!{sys.executable}")
+    monkeypatch.setattr(gate_runs, "CFN_LINT", lint)
+    monkeypatch.setattr(gate_runs, "CHECKOV", scan)
+    session: Any = None  # template_files, replaced above, is all they read of it
+    (cfn_lint,) = gate_runs._start_cfn_lint(session, tmp_path)
+    (checkov,) = gate_runs._start_checkov(session, tmp_path)
+    assert cfn_lint.args[:3] == [sys.executable, str(gate_runs.GC_TUNED), str(lint)]
+    assert checkov.args[:3] == [sys.executable, str(gate_runs.GC_TUNED), str(scan)]
 
 
 def test_a_synth_in_a_test_process_leaves_its_freeze_and_threshold() -> None:
@@ -51,9 +87,11 @@ def test_a_synth_in_a_test_process_leaves_its_freeze_and_threshold() -> None:
     from mlstack.synth_all import fewer_gc_passes
 
     frozen = gc.get_freeze_count()
+    assert frozen > 0
     with fewer_gc_passes():
         assert gc.get_threshold()[0] == 20_000
-    assert gc.get_freeze_count() >= frozen > 0
+        assert gc.get_freeze_count() == frozen  # nothing more frozen: it would never be collected
+    assert gc.get_freeze_count() == frozen
     assert gc.get_threshold()[0] == 20_000
 
 
@@ -66,4 +104,5 @@ def test_a_synth_in_a_process_that_froze_nothing_thaws_what_it_froze() -> None:
             assert gc.get_freeze_count() > 0
         assert gc.get_freeze_count() == 0
     finally:
-        gc.freeze()  # this test process's own, as conftest made it
+        gc.collect()  # this test process's own freeze, as conftest makes it
+        gc.freeze()

@@ -36,9 +36,17 @@ GC_TUNED = ROOT / "tests" / "gc_tuned.py"
 
 def tuned(script: Path) -> list[str]:
     """The command that runs the console script `script` with fewer cycle-collector passes (`tests/gc_tuned.py`),
-    under the Python of its own venv (the one beside it); the script alone where there is none."""
-    python = script.parent / "python"
-    return [str(python), str(GC_TUNED), str(script)] if python.exists() else [str(script)]
+    under the interpreter its `#!` line names; the script alone where that is not a Python that exists (a shell
+    wrapper, a binary, a `#!` with flags or through env, which tuning could change)."""
+    try:
+        with script.open("rb") as file:
+            first = file.readline(512).decode("utf-8", "replace").strip()
+    except OSError:
+        return [str(script)]
+    python = Path(first.removeprefix("#!")) if first.startswith("#!/") else None
+    if python is None or not python.name.startswith("python") or not python.is_file():  # with flags: no such file
+        return [str(script)]
+    return [str(python), str(GC_TUNED), str(script)]
 
 
 READERS = readers.GATE_RUN_READERS
