@@ -20,7 +20,7 @@ from mlstack import blueprint, config
 from mlstack.console import print_problems
 from mlstack.errors import MlstackError
 from mlstack.k8s.image import IMAGE_CONTEXT_KEY, with_job_image
-from mlstack.synth_all import fewer_gc_passes
+from mlstack.synth_all import fewer_gc_passes, freeze_for_exit
 from mlstack.validation import add_template_validation, start_template_validation
 
 
@@ -48,4 +48,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    freeze_for_exit()  # the process ends here: no collector passes over what the synth left
+    sys.exit(code)

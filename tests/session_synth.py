@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from mlstack.config import BLUEPRINTS_DIR, load
-from mlstack.synth_all import Synthesis, read_synthesis
+from mlstack.synth_all import Synthesis, freeze_for_exit, read_synthesis
 from tests import readers, run_files, variants
 from tests.blueprints import gate_runs
 from tests.synth import ROOT, Session, synthesize
@@ -229,4 +229,6 @@ class SharedSynth:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    code = main(sys.argv[1:])
+    freeze_for_exit()  # the process ends here: no collector passes over what the synth left
+    sys.exit(code)

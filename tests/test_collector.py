@@ -106,3 +106,13 @@ def test_a_synth_in_a_process_that_froze_nothing_thaws_what_it_froze() -> None:
     finally:
         gc.collect()  # this test process's own freeze, as conftest makes it
         gc.freeze()
+
+
+def test_freezing_for_exit_takes_what_is_tracked_out_of_the_collectors_passes() -> None:
+    # The entry points (python -m mlstack.synth_all, app.py, the session synth) call it just before they exit.
+    from mlstack.synth_all import freeze_for_exit
+
+    before = gc.get_freeze_count()
+    left = [[object()] for _ in range(1000)]  # tracked objects made since conftest's freeze
+    freeze_for_exit()
+    assert gc.get_freeze_count() >= before + len(left)
