@@ -69,6 +69,14 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         gc.freeze()
 
 
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """The process is about to exit: what the tests left (in-process synths' proxies and templates) is frozen, so
+    that the interpreter's teardown does not make full collector passes over it only to free memory the operating
+    system takes back (`mlstack.synth_all.freeze_for_exit`). Two test modules with in-process synths, one process,
+    3 interleaved pairs: time after the tests (start included) 1.11-1.54 -> 0.99-1.14 s."""
+    gc.freeze()
+
+
 def selected_blueprints() -> list[str]:
     from mlstack.config import BLUEPRINTS_DIR
 

@@ -116,3 +116,12 @@ def test_freezing_for_exit_takes_what_is_tracked_out_of_the_collectors_passes() 
     left = [[object()] for _ in range(1000)]  # tracked objects made since conftest's freeze
     freeze_for_exit()
     assert gc.get_freeze_count() >= before + len(left)
+
+
+def test_a_test_process_freezes_what_the_tests_left_when_it_ends(pytestconfig: pytest.Config) -> None:
+    from tests import conftest
+
+    before = gc.get_freeze_count()
+    left = [[object()] for _ in range(1000)]
+    conftest.pytest_unconfigure(pytestconfig)
+    assert gc.get_freeze_count() >= before + len(left)
