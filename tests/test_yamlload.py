@@ -6,12 +6,14 @@ import pytest
 import yaml
 
 from mlstack import resources, yamlload
-from mlstack.config import BLUEPRINTS_DIR
+from mlstack.config import BLUEPRINTS_DIR, load
+from mlstack.k8s import job
 
 
-def test_every_shipped_blueprint_and_the_catalog_load_to_the_same_values() -> None:
+def test_every_shipped_blueprint_and_the_catalogs_load_to_the_same_values() -> None:
     texts = [p.read_text(encoding="utf-8") for p in sorted(BLUEPRINTS_DIR.glob("*.yaml"))]
-    texts.append(resources.catalog_text("instances.yaml"))
+    catalogs = ("instances", "ai_services", "serving_efficiency", "dlc_registries", "sagemaker_images")
+    texts += [resources.catalog_text(f"{name}.yaml") for name in catalogs]
     for text in texts:
         assert yamlload.safe_load(text) == yaml.safe_load(text)
 
@@ -28,3 +30,25 @@ def test_a_rejected_document_fails_with_the_pure_python_error() -> None:
 def test_it_refuses_what_safe_load_refuses() -> None:
     with pytest.raises(yaml.constructor.ConstructorError):
         yamlload.safe_load("!!python/object:os.system {}")
+
+
+def test_the_job_template_loads_to_the_same_documents() -> None:
+    text = job.TEMPLATE.read_text(encoding="utf-8")
+    assert yamlload.safe_load_all(text) == list(yaml.safe_load_all(text)) == list(job._template_docs())
+
+
+def test_every_shipped_job_is_dumped_byte_for_byte_as_the_pure_python_dumper_does() -> None:
+    # The manifest goes into a template (the training image's job, a ConfigMap): a different byte is a template change.
+    configs = [load(path) for path in sorted(BLUEPRINTS_DIR.glob("*.yaml"))]
+    rendered = [job.render_job(c) for c in configs if c.training and c.training.engine in ("eks", "hyperpod-eks")]
+    assert len(rendered) >= 5
+    for documents in rendered:
+        pure = yaml.safe_dump_all(documents, sort_keys=False, default_flow_style=False)
+        assert yamlload.safe_dump_all(documents, sort_keys=False, default_flow_style=False) == pure
+
+
+def test_a_document_that_cannot_be_dumped_fails_as_with_the_pure_python_dumper() -> None:
+    with pytest.raises(yaml.representer.RepresenterError):
+        yaml.safe_dump_all([{"x": object()}])
+    with pytest.raises(yaml.representer.RepresenterError):
+        yamlload.safe_dump_all([{"x": object()}])

@@ -9,8 +9,9 @@ from __future__ import annotations
 import functools
 from importlib import resources
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from mlstack import yamlload
 
 __all__ = ["AiCatalog", "BedrockModel", "Price", "ServiceFacts", "ai_catalog", "foundation_model_arn"]
 
@@ -84,7 +85,7 @@ class AiCatalog(BaseModel):
 def ai_catalog() -> AiCatalog:
     """The validated catalog (read once per process)."""
     text = resources.files("mlstack.catalog").joinpath("data/ai_services.yaml").read_text(encoding="utf-8")
-    return AiCatalog.model_validate(yaml.safe_load(text))
+    return AiCatalog.model_validate(yamlload.safe_load(text))
 
 
 def foundation_model_arn(partition: str, region: str, model_id: str) -> str:

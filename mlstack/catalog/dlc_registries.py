@@ -9,10 +9,9 @@ from __future__ import annotations
 import functools
 import re
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
-from mlstack import resources
+from mlstack import resources, yamlload
 
 REGISTRIES_FILE = "dlc_registries.yaml"
 """Catalog data file (read through `mlstack.resources`, so an installed package finds it)."""
@@ -39,7 +38,7 @@ class DlcRegistries(BaseModel):
 @functools.cache
 def dlc_registries() -> DlcRegistries:
     """The table, checked: every key a region code, every value a 12-digit account."""
-    table = DlcRegistries.model_validate(yaml.safe_load(resources.catalog_text(REGISTRIES_FILE)))
+    table = DlcRegistries.model_validate(yamlload.safe_load(resources.catalog_text(REGISTRIES_FILE)))
     for region, account in table.registries.items():
         if not re.fullmatch(_REGION, region) or not re.fullmatch(_ACCOUNT, account):
             raise ValueError(f"{REGISTRIES_FILE}: {region}: {account!r} is not a region and a 12-digit account")

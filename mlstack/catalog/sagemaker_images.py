@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import functools
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
-from mlstack import resources
+from mlstack import resources, yamlload
 
 IMAGES_FILE = "sagemaker_images.yaml"
 
@@ -34,7 +33,7 @@ class ImageTable(BaseModel):
 
 @functools.cache
 def image_table() -> ImageTable:
-    return ImageTable.model_validate(yaml.safe_load(resources.catalog_text(IMAGES_FILE)))
+    return ImageTable.model_validate(yamlload.safe_load(resources.catalog_text(IMAGES_FILE)))
 
 
 def image_python(repository: str, tag: str) -> str | None:

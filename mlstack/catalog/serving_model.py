@@ -25,7 +25,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from mlstack import resources
+from mlstack import resources, yamlload
 from mlstack.catalog.instances import InstanceType, catalog
 from mlstack.errors import CatalogError
 
@@ -96,7 +96,7 @@ class _ServingFile(BaseModel):
 @functools.cache
 def serving_data() -> _ServingFile:
     try:
-        parsed = _ServingFile.model_validate(yaml.safe_load(resources.catalog_text(DATA_FILE)))
+        parsed = _ServingFile.model_validate(yamlload.safe_load(resources.catalog_text(DATA_FILE)))
     except (yaml.YAMLError, ValidationError) as err:
         raise CatalogError(f"serving efficiency file is invalid: {err}".replace("\n", " | ")) from err
     ids = {r.id for r in parsed.calibration}

@@ -14,9 +14,7 @@ import functools
 import json
 from typing import Any
 
-import yaml
-
-from mlstack import resources
+from mlstack import resources, yamlload
 from mlstack.catalog import efa_layout
 from mlstack.config import BlueprintConfig
 from mlstack.config.training import SHIPPED_SCRIPT, TrainingConfig
@@ -60,8 +58,9 @@ LEGACY_ENV = frozenset(
 
 
 @functools.cache
-def _template_text() -> str:
-    return TEMPLATE.read_text(encoding="utf-8")
+def _template_docs() -> tuple[Any, ...]:
+    """The template's documents (TrainingRuntime, TrainJob), parsed once per process: callers copy before changing."""
+    return tuple(yamlload.safe_load_all(TEMPLATE.read_text(encoding="utf-8")))
 
 
 def runtime_name(training: TrainingConfig) -> str:
@@ -126,7 +125,7 @@ def pod_spec(training: TrainingConfig, image: str | None) -> dict[str, Any]:
     deploy builds)."""
     group = training.job_group
     it = group.instance
-    runtime = next(iter(yaml.safe_load_all(_template_text())))
+    runtime = _template_docs()[0]
     replicated = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]
     pod: dict[str, Any] = copy.deepcopy(replicated["template"]["spec"]["template"]["spec"])
     pod["nodeSelector"] = {f"{LABEL_PREFIX}/node-group": group.name}
@@ -172,7 +171,7 @@ def render_job(config: BlueprintConfig, image: str | None = None) -> list[dict[s
         return [render_pytorchjob(training, pod_spec(training, image))]
     nodes = training.job.nodes or training.job_group.max_size
     namespace = training.job.namespace
-    runtime, job = (copy.deepcopy(doc) for doc in yaml.safe_load_all(_template_text()))
+    runtime, job = (copy.deepcopy(doc) for doc in _template_docs())
 
     runtime["metadata"].update(name=runtime_name(training), namespace=namespace)
     runtime["spec"]["mlPolicy"]["numNodes"] = nodes
@@ -195,4 +194,4 @@ def render_job(config: BlueprintConfig, image: str | None = None) -> list[dict[s
 
 def render_job_yaml(config: BlueprintConfig, image: str | None = None) -> str:
     """The documents as one YAML stream (`kubectl apply -f -`)."""
-    return yaml.safe_dump_all(render_job(config, image), sort_keys=False, default_flow_style=False)
+    return yamlload.safe_dump_all(render_job(config, image), sort_keys=False, default_flow_style=False)
