@@ -20,6 +20,7 @@ other load on a shared machine disturbs much less.
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import io
 import json
 import os
@@ -84,20 +85,25 @@ Command = Callable[[Path], list[str]]
 """A variant: its command line, given a fresh output folder."""
 
 
+Place = tuple[Path, dict[str, str]]
+"""Where a variant runs: its working folder and environment."""
+
+
 def _interleaved(
     runs: int,
     variants: dict[str, Command],
     env: dict[str, str],
-    cwds: dict[str, Path] | None = None,
+    places: dict[str, Place] | None = None,
     counted: dict[str, list[tuple[str, int, int]]] | None = None,
 ) -> dict[str, Timings]:
-    """Each variant `runs` times, A B A B ..., in its folder (`cwds`, default the checkout). With `counted`, each
-    variant's stacks as its last run wrote them (`_counts`) are put there."""
+    """Each variant `runs` times, A B A B ..., in the checkout with `env` unless `places` says otherwise. With
+    `counted`, each variant's stacks as its last run wrote them (`_counts`) are put there."""
     timings = {name: Timings() for name in variants}
     for run in range(runs):
         for name, command in variants.items():
+            cwd, variant_env = (places or {}).get(name, (ROOT, env))
             with tempfile.TemporaryDirectory() as outdir:
-                timings[name].add(*_run(command(Path(outdir)), env, (cwds or {}).get(name, ROOT)))
+                timings[name].add(*_run(command(Path(outdir)), variant_env, cwd))
                 if counted is not None and run == runs - 1:
                     counted[name] = _counts(Path(outdir))
     return timings
@@ -108,8 +114,10 @@ REFERENCE = "b8335c4"
 (wall) per 100 resources above the empty app, with the empty app at 1.95 s. This machine's speed varies by up to
 2x from hour to hour, and not uniformly (the empty app less than a long synth), so neither seconds nor units of
 the empty app compare across hours; the reference synthesized in the same run does: this tree's figure times
-0.67 over the reference's is what the goal's machine would print."""
+0.67 over the reference's is what the goal's machine would print. The scale holds for the versions it was
+measured with (REFERENCE_CDK); the bench says so when the installed aws-cdk-lib is another."""
 REFERENCE_PER_100_WALL = 0.67
+REFERENCE_CDK = "2.275.0"
 
 
 def _reference_tree(rev: str, into: Path) -> Path | str:
@@ -122,8 +130,38 @@ def _reference_tree(rev: str, into: Path) -> Path | str:
     if archive.returncode != 0:
         return archive.stderr.decode(errors="replace").strip() or f"git archive exited {archive.returncode}"
     with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
-        tar.extractall(into, filter="data")
+        if hasattr(tarfile, "data_filter"):  # Python 3.11.4 and later
+            tar.extractall(into, filter="data")
+        else:
+            tar.extractall(into)  # this repository's own commit
     return into
+
+
+def _last_words(output: str) -> str:
+    """The last line of a failed run's output that says something (a traceback ends in its exception's line; the
+    markers under a source line say nothing)."""
+    lines = [line.strip() for line in output.splitlines() if line.strip(" ^~")]
+    return lines[-1][-300:] if lines else "(no output)"
+
+
+def _reference_place(tree: Path, env: dict[str, str]) -> Place | str:
+    """Where the reference runs: its tree first on the path (PYTHONPATH, and no PYTHONSAFEPATH, which would leave
+    the current folder out and import the checkout's mlstack from its editable install instead), checked to import
+    the tree's mlstack; then synthesized once untimed, which compiles its bytecode (git archive has none) and says
+    why where it fails (a dependency it no longer works with). A str: why it cannot be the reference."""
+    ref_env = {k: v for k, v in env.items() if k != "PYTHONSAFEPATH"}
+    ref_env["PYTHONPATH"] = os.pathsep.join(p for p in (str(tree), env.get("PYTHONPATH", "")) if p)
+    where = [sys.executable, "-c", "import mlstack; print(mlstack.__file__)"]
+    found = subprocess.run(where, cwd=tree, env=ref_env, capture_output=True, text=True)
+    if found.returncode != 0 or not Path(found.stdout.strip()).resolve().is_relative_to(tree.resolve()):
+        return f"its mlstack does not import from its tree: {found.stdout.strip() or _last_words(found.stderr)}"
+    with tempfile.TemporaryDirectory() as outdir:
+        synth = subprocess.run(
+            [sys.executable, "-m", "mlstack.synth_all", outdir], cwd=tree, env=ref_env, capture_output=True, text=True
+        )
+    if synth.returncode != 0:
+        return f"its synth exited {synth.returncode}: {_last_words(synth.stderr or synth.stdout)}"
+    return tree, ref_env
 
 
 def _counts(outdir: Path) -> list[tuple[str, int, int]]:
@@ -155,14 +193,15 @@ def bench_all_blueprints(runs: int, env: dict[str, str], reference: str) -> None
         "empty CDK app": lambda out: [python, "-c", EMPTY_APP, str(out)],
         "all blueprints (synth_all)": synth_all,
     }
-    cwds: dict[str, Path] = {}
+    places: dict[str, Place] = {}
     with tempfile.TemporaryDirectory() as tmp:
         ref_name = f"reference {reference} (synth_all)"
         tree = _reference_tree(reference, Path(tmp)) if reference else "none asked for"
-        if isinstance(tree, Path):
-            variants[ref_name], cwds[ref_name] = synth_all, tree
+        place = _reference_place(tree, env) if isinstance(tree, Path) else tree
+        if not isinstance(place, str):
+            variants[ref_name], places[ref_name] = synth_all, place
         counted: dict[str, list[tuple[str, int, int]]] = {}
-        timings = _interleaved(runs, variants, env, cwds, counted)
+        timings = _interleaved(runs, variants, env, places, counted)
     counts = counted["all blueprints (synth_all)"]
     resources = sum(c[1] for c in counts)
     empty, full = timings["empty CDK app"], timings["all blueprints (synth_all)"]
@@ -178,7 +217,7 @@ def bench_all_blueprints(runs: int, env: dict[str, str], reference: str) -> None
     for what in ("wall", "cpu"):
         per_100_empty = (full.median(what) - empty.median(what)) / resources * 100 / empty.median(what)
         print(f"   per 100 resources above the empty app, in empty apps ({what}): {per_100_empty:5.3f}")
-    if isinstance(tree, Path):
+    if not isinstance(place, str):
         ref_resources = sum(c[1] for c in counted[ref_name])
         ref_per_100 = (timings[ref_name].median("wall") - empty.median("wall")) / ref_resources * 100
         scaled = per_100["wall"] * REFERENCE_PER_100_WALL / ref_per_100
@@ -188,8 +227,11 @@ def bench_all_blueprints(runs: int, env: dict[str, str], reference: str) -> None
             f"   at the speed of the machine the goal was set on ({reference}: {REFERENCE_PER_100_WALL} s there; "
             f"wall): {scaled:5.2f} s   (goal <= 0.40)"
         )
+        installed = importlib.metadata.version("aws-cdk-lib")
+        if installed != REFERENCE_CDK:
+            print(f"   (the scale was measured with aws-cdk-lib {REFERENCE_CDK}; this venv has {installed})")
     else:
-        print(f"   reference {reference or '-'}: not run ({tree})")
+        print(f"   reference {reference or '-'}: not run ({place})")
     width = max(len(c[0]) for c in counts)
     for name, count, size in counts:
         print(f"      {name:<{width}}  {count:4d} resources  {size / 1024:7.1f} KiB")
@@ -227,6 +269,8 @@ def main() -> int:
         "--reference", default=REFERENCE, help=f"commit synthesized alongside as the scale ({REFERENCE}; '' none)"
     )
     args = parser.parse_args()
+    if args.runs < 1 or args.cli_runs < 1:
+        parser.error("--runs and --cli-runs must be at least 1")
     env = _environment()
     print(f"load average at start: {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs\n")
     bench_all_blueprints(args.runs, env, args.reference)

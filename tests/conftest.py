@@ -69,6 +69,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         gc.freeze()
 
 
+@pytest.hookimpl(trylast=True)  # after pytest's own last collection, which reports what garbage finalizers raise
 def pytest_unconfigure(config: pytest.Config) -> None:
     """The process is about to exit: what the tests left (in-process synths' proxies and templates) is frozen, so
     that the interpreter's teardown does not make full collector passes over it only to free memory the operating

@@ -112,6 +112,7 @@ def test_freezing_for_exit_takes_what_is_tracked_out_of_the_collectors_passes() 
     # The entry points (python -m mlstack.synth_all, app.py, the session synth) call it just before they exit.
     from mlstack.synth_all import freeze_for_exit
 
+    gc.collect()  # mid-run: what earlier tests left as garbage is not frozen along (it would never be freed)
     before = gc.get_freeze_count()
     left = [[object()] for _ in range(1000)]  # tracked objects made since conftest's freeze
     freeze_for_exit()
@@ -121,6 +122,7 @@ def test_freezing_for_exit_takes_what_is_tracked_out_of_the_collectors_passes() 
 def test_a_test_process_freezes_what_the_tests_left_when_it_ends(pytestconfig: pytest.Config) -> None:
     from tests import conftest
 
+    gc.collect()  # as above
     before = gc.get_freeze_count()
     left = [[object()] for _ in range(1000)]
     conftest.pytest_unconfigure(pytestconfig)

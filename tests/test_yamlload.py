@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import yaml
 
@@ -37,18 +39,11 @@ def test_the_job_template_loads_to_the_same_documents() -> None:
     assert yamlload.safe_load_all(text) == list(yaml.safe_load_all(text)) == list(job._template_docs())
 
 
-def test_every_shipped_job_is_dumped_byte_for_byte_as_the_pure_python_dumper_does() -> None:
-    # The manifest goes into a template (the training image's job, a ConfigMap): a different byte is a template change.
+def test_rendering_every_shipped_job_leaves_the_parsed_template_as_it_was() -> None:
+    # The template is parsed once per process (job._template_docs): a renderer that changed it in place would change
+    # every later job of the process.
+    before = copy.deepcopy(job._template_docs())
     configs = [load(path) for path in sorted(BLUEPRINTS_DIR.glob("*.yaml"))]
     rendered = [job.render_job(c) for c in configs if c.training and c.training.engine in ("eks", "hyperpod-eks")]
     assert len(rendered) >= 5
-    for documents in rendered:
-        pure = yaml.safe_dump_all(documents, sort_keys=False, default_flow_style=False)
-        assert yamlload.safe_dump_all(documents, sort_keys=False, default_flow_style=False) == pure
-
-
-def test_a_document_that_cannot_be_dumped_fails_as_with_the_pure_python_dumper() -> None:
-    with pytest.raises(yaml.representer.RepresenterError):
-        yaml.safe_dump_all([{"x": object()}])
-    with pytest.raises(yaml.representer.RepresenterError):
-        yamlload.safe_dump_all([{"x": object()}])
+    assert job._template_docs() == before

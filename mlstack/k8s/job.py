@@ -14,6 +14,8 @@ import functools
 import json
 from typing import Any
 
+import yaml
+
 from mlstack import resources, yamlload
 from mlstack.catalog import efa_layout
 from mlstack.config import BlueprintConfig
@@ -194,4 +196,4 @@ def render_job(config: BlueprintConfig, image: str | None = None) -> list[dict[s
 
 def render_job_yaml(config: BlueprintConfig, image: str | None = None) -> str:
     """The documents as one YAML stream (`kubectl apply -f -`)."""
-    return yamlload.safe_dump_all(render_job(config, image), sort_keys=False, default_flow_style=False)
+    return yaml.safe_dump_all(render_job(config, image), sort_keys=False, default_flow_style=False)

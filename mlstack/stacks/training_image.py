@@ -9,11 +9,12 @@ ConfigMap `mlstack-job` of the job namespace, and the stack output `FirstJobComm
 
 from __future__ import annotations
 
+import yaml
 from aws_cdk import CfnOutput
 from aws_cdk import aws_ecr_assets as ecr_assets
 from constructs import IConstruct
 
-from mlstack import resources, yamlload
+from mlstack import resources
 from mlstack.config import BlueprintConfig
 from mlstack.constructs.training.cluster import TrainingCluster
 from mlstack.constructs.training.job_image import TrainingImage
@@ -63,7 +64,7 @@ def add_first_job(stack: MlStack, config: BlueprintConfig, cluster: TrainingClus
     training = config.training
     assert training is not None
     image = job_image(stack, config)
-    manifest = yamlload.safe_dump_all(render_job(config, image), sort_keys=False, default_flow_style=False)
+    manifest = yaml.safe_dump_all(render_job(config, image), sort_keys=False, default_flow_style=False)
     job = cluster.add_manifest(
         "FirstJob",
         {
