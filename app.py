@@ -8,8 +8,6 @@
 
 from __future__ import annotations
 
-import sys
-
 import mlstack  # noqa: F401  (first: the jsii kernel that `import aws_cdk` starts gets mlstack.kernel's options)
 
 # isort: split
@@ -20,7 +18,7 @@ from mlstack import blueprint, config
 from mlstack.console import print_problems
 from mlstack.errors import MlstackError
 from mlstack.k8s.image import IMAGE_CONTEXT_KEY, with_job_image
-from mlstack.synth_all import fewer_gc_passes, freeze_for_exit
+from mlstack.synth_all import exit_after_synth, fewer_gc_passes
 from mlstack.validation import add_template_validation, start_template_validation
 
 
@@ -48,6 +46,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    code = main()
-    freeze_for_exit()  # the process ends here: no collector passes over what the synth left
-    sys.exit(code)
+    exit_after_synth(main())

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from mlstack.config import BLUEPRINTS_DIR, load
-from mlstack.synth_all import Synthesis, freeze_for_exit, read_synthesis
+from mlstack.synth_all import Synthesis, exit_after_synth, read_synthesis
 from tests import readers, run_files, variants
 from tests.blueprints import gate_runs
 from tests.synth import ROOT, Session, synthesize
@@ -229,6 +229,4 @@ class SharedSynth:
 
 
 if __name__ == "__main__":
-    code = main(sys.argv[1:])
-    freeze_for_exit()  # the process ends here: no collector passes over what the synth left
-    sys.exit(code)
+    exit_after_synth(main(sys.argv[1:]))

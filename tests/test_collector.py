@@ -108,14 +108,16 @@ def test_a_synth_in_a_process_that_froze_nothing_thaws_what_it_froze() -> None:
         gc.freeze()
 
 
-def test_freezing_for_exit_takes_what_is_tracked_out_of_the_collectors_passes() -> None:
-    # The entry points (python -m mlstack.synth_all, app.py, the session synth) call it just before they exit.
-    from mlstack.synth_all import freeze_for_exit
+def test_exiting_after_a_synth_takes_what_is_tracked_out_of_the_collectors_passes() -> None:
+    # The entry points (python -m mlstack.synth_all, app.py, the session synth) exit through it.
+    from mlstack.synth_all import exit_after_synth
 
     gc.collect()  # mid-run: what earlier tests left as garbage is not frozen along (it would never be freed)
     before = gc.get_freeze_count()
     left = [[object()] for _ in range(1000)]  # tracked objects made since conftest's freeze
-    freeze_for_exit()
+    with pytest.raises(SystemExit) as exited:
+        exit_after_synth(3)
+    assert exited.value.code == 3
     assert gc.get_freeze_count() >= before + len(left)
 
 
