@@ -13,6 +13,8 @@ NODE_OPTIONS accepts the flag): a synth allocates hundreds of MB of short-lived 
 size V8 scavenges so often that it spent about 5% more of the kernel's CPU time (measured over the all-blueprint
 synth). A caller's own `--max-semi-space-size` wins.
 
+The kernel is also started without jsii's relay process between it and Python (`kernel_start.py`).
+
 `prepare()` runs when `mlstack` is imported (`mlstack/__init__.py`). A kernel that is already running (aws_cdk
 imported before mlstack) keeps its flags: nothing breaks, it is only slower. NODE_OPTIONS set by the caller is
 kept, with the preload added once.
@@ -24,6 +26,8 @@ import os
 import sys
 from collections.abc import MutableMapping
 from pathlib import Path
+
+from mlstack.kernel_start import install as install_direct_start
 
 PRELOAD = Path(__file__).resolve().with_name("kernel_preload.cjs")
 
@@ -54,3 +58,4 @@ def prepare(environ: MutableMapping[str, str] = os.environ) -> None:
     if "aws_cdk" in sys.modules:  # the kernel already started: a flag now would not reach it
         return
     environ["NODE_OPTIONS"] = node_options(environ.get("NODE_OPTIONS", ""))
+    install_direct_start()

@@ -1,0 +1,243 @@
+"""The jsii kernel started as Python's own child, without jsii's relay process (mlstack/kernel_start.py): the
+protocol on descriptor 3, the kernel's output on this process's streams, the relay's arguments, each fallback to
+the relay as shipped, and a kernel that does not outlive its Python."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+from jsii._kernel.providers import process as provider
+
+from mlstack import kernel_start
+from tests.synth import ROOT
+
+PYTHON = sys.executable
+LINUX_PROC = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads processes from /proc (Linux)")
+
+# A stand-in for jsii's lib/program.js: the channel marker the start looks for (in this comment), the handshake and
+# one answer on descriptor 3, console output on both streams, and a child given the kernel's stdio (as asset
+# bundling does): its output must reach this process's streams, never the protocol, and its stdin must be empty.
+PROGRAM = r"""// new SyncStdio({errorFD: 2, readFD:3,writeFD:3})
+const fs = require("fs");
+function readLine() {
+  let line = "";
+  const buffer = Buffer.alloc(1);
+  while (fs.readSync(3, buffer, 0, 1, null) === 1 && buffer[0] !== 10) line += buffer.toString();
+  return line;
+}
+fs.writeSync(3, JSON.stringify({ hello: "@jsii/runtime@0.0.0" }) + "\n");
+const request = readLine();
+console.log("to stdout");
+console.error("to stderr");
+require("child_process").spawnSync("sh", ["-c", "echo from a child; cat; echo stdin ended"], { stdio: "inherit" });
+const answer = {
+  request,
+  argv: process.execArgv,
+  agent: process.env.JSII_AGENT,
+  stdinIsDevNull: fs.fstatSync(0).rdev === fs.statSync("/dev/null").rdev,
+};
+fs.writeSync(3, JSON.stringify(answer) + "\n");
+if (readLine() === '{"exit":0}') process.exit(0);
+process.exit(3);
+"""
+
+
+def _layout(tmp_path: Path, program: str | None = PROGRAM) -> Path:
+    """jsii's runtime layout: bin/jsii-runtime.js with lib/program.js beside it; the entry point's path."""
+    entry = tmp_path / "bin" / "jsii-runtime.js"
+    entry.parent.mkdir()
+    entry.write_text("throw new Error('the relay ran');\n")
+    if program is not None:
+        (tmp_path / "lib").mkdir()
+        (tmp_path / "lib" / "program.js").write_text(program)
+    return entry
+
+
+class _Process(provider._NodeProcess):
+    """jsii's own process object, with its runtime files taken from `entry` instead of its package."""
+
+    def __init__(self, entry: Path) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]
+        self.entry = entry
+
+    def _jsii_runtime(self) -> str:
+        return str(self.entry)
+
+    def stop(self) -> None:  # jsii's __del__ stops it; one the test did not start has nothing to stop
+        if hasattr(self, "_process"):
+            super().stop()
+
+
+def test_the_kernel_talks_on_descriptor_3_and_its_output_reaches_this_processs_streams(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    process = _Process(_layout(tmp_path))
+    relay: list[Any] = []
+    kernel_start.start(process, relay.append)  # the handshake is read from descriptor 3
+    assert relay == []
+    channel: Any = process._process
+    channel.stdin.write(b"request\n")
+    channel.stdin.flush()
+    answer = json.loads(channel.stdout.readline())
+    process.stop()  # sends {"exit":0}; the program exits 0 only if it read exactly that
+    assert channel.wait() == 0
+
+    assert answer["request"] == "request"
+    # The relay's arguments (jsii's heap size, and --preserve-symlinks: jsii links cached packages, aws/jsii#4181).
+    assert answer["argv"] == ["--max-old-space-size=4069", "--preserve-symlinks"]
+    assert answer["agent"].startswith("Python/")
+    assert answer["stdinIsDevNull"] is True
+    out, err = capfd.readouterr()
+    # As text, in order per stream; nothing of it went to the protocol (the answer above parsed).
+    assert out == "to stdout\nfrom a child\nstdin ended\n"
+    assert err == "to stderr\n"
+
+
+@pytest.mark.parametrize(
+    ("environ", "program"),
+    [
+        pytest.param({"JSII_RUNTIME": "/somewhere/runtime.js"}, PROGRAM, id="a-runtime-the-caller-chose"),
+        pytest.param({kernel_start.KEEP_RELAY: "1"}, PROGRAM, id="the-relay-asked-for"),
+        pytest.param({"JSII_NODE": "/no/such/node"}, PROGRAM, id="node-not-found-fails-in-jsii"),
+        pytest.param({}, None, id="no-program-beside-the-relay"),
+        pytest.param({}, "// a kernel that talks on other descriptors\n", id="no-descriptor-3-channel"),
+    ],
+)
+def test_anything_unexpected_starts_the_relay_as_shipped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, environ: dict[str, str], program: str | None
+) -> None:
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    process = _Process(_layout(tmp_path, program))
+    relay: list[Any] = []
+    kernel_start.start(process, relay.append)
+    assert relay == [process]
+    assert not hasattr(process, "_process")
+
+
+def test_a_relay_asked_for_with_0_is_not_asked_for(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(kernel_start.KEEP_RELAY, "0")
+    process = _Process(_layout(tmp_path))
+    relay: list[Any] = []
+    kernel_start.start(process, relay.append)
+    channel: Any = process._process
+    channel.stdin.write(b"request\n")
+    channel.stdin.flush()
+    channel.stdout.readline()
+    process.stop()
+    assert relay == []
+
+
+def test_only_jsiis_process_provider_with_the_members_used_is_patched() -> None:
+    assert kernel_start.usable(provider)
+    assert not kernel_start.usable(types.ModuleType("no_node_process"))
+    missing_stop = types.ModuleType("missing_stop")
+    only_start = type("_NodeProcess", (), {"start": lambda self: None})
+    missing_stop.__dict__["_NodeProcess"] = only_start
+    assert not kernel_start.usable(missing_stop)
+    assert not kernel_start.patch(missing_stop)
+    assert getattr(only_start, "start").__name__ == "<lambda>"  # noqa: B009  (not patched)
+
+
+def test_the_patch_is_applied_once_and_keeps_the_original() -> None:
+    start: Any = provider._NodeProcess.start
+    assert start.__mlstack_direct__  # the test session's kernel started this way (tests/conftest.py)
+    assert kernel_start.patch(provider)
+    assert provider._NodeProcess.start is start
+    original = getattr(start, "__wrapped__")  # noqa: B009
+    assert not getattr(original, "__mlstack_direct__", False)
+
+
+def test_the_patch_waits_for_the_import_and_runs_right_after_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "late_provider.py").write_text("VALUE = 42\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    seen: list[int] = []
+    finder = kernel_start._AfterImport("late_provider", lambda module: seen.append(module.VALUE))
+    monkeypatch.setattr(sys, "meta_path", [finder, *sys.meta_path])
+    assert seen == []
+    import late_provider  # type: ignore[import-not-found]  # noqa: F401
+
+    assert seen == [42]
+    assert finder not in sys.meta_path
+    monkeypatch.delitem(sys.modules, "late_provider")
+
+
+def _parent(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def _command(pid: int) -> list[str]:
+    return Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")[:-1]
+
+
+@LINUX_PROC
+def test_this_test_processs_kernel_is_its_own_child_without_the_relay() -> None:
+    import jsii
+
+    running: Any = jsii.kernel.provider
+    kernel = running._process._process  # conftest started it (tests/kernel_env.py)
+    assert isinstance(kernel, kernel_start._Kernel)
+    assert _parent(kernel.pid) == os.getpid()
+    command = _command(kernel.pid)
+    assert command[1:3] == ["--max-old-space-size=4069", "--preserve-symlinks"]
+    assert command[-1].endswith("/lib/program.js")
+    relays = [pid for pid in _children(os.getpid()) if any("jsii-runtime.js" in part for part in _command(pid))]
+    assert relays == []
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if _parent(int(entry.name)) == pid:
+                    found.append(int(entry.name))
+            except (OSError, ValueError):  # ended meanwhile
+                continue
+    return found
+
+
+@LINUX_PROC
+def test_a_kernel_whose_python_is_killed_exits() -> None:
+    script = (
+        "import os, mlstack, aws_cdk, jsii\n"
+        "print(jsii.kernel.provider._process._process.pid, flush=True)\n"
+        "os.kill(os.getpid(), 9)\n"
+    )
+    run = subprocess.run([PYTHON, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=120, check=False)
+    assert run.returncode == -signal.SIGKILL, run.stderr
+    pid = int(run.stdout)
+    deadline = time.monotonic() + 30
+    while _state(pid) not in (None, "Z") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _state(pid) in (None, "Z"), "the kernel outlived its Python"
+
+
+def _state(pid: int) -> str | None:
+    """A process's state letter (`Z`: exited, not yet reaped), or None once it is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return None
+
+
+def test_a_real_kernels_own_output_reaches_stderr_as_text() -> None:
+    # JSII_DEBUG has the kernel log each request on its stderr; through the relay those lines came as base64 JSON.
+    script = "import mlstack, aws_cdk\n"
+    env = {**os.environ, "JSII_DEBUG": "1"}
+    run = subprocess.run([PYTHON, "-c", script], capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+    lines = run.stderr.splitlines()
+    assert "[@jsii/kernel] load {" in lines
+    assert not [line for line in lines if line.startswith(('{"stderr"', "b'", 'b"'))]
