@@ -58,4 +58,5 @@ def prepare(environ: MutableMapping[str, str] = os.environ) -> None:
     if "aws_cdk" in sys.modules:  # the kernel already started: a flag now would not reach it
         return
     environ["NODE_OPTIONS"] = node_options(environ.get("NODE_OPTIONS", ""))
-    install_direct_start()
+    if environ is os.environ:  # the start reads this process's environment
+        install_direct_start()

@@ -8,64 +8,101 @@ every call waits for its answer, so the copy is paid twice per call, with two mo
 every shipped blueprint makes about 11,000 calls.
 
 Here Python starts `lib/program.js` itself with the relay's descriptor layout: descriptor 3 is one end of a socket
-pair (the kernel reads and writes it, as it does the relay's pipe), stdin is /dev/null (the relay gives it
-'ignore'), stdout and stderr are pipes whose bytes go to Python's own stdout and stderr as they come (the relay's
-JSON lines carried the same bytes). The kernel gets the relay's arguments (jsii's `--max-old-space-size` and
-`--preserve-symlinks`, aws/jsii#4181). Measured over the all-blueprint synth, 3 interleaved pairs on 2 CPUs:
-8.10-8.42 -> 7.35-7.69 s wall, 10.3-10.7 -> 9.6-10.1 s CPU; templates identical.
+pair (blocking, as the kernel's synchronous reads need; the kernel reads and writes it as it did the relay's pipe),
+stdin is /dev/null (the relay gives it 'ignore'), stdout and stderr are pipes whose bytes go to Python's own stdout
+and stderr as they come (jsii's Python side decoded the relay's JSON lines to the same bytes). The kernel gets the
+relay's arguments (jsii's `--max-old-space-size` and `--preserve-symlinks`, aws/jsii#4181). Measured over the
+all-blueprint synth (`python -m mlstack.synth_all`), 4 interleaved pairs with and without `MLSTACK_JSII_RELAY=1`
+on 2 CPUs: 8.27-8.97 -> 7.61-8.25 s wall, 10.5-11.2 -> 9.9-10.7 s CPU; templates identical.
 
 What the relay did besides copying, and where it went:
-- Node's end-of-life notice (jsii's `checkNode`, printed by the relay) is not printed: mlstack's Makefile runs the
-  kernel on the Node it installs (package.json).
-- Signals: the relay passed SIGINT and SIGTERM on to its child; the kernel now is the child and gets them itself.
-- A kernel whose Python dies reads end-of-file on descriptor 3 and exits, as it did when the relay's stdin closed.
+- Node's end-of-life notice (jsii's `checkNode`, printed by the relay) is no longer printed, for any caller.
+  mlstack's Makefile runs everything on the Node it installs from npm (package.json); a fork on another Node sees
+  no notice.
+- Signals sent to the relay's own pid (SIGINT, SIGTERM, SIGHUP, SIGQUIT) were passed on to the kernel; the kernel's
+  pid is now the one Python holds. Ctrl-C reaches the kernel through the terminal's process group, as before.
+- A kernel whose Python dies reads end-of-file on descriptor 3 and exits, as it did when the relay's stdin closed;
+  jsii's `stop()` closing stdin ends the socket's sending side, so the kernel reads end-of-file then too.
 
-Only `_NodeProcess.start` is replaced, and only where everything it relies on checks out: a POSIX `/bin/sh` (it
-moves the socket to descriptor 3), node found, neither `JSII_RUNTIME` chosen by the caller (that runtime is run as
-chosen) nor `MLSTACK_JSII_RELAY=1`, jsii's `_NodeProcess` with the members used, its embedded `lib/program.js`
-beside `bin/jsii-runtime.js`, and the program reading and writing descriptor 3. Anything else starts the relay as
-shipped. `jsii` is pinned in
-pyproject.toml; `tests/test_kernel_start.py` checks this process's kernel runs without the relay.
+Only `_NodeProcess.start` is replaced, and only where everything it relies on checks out: Linux or macOS with
+`/bin/sh` (it moves the socket to descriptor 3), node found, neither `JSII_RUNTIME` chosen by the caller (that
+runtime is run as chosen) nor `MLSTACK_JSII_RELAY` set (to anything but 0), jsii's `_NodeProcess` with the members
+used, its embedded `lib/program.js` beside `bin/jsii-runtime.js`, and the program reading and writing descriptor 3.
+Anything else starts the relay as shipped. jsii is pinned in pyproject.toml: the start replaced is the one tested
+(`tests/test_kernel_start.py`, which also checks this process's kernel runs without the relay).
 """
 
 from __future__ import annotations
 
-import atexit
-import importlib.abc
-import importlib.machinery
+import codecs
+import contextlib
 import os
-import platform
-import selectors
-import shutil
-import socket
-import subprocess
 import sys
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
+
+from mlstack.after_import import call_after_import
+
+if TYPE_CHECKING:
+    import socket
+    import subprocess
 
 PROVIDER = "jsii._kernel.providers.process"
 SHELL = "/bin/sh"
 KEEP_RELAY = "MLSTACK_JSII_RELAY"
-"""Set to 1 to start the kernel as jsii ships it, through the relay (to compare, or to rule this start out)."""
+"""Set (to anything but empty or 0) to start the kernel as jsii ships it, through the relay: to compare, or to rule
+this start out."""
 # The kernel's channel in program.js: `new SyncStdio({errorFD: ..., readFD: 3, writeFD: 3})`.
 CHANNEL = b"readFD:3,writeFD:3"
 # The socket arrives as the shell's stdin; it becomes descriptor 3 and stdin becomes /dev/null, as the relay's child.
 MOVE_TO_3 = 'exec "$@" 3<&0 </dev/null'
 
 
+class _Requests:
+    """The protocol's sending side: a buffered writer on the socket whose `close()` also shuts the socket's sending
+    side down. jsii's `stop()` closes stdin to tell the kernel it is done; a kernel reading again after its exit
+    request (one interrupted inside a callback) then reads end-of-file and exits instead of waiting out stop()'s
+    5 s."""
+
+    def __init__(self, channel: socket.socket) -> None:
+        self._channel = channel
+        self._file = channel.makefile("wb")
+
+    @property
+    def closed(self) -> bool:
+        return self._file.closed
+
+    def write(self, data: bytes) -> int:
+        return self._file.write(data)
+
+    def flush(self) -> None:
+        self._file.flush()
+
+    def close(self) -> None:
+        if self._file.closed:
+            return
+        try:
+            self._file.flush()
+        finally:
+            import socket
+
+            with contextlib.suppress(OSError):  # the kernel is gone already
+                self._channel.shutdown(socket.SHUT_WR)
+            self._file.close()
+
+
 class _Kernel:
-    """What jsii's `_NodeProcess` uses of its `subprocess.Popen`: `stdin` and `stdout` (here the protocol socket),
-    `stderr`, `wait` and `terminate`."""
+    """What jsii's `_NodeProcess` uses of its `subprocess.Popen`: `stdin` and `stdout` (here the two sides of the
+    protocol socket), `stderr`, `wait` and `terminate`."""
 
     def __init__(self, popen: subprocess.Popen[bytes], channel: socket.socket) -> None:
         self._popen = popen
-        self.stdin = channel.makefile("wb")
+        self.stdin = _Requests(channel)
         self.stdout = channel.makefile("rb")
         self.stderr = popen.stderr
-        channel.close()  # the two files keep the socket open; it closes with the last of them
+        channel.close()  # the files keep the socket open; it closes with the last of them (socket.makefile)
 
     @property
     def pid(self) -> int:
@@ -78,9 +115,25 @@ class _Kernel:
         self._popen.terminate()
 
 
+def _write(stream: str, chunk: bytes, decoder: codecs.IncrementalDecoder) -> None:
+    """`chunk` to this process's `sys.<stream>` (looked up each time: a test's capture replaces it)."""
+    target = getattr(sys, stream)
+    out = getattr(target, "buffer", None)
+    if out is not None:
+        out.write(chunk)
+        out.flush()
+    else:  # a text-only replacement
+        target.write(decoder.decode(chunk))
+        target.flush()
+
+
 def _sink(streams: dict[str, IO[bytes]]) -> None:
-    """Copy the kernel's output pipes to this process's `sys.<stream>` as bytes come (looked up per chunk: a test's
-    capture replaces them), each closed at its end of file. One thread until the kernel closed both, as jsii's."""
+    """Copy the kernel's output pipes to this process's streams as bytes come, each pipe closed at its end of file;
+    one thread until the kernel closed both, as jsii's own. Bytes that cannot be written (no `sys.stdout`, a closed
+    pipe or capture) are dropped: the pipes are always drained, or a kernel writing to a full one would block."""
+    import selectors
+
+    decoders = {stream: codecs.getincrementaldecoder("utf-8")(errors="replace") for stream in streams}
     with selectors.DefaultSelector() as selector:
         for stream, pipe in streams.items():
             selector.register(pipe, selectors.EVENT_READ, stream)
@@ -91,13 +144,8 @@ def _sink(streams: dict[str, IO[bytes]]) -> None:
                     selector.unregister(key.fileobj)
                     key.fileobj.close()  # type: ignore[union-attr]
                     continue
-                target = getattr(sys, key.data)
-                out = getattr(target, "buffer", None)
-                if out is not None:
-                    out.write(chunk)
-                else:  # a text-only replacement
-                    target.write(chunk.decode(errors="replace"))
-                target.flush()
+                with contextlib.suppress(Exception):  # as jsii's own sink: never stop reading
+                    _write(key.data, chunk, decoders[key.data])
 
 
 def program_beside(entrypoint: str) -> Path | None:
@@ -112,6 +160,13 @@ def program_beside(entrypoint: str) -> Path | None:
 
 def start(process: Any, original: Callable[[Any], None]) -> None:
     """`_NodeProcess.start` for `process`: the kernel as Python's own child, or `original` where it cannot be."""
+    import atexit
+    import platform
+    import shutil
+    import socket
+    import subprocess
+    import threading
+
     environ = os.environ.copy()
     # A node that is not there fails in jsii's own start, with its error (the shell's would be a closed channel).
     node = shutil.which(environ.get("JSII_NODE", "node"), path=environ.get("PATH"))
@@ -122,6 +177,10 @@ def start(process: Any, original: Callable[[Any], None]) -> None:
         return
     environ["JSII_AGENT"] = f"Python/{platform.python_version()}"
     ours, theirs = socket.socketpair()
+    # Blocking both ends, whatever socket.setdefaulttimeout() says: the flag is shared with the kernel's descriptor
+    # 3, whose reads (fs.readSync) fail with EAGAIN on a non-blocking one, and jsii's reads here have no timeout.
+    ours.setblocking(True)
+    theirs.setblocking(True)
     try:
         popen = subprocess.Popen(
             [SHELL, "-c", MOVE_TO_3, "sh", node, "--max-old-space-size=4069", "--preserve-symlinks", str(program)],
@@ -148,7 +207,7 @@ def start(process: Any, original: Callable[[Any], None]) -> None:
 def usable(provider: ModuleType) -> bool:
     """Whether the direct start can replace the relay for jsii's process provider `provider` (a `JSII_RUNTIME`
     is looked at when the kernel starts, as jsii does)."""
-    if os.name != "posix" or not Path(SHELL).exists():
+    if sys.platform not in ("linux", "darwin") or not Path(SHELL).exists():  # Cygwin/MSYS: a Windows node
         return False
     node_process = getattr(provider, "_NodeProcess", None)
     if not all(callable(getattr(node_process, name, None)) for name in ("start", "_jsii_runtime", "handshake", "stop")):
@@ -182,51 +241,7 @@ def patch(provider: ModuleType) -> bool:
     return True
 
 
-class _ThenLoader(importlib.abc.Loader):
-    """A module's own loader, and `then(module)` once the module has run."""
-
-    def __init__(self, loader: importlib.abc.Loader, then: Callable[[ModuleType], object]) -> None:
-        self._loader = loader
-        self._then = then
-
-    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
-        return self._loader.create_module(spec)
-
-    def exec_module(self, module: ModuleType) -> None:
-        self._loader.exec_module(module)
-        self._then(module)
-
-    def __getattr__(self, name: str) -> Any:  # the rest of the loader's interface (resources, source)
-        return getattr(self._loader, name)
-
-
-class _AfterImport(importlib.abc.MetaPathFinder):
-    """Calls `then(module)` right after `name` is first imported, without importing it earlier (jsii costs about
-    70 ms to import, and mlstack's guidance commands never start a kernel)."""
-
-    def __init__(self, name: str, then: Callable[[ModuleType], object]) -> None:
-        self.name = name
-        self.then = then
-
-    def find_spec(
-        self, fullname: str, path: Any, target: ModuleType | None = None
-    ) -> importlib.machinery.ModuleSpec | None:
-        if fullname != self.name:
-            return None
-        sys.meta_path.remove(self)  # once; and the finders below answer the search
-        for finder in sys.meta_path:
-            find = getattr(finder, "find_spec", None)
-            spec: importlib.machinery.ModuleSpec | None = find(fullname, path, target) if find is not None else None
-            if spec is not None:
-                if spec.loader is not None:
-                    spec.loader = _ThenLoader(spec.loader, self.then)
-                return spec
-        return None
-
-
 def install() -> None:
-    """Have jsii's process provider start the kernel directly: now if it is imported, else when it is."""
-    if PROVIDER in sys.modules:
-        patch(sys.modules[PROVIDER])
-    elif not any(isinstance(finder, _AfterImport) and finder.name == PROVIDER for finder in sys.meta_path):
-        sys.meta_path.insert(0, _AfterImport(PROVIDER, patch))
+    """Have jsii's process provider start the kernel directly: now if it is imported, else right after it is
+    (importing jsii costs about 70 ms, which mlstack's guidance commands never need)."""
+    call_after_import(PROVIDER, patch)

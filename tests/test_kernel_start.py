@@ -4,9 +4,12 @@ the relay as shipped, and a kernel that does not outlive its Python."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import select
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -26,6 +29,8 @@ LINUX_PROC = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="re
 # A stand-in for jsii's lib/program.js: the channel marker the start looks for (in this comment), the handshake and
 # one answer on descriptor 3, console output on both streams, and a child given the kernel's stdio (as asset
 # bundling does): its output must reach this process's streams, never the protocol, and its stdin must be empty.
+# After the exit request it reads on, as a kernel interrupted inside a callback does, and exits 0 only at end of
+# file. FAKE_KERNEL_PAUSE_MS delays the handshake; FAKE_KERNEL_FLOOD writes that many bytes to stdout first.
 PROGRAM = r"""// new SyncStdio({errorFD: 2, readFD:3,writeFD:3})
 const fs = require("fs");
 function readLine() {
@@ -34,8 +39,10 @@ function readLine() {
   while (fs.readSync(3, buffer, 0, 1, null) === 1 && buffer[0] !== 10) line += buffer.toString();
   return line;
 }
+Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, Number(process.env.FAKE_KERNEL_PAUSE_MS || 0));
 fs.writeSync(3, JSON.stringify({ hello: "@jsii/runtime@0.0.0" }) + "\n");
 const request = readLine();
+if (process.env.FAKE_KERNEL_FLOOD) fs.writeSync(1, "x".repeat(Number(process.env.FAKE_KERNEL_FLOOD)) + "\n");
 console.log("to stdout");
 console.error("to stderr");
 require("child_process").spawnSync("sh", ["-c", "echo from a child; cat; echo stdin ended"], { stdio: "inherit" });
@@ -46,8 +53,8 @@ const answer = {
   stdinIsDevNull: fs.fstatSync(0).rdev === fs.statSync("/dev/null").rdev,
 };
 fs.writeSync(3, JSON.stringify(answer) + "\n");
-if (readLine() === '{"exit":0}') process.exit(0);
-process.exit(3);
+const exit = readLine();
+process.exit(exit === '{"exit":0}' && fs.readSync(3, Buffer.alloc(1), 0, 1, null) === 0 ? 0 : 3);
 """
 
 
@@ -77,6 +84,29 @@ class _Process(provider._NodeProcess):
             super().stop()
 
 
+@pytest.fixture
+def direct(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No caller's choice in the environment that would keep the relay."""
+    for name in (kernel_start.KEEP_RELAY, "JSII_RUNTIME", "JSII_NODE"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def _exchange(process: _Process) -> tuple[dict[str, Any], int]:
+    """One request and its answer on the protocol socket, then jsii's stop(); the answer and the exit code."""
+    channel: Any = process._process
+    channel.stdin.write(b"request\n")
+    channel.stdin.flush()
+    # A kernel that blocks (on a full output pipe) would leave readline waiting for good: wait a bounded time.
+    ready, _, _ = select.select([channel.stdout], [], [], 60)
+    assert ready, "no answer from the kernel"
+    answer = json.loads(channel.stdout.readline())
+    # jsii's stop() sends {"exit":0} and closes stdin: the program exits 0 only if it then reads end of file
+    # (without it, stop() waits 5 s and terminates it: -15).
+    process.stop()
+    return answer, channel.wait()
+
+
+@pytest.mark.usefixtures("direct")
 def test_the_kernel_talks_on_descriptor_3_and_its_output_reaches_this_processs_streams(
     tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
@@ -84,12 +114,8 @@ def test_the_kernel_talks_on_descriptor_3_and_its_output_reaches_this_processs_s
     relay: list[Any] = []
     kernel_start.start(process, relay.append)  # the handshake is read from descriptor 3
     assert relay == []
-    channel: Any = process._process
-    channel.stdin.write(b"request\n")
-    channel.stdin.flush()
-    answer = json.loads(channel.stdout.readline())
-    process.stop()  # sends {"exit":0}; the program exits 0 only if it read exactly that
-    assert channel.wait() == 0
+    answer, code = _exchange(process)
+    assert code == 0
 
     assert answer["request"] == "request"
     # The relay's arguments (jsii's heap size, and --preserve-symlinks: jsii links cached packages, aws/jsii#4181).
@@ -100,6 +126,53 @@ def test_the_kernel_talks_on_descriptor_3_and_its_output_reaches_this_processs_s
     # As text, in order per stream; nothing of it went to the protocol (the answer above parsed).
     assert out == "to stdout\nfrom a child\nstdin ended\n"
     assert err == "to stderr\n"
+
+
+@pytest.mark.usefixtures("direct")
+def test_a_default_socket_timeout_leaves_the_channel_blocking(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # socket.setdefaulttimeout() makes new sockets non-blocking: the kernel's synchronous reads would fail with
+    # EAGAIN, and jsii's reads here would time out during a call longer than the timeout (here the handshake).
+    monkeypatch.setenv("FAKE_KERNEL_PAUSE_MS", "300")
+    previous = socket.getdefaulttimeout()
+    socket.setdefaulttimeout(0.05)
+    try:
+        process = _Process(_layout(tmp_path))
+        kernel_start.start(process, pytest.fail)
+    finally:
+        socket.setdefaulttimeout(previous)
+    answer, code = _exchange(process)
+    assert (answer["request"], code) == ("request", 0)
+
+
+class _Unwritable:
+    def write(self, data: object) -> int:
+        raise OSError("closed")
+
+    def flush(self) -> None:
+        raise OSError("closed")
+
+
+@pytest.mark.usefixtures("direct")
+def test_output_that_cannot_be_written_is_dropped_and_the_pipes_drained(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # More than a pipe holds (64 KiB on Linux): a kernel whose stdout is not drained blocks before it answers.
+    monkeypatch.setenv("FAKE_KERNEL_FLOOD", str(1 << 20))
+    monkeypatch.setattr(sys, "stdout", _Unwritable())
+    process = _Process(_layout(tmp_path))
+    kernel_start.start(process, pytest.fail)
+    answer, code = _exchange(process)
+    assert (answer["request"], code) == ("request", 0)
+
+
+@pytest.mark.usefixtures("direct")
+def test_a_text_only_stream_gets_text(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    text = io.StringIO()  # no .buffer
+    monkeypatch.setattr(sys, "stdout", text)
+    process = _Process(_layout(tmp_path))
+    kernel_start.start(process, pytest.fail)
+    _exchange(process)
+    assert text.getvalue() == "to stdout\nfrom a child\nstdin ended\n"
 
 
 @pytest.mark.parametrize(
@@ -124,16 +197,13 @@ def test_anything_unexpected_starts_the_relay_as_shipped(
     assert not hasattr(process, "_process")
 
 
+@pytest.mark.usefixtures("direct")
 def test_a_relay_asked_for_with_0_is_not_asked_for(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(kernel_start.KEEP_RELAY, "0")
     process = _Process(_layout(tmp_path))
     relay: list[Any] = []
     kernel_start.start(process, relay.append)
-    channel: Any = process._process
-    channel.stdin.write(b"request\n")
-    channel.stdin.flush()
-    channel.stdout.readline()
-    process.stop()
+    _exchange(process)
     assert relay == []
 
 
@@ -157,31 +227,23 @@ def test_the_patch_is_applied_once_and_keeps_the_original() -> None:
     assert not getattr(original, "__mlstack_direct__", False)
 
 
-def test_the_patch_waits_for_the_import_and_runs_right_after_it(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    (tmp_path / "late_provider.py").write_text("VALUE = 42\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    seen: list[int] = []
-    finder = kernel_start._AfterImport("late_provider", lambda module: seen.append(module.VALUE))
-    monkeypatch.setattr(sys, "meta_path", [finder, *sys.meta_path])
-    assert seen == []
-    import late_provider  # type: ignore[import-not-found]  # noqa: F401
-
-    assert seen == [42]
-    assert finder not in sys.meta_path
-    monkeypatch.delitem(sys.modules, "late_provider")
-
-
 def _parent(pid: int) -> int:
     return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
 
 
 def _command(pid: int) -> list[str]:
-    return Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")[:-1]
+    """A process's command line; empty once it has ended (a test process has short-lived children)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")[:-1]
+    except OSError:
+        return []
 
 
 @LINUX_PROC
+@pytest.mark.skipif(
+    bool(os.environ.get("JSII_RUNTIME")) or os.environ.get(kernel_start.KEEP_RELAY, "") not in ("", "0"),
+    reason="the relay was asked for",
+)
 def test_this_test_processs_kernel_is_its_own_child_without_the_relay() -> None:
     import jsii
 
@@ -210,6 +272,7 @@ def _children(pid: int) -> list[int]:
 
 @LINUX_PROC
 def test_a_kernel_whose_python_is_killed_exits() -> None:
+    # As through the relay: the kernel reads end of file on descriptor 3 (no copy of Python's end leaked).
     script = (
         "import os, mlstack, aws_cdk, jsii\n"
         "print(jsii.kernel.provider._process._process.pid, flush=True)\n"
@@ -233,7 +296,8 @@ def _state(pid: int) -> str | None:
 
 
 def test_a_real_kernels_own_output_reaches_stderr_as_text() -> None:
-    # JSII_DEBUG has the kernel log each request on its stderr; through the relay those lines came as base64 JSON.
+    # JSII_DEBUG has the kernel log each request on its stderr: a real kernel's output through the sink, as text (as
+    # jsii's own sink decoded the relay's base64 lines).
     script = "import mlstack, aws_cdk\n"
     env = {**os.environ, "JSII_DEBUG": "1"}
     run = subprocess.run([PYTHON, "-c", script], capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
