@@ -2,13 +2,14 @@
 
 `call_after_import(name, then)`: `then(module)` runs once `name` has been executed, each time it is (a reload
 too), or at once if it is already imported. The finder stays in `sys.meta_path` (it answers only for `name`, and
-only by asking the finders after it), so a lookup that does not import (`importlib.util.find_spec`) uses nothing
-up, and no other thread's import sees the list change. An exception in `then` becomes a warning: the module stays
-imported as it is.
+only by asking the finders after it, with a copy of their spec), so a lookup that does not import
+(`importlib.util.find_spec`) uses nothing up, and the list changes only when the finder is added. An exception in
+`then` becomes a warning: the module stays imported as it is.
 """
 
 from __future__ import annotations
 
+import copy
 import sys
 import warnings
 from collections.abc import Callable
@@ -34,7 +35,8 @@ class _ThenLoader:
         self._then = then
 
     def create_module(self, spec: ModuleSpec) -> ModuleType | None:
-        module: ModuleType | None = self._loader.create_module(spec)
+        create = getattr(self._loader, "create_module", None)
+        module: ModuleType | None = create(spec) if create is not None else None
         return module
 
     def exec_module(self, module: ModuleType) -> None:
@@ -42,7 +44,10 @@ class _ThenLoader:
         _run(self._then, module)
 
     def __getattr__(self, name: str) -> Any:  # the rest of the loader's interface (resources, source)
-        return getattr(self._loader, name)
+        # Only once set up: copy and pickle probe attributes on an instance made without __init__.
+        if name.startswith("__") or "_loader" not in self.__dict__:
+            raise AttributeError(name)
+        return getattr(self.__dict__["_loader"], name)
 
 
 class _AfterImport:
@@ -57,15 +62,21 @@ class _AfterImport:
     def find_spec(self, fullname: str, path: Any, target: ModuleType | None = None) -> ModuleSpec | None:
         if fullname != self.name or self._searching:
             return None
+        finders = list(sys.meta_path)
+        after = finders[finders.index(self) + 1 :] if self in finders else finders
         self._searching = True
         try:
-            for finder in list(sys.meta_path):
-                find = None if finder is self else getattr(finder, "find_spec", None)
-                spec: ModuleSpec | None = find(fullname, path, target) if find is not None else None
-                if spec is not None:
-                    if spec.loader is not None:
-                        # A Loader by protocol (create_module, exec_module), not by class: importlib.abc costs imports.
-                        spec.loader = _ThenLoader(spec.loader, self.then)  # type: ignore[assignment]
+            for finder in after:
+                find = getattr(finder, "find_spec", None)
+                found: ModuleSpec | None = find(fullname, path, target) if find is not None else None
+                if found is not None:
+                    if found.loader is None:
+                        return found
+                    # A copy: a finder may hand out the spec it keeps, whose loader must not be wrapped again on
+                    # each lookup. A Loader by protocol (create_module, exec_module), not by class: importlib.abc
+                    # costs imports.
+                    spec = copy.copy(found)
+                    spec.loader = _ThenLoader(found.loader, self.then)  # type: ignore[assignment]
                     return spec
         finally:
             self._searching = False

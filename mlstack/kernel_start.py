@@ -67,8 +67,11 @@ class _Requests:
     5 s."""
 
     def __init__(self, channel: socket.socket) -> None:
+        import socket
+
         self._channel = channel
         self._file = channel.makefile("wb")
+        self._shut = socket.SHUT_WR  # kept: close() may run in a late __del__, when imports fail
 
     @property
     def closed(self) -> bool:
@@ -86,10 +89,8 @@ class _Requests:
         try:
             self._file.flush()
         finally:
-            import socket
-
             with contextlib.suppress(OSError):  # the kernel is gone already
-                self._channel.shutdown(socket.SHUT_WR)
+                self._channel.shutdown(self._shut)
             self._file.close()
 
 
@@ -97,55 +98,89 @@ class _Kernel:
     """What jsii's `_NodeProcess` uses of its `subprocess.Popen`: `stdin` and `stdout` (here the two sides of the
     protocol socket), `stderr`, `wait` and `terminate`."""
 
-    def __init__(self, popen: subprocess.Popen[bytes], channel: socket.socket) -> None:
+    def __init__(self, popen: subprocess.Popen[bytes], channel: socket.socket, ended: int) -> None:
         self._popen = popen
         self.stdin = _Requests(channel)
         self.stdout = channel.makefile("rb")
         self.stderr = popen.stderr
         channel.close()  # the files keep the socket open; it closes with the last of them (socket.makefile)
+        self._ended: int | None = ended
 
     @property
     def pid(self) -> int:
         return self._popen.pid
 
     def wait(self, timeout: float | None = None) -> int:
-        return self._popen.wait(timeout)
+        code = self._popen.wait(timeout)
+        self._tell_sink()
+        return code
 
     def terminate(self) -> None:
         self._popen.terminate()
+        self._tell_sink()
+
+    def _tell_sink(self) -> None:
+        """The kernel has ended (or is being ended): the sink copies what is there to read, then stops, rather than
+        wait for end of file that a child still holding the kernel's stdout or stderr would put off (jsii's stop()
+        waits 5 s for the sink; a daemon thread still writing at exit can abort the interpreter)."""
+        if self._ended is not None:
+            with contextlib.suppress(OSError):
+                os.write(self._ended, b"x")
+            os.close(self._ended)
+            self._ended = None
 
 
-def _write(stream: str, chunk: bytes, decoder: codecs.IncrementalDecoder) -> None:
-    """`chunk` to this process's `sys.<stream>` (looked up each time: a test's capture replaces it)."""
+def _write(stream: str, chunk: bytes, decoder: codecs.IncrementalDecoder, *, final: bool = False) -> None:
+    """`chunk` to this process's `sys.<stream>` (looked up each time: a test's capture replaces it); `final` at the
+    stream's end of file (a character left incomplete is written as U+FFFD to a text-only stream)."""
     target = getattr(sys, stream)
     out = getattr(target, "buffer", None)
     if out is not None:
-        out.write(chunk)
-        out.flush()
+        if chunk:
+            out.write(chunk)
+            out.flush()
     else:  # a text-only replacement
-        target.write(decoder.decode(chunk))
-        target.flush()
+        text = decoder.decode(chunk, final=final)
+        if text:
+            target.write(text)
+            target.flush()
 
 
-def _sink(streams: dict[str, IO[bytes]]) -> None:
-    """Copy the kernel's output pipes to this process's streams as bytes come, each pipe closed at its end of file;
-    one thread until the kernel closed both, as jsii's own. Bytes that cannot be written (no `sys.stdout`, a closed
-    pipe or capture) are dropped: the pipes are always drained, or a kernel writing to a full one would block."""
+def _sink(streams: dict[str, IO[bytes]], ended: int) -> None:
+    """Copy the kernel's output pipes to this process's streams as bytes come, until both reach end of file, or
+    until `ended` (a pipe) becomes readable: then what can be read at once, and stop. The pipes are closed at the
+    end. One thread, as jsii's own. Bytes that cannot be written (no `sys.stdout`, a closed pipe or capture) are
+    dropped, as jsii's sink does: the pipes are always drained, or a kernel writing to a full one would block."""
     import selectors
 
     decoders = {stream: codecs.getincrementaldecoder("utf-8")(errors="replace") for stream in streams}
-    with selectors.DefaultSelector() as selector:
-        for stream, pipe in streams.items():
-            selector.register(pipe, selectors.EVENT_READ, stream)
-        while selector.get_map():
-            for key, _ in selector.select():
-                chunk = os.read(key.fd, 65536)
-                if not chunk:
-                    selector.unregister(key.fileobj)
-                    key.fileobj.close()  # type: ignore[union-attr]
-                    continue
-                with contextlib.suppress(Exception):  # as jsii's own sink: never stop reading
-                    _write(key.data, chunk, decoders[key.data])
+    try:
+        with selectors.DefaultSelector() as selector:
+            for stream, pipe in streams.items():
+                selector.register(pipe, selectors.EVENT_READ, stream)
+            selector.register(ended, selectors.EVENT_READ, None)
+            ending = False
+            while any(key.data is not None for key in selector.get_map().values()):
+                events = selector.select(0 if ending else None)
+                if not events:  # ending, and nothing more to read now
+                    break
+                for key, _ in events:
+                    if key.data is None:
+                        selector.unregister(key.fileobj)
+                        ending = True
+                        continue
+                    chunk = os.read(key.fd, 65536)
+                    if not chunk:
+                        selector.unregister(key.fileobj)
+                        chunk, final = b"", True
+                    else:
+                        final = False
+                    with contextlib.suppress(Exception):  # never stop reading
+                        _write(key.data, chunk, decoders[key.data], final=final)
+    finally:
+        for pipe in streams.values():
+            pipe.close()
+        os.close(ended)
 
 
 def program_beside(entrypoint: str) -> Path | None:
@@ -195,10 +230,13 @@ def start(process: Any, original: Callable[[Any], None]) -> None:
     finally:
         theirs.close()
     assert popen.stdout is not None and popen.stderr is not None
-    process._process = _Kernel(popen, ours)
+    sink_ended, kernel_ended = os.pipe()
+    process._process = _Kernel(popen, ours, kernel_ended)
     # jsii's stop() joins `sink_thread` (after the kernel exited) before it closes stderr.
     streams = {"stdout": popen.stdout, "stderr": popen.stderr}
-    process.sink_thread = threading.Thread(name="jsii kernel output", target=_sink, args=(streams,), daemon=True)
+    process.sink_thread = threading.Thread(
+        name="jsii kernel output", target=_sink, args=(streams, sink_ended), daemon=True
+    )
     process.sink_thread.start()
     atexit.register(process.stop)
     process.handshake()

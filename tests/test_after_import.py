@@ -3,16 +3,18 @@ earlier; a lookup uses nothing up; a failing function leaves the module imported
 
 from __future__ import annotations
 
+import copy
 import importlib
 import importlib.util
 import sys
 from collections.abc import Iterator
+from importlib.machinery import ModuleSpec
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-from mlstack.after_import import _AfterImport, call_after_import
+from mlstack.after_import import _AfterImport, _ThenLoader, call_after_import
 
 NAME = "late_module_for_after_import"
 
@@ -96,3 +98,40 @@ def test_other_modules_are_left_to_the_other_finders() -> None:
     assert finder.find_spec("json", None) is None
     spec = finder.find_spec(NAME, None)
     assert spec is not None and spec.origin is not None and spec.origin.endswith(f"{NAME}.py")
+
+
+class _KeepingFinder:
+    """A finder that hands out the one spec it keeps (as some do): the hook must not wrap its loader each time."""
+
+    def __init__(self, spec: ModuleSpec) -> None:
+        self.spec = spec
+
+    def find_spec(self, fullname: str, path: object, target: object = None) -> ModuleSpec | None:
+        return self.spec if fullname == NAME else None
+
+
+@pytest.mark.usefixtures("late")
+def test_a_kept_spec_is_not_wrapped_again_by_each_lookup() -> None:
+    kept = importlib.util.find_spec(NAME)
+    assert kept is not None and kept.loader is not None
+    loader = kept.loader
+    sys.meta_path.insert(0, _KeepingFinder(kept))
+    seen: list[int] = []
+    call_after_import(NAME, lambda module: seen.append(module.VALUE))
+    for _ in range(3):
+        spec = importlib.util.find_spec(NAME)
+        assert spec is not None and isinstance(spec.loader, _ThenLoader)
+    assert kept.loader is loader
+    _import()
+    assert seen == [42]
+
+
+@pytest.mark.usefixtures("late")
+def test_the_wrapped_loader_copies_and_answers_for_the_loader() -> None:
+    call_after_import(NAME, lambda module: None)
+    module = _import()
+    assert module.__spec__ is not None
+    loader = module.__spec__.loader
+    assert isinstance(loader, _ThenLoader)
+    assert loader.get_source(NAME) == "VALUE = 42\n"  # the loader's own interface, through the wrapper
+    assert copy.copy(loader).get_source(NAME) == "VALUE = 42\n"

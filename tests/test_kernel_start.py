@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 import types
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,8 @@ LINUX_PROC = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="re
 # one answer on descriptor 3, console output on both streams, and a child given the kernel's stdio (as asset
 # bundling does): its output must reach this process's streams, never the protocol, and its stdin must be empty.
 # After the exit request it reads on, as a kernel interrupted inside a callback does, and exits 0 only at end of
-# file. FAKE_KERNEL_PAUSE_MS delays the handshake; FAKE_KERNEL_FLOOD writes that many bytes to stdout first.
+# file. FAKE_KERNEL_PAUSE_MS delays the handshake; FAKE_KERNEL_FLOOD writes that many bytes to stdout first,
+# FAKE_KERNEL_TEXT that text; FAKE_KERNEL_ORPHAN starts a detached child holding stdout and stderr (its pid answered).
 PROGRAM = r"""// new SyncStdio({errorFD: 2, readFD:3,writeFD:3})
 const fs = require("fs");
 function readLine() {
@@ -43,6 +45,13 @@ Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, Number(process.env.
 fs.writeSync(3, JSON.stringify({ hello: "@jsii/runtime@0.0.0" }) + "\n");
 const request = readLine();
 if (process.env.FAKE_KERNEL_FLOOD) fs.writeSync(1, "x".repeat(Number(process.env.FAKE_KERNEL_FLOOD)) + "\n");
+if (process.env.FAKE_KERNEL_TEXT) fs.writeSync(1, process.env.FAKE_KERNEL_TEXT + "\n");
+let orphan = null;
+if (process.env.FAKE_KERNEL_ORPHAN) {
+  const child = require("child_process").spawn("sleep", ["60"], { stdio: "inherit", detached: true });
+  child.unref();
+  orphan = child.pid;
+}
 console.log("to stdout");
 console.error("to stderr");
 require("child_process").spawnSync("sh", ["-c", "echo from a child; cat; echo stdin ended"], { stdio: "inherit" });
@@ -51,6 +60,7 @@ const answer = {
   argv: process.execArgv,
   agent: process.env.JSII_AGENT,
   stdinIsDevNull: fs.fstatSync(0).rdev === fs.statSync("/dev/null").rdev,
+  orphan,
 };
 fs.writeSync(3, JSON.stringify(answer) + "\n");
 const exit = readLine();
@@ -91,6 +101,30 @@ def direct(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name, raising=False)
 
 
+@pytest.fixture
+def started(tmp_path: Path, direct: None) -> Iterator[Callable[..., _Process]]:
+    """Start a fake kernel directly (`started(program=...)`); any the test leaves running (an assertion failed
+    first) is ended afterwards, not at the session's exit."""
+    processes: list[_Process] = []
+
+    def start(program: str | None = PROGRAM) -> _Process:
+        process = _Process(_layout(tmp_path, program))
+        processes.append(process)
+        kernel_start.start(process, _relay_started)
+        return process
+
+    yield start
+    for process in processes:
+        kernel: Any = getattr(process, "_process", None)
+        if kernel is not None and kernel._popen.poll() is None:
+            kernel.terminate()
+        process.stop()
+
+
+def _relay_started(process: object) -> None:
+    pytest.fail("the relay was started")
+
+
 def _exchange(process: _Process) -> tuple[dict[str, Any], int]:
     """One request and its answer on the protocol socket, then jsii's stop(); the answer and the exit code."""
     channel: Any = process._process
@@ -106,17 +140,11 @@ def _exchange(process: _Process) -> tuple[dict[str, Any], int]:
     return answer, channel.wait()
 
 
-@pytest.mark.usefixtures("direct")
 def test_the_kernel_talks_on_descriptor_3_and_its_output_reaches_this_processs_streams(
-    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+    started: Callable[..., _Process], capfd: pytest.CaptureFixture[str]
 ) -> None:
-    process = _Process(_layout(tmp_path))
-    relay: list[Any] = []
-    kernel_start.start(process, relay.append)  # the handshake is read from descriptor 3
-    assert relay == []
-    answer, code = _exchange(process)
+    answer, code = _exchange(started())  # started: the handshake was read from descriptor 3
     assert code == 0
-
     assert answer["request"] == "request"
     # The relay's arguments (jsii's heap size, and --preserve-symlinks: jsii links cached packages, aws/jsii#4181).
     assert answer["argv"] == ["--max-old-space-size=4069", "--preserve-symlinks"]
@@ -128,16 +156,16 @@ def test_the_kernel_talks_on_descriptor_3_and_its_output_reaches_this_processs_s
     assert err == "to stderr\n"
 
 
-@pytest.mark.usefixtures("direct")
-def test_a_default_socket_timeout_leaves_the_channel_blocking(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_default_socket_timeout_leaves_the_channel_blocking(
+    started: Callable[..., _Process], monkeypatch: pytest.MonkeyPatch
+) -> None:
     # socket.setdefaulttimeout() makes new sockets non-blocking: the kernel's synchronous reads would fail with
     # EAGAIN, and jsii's reads here would time out during a call longer than the timeout (here the handshake).
     monkeypatch.setenv("FAKE_KERNEL_PAUSE_MS", "300")
     previous = socket.getdefaulttimeout()
     socket.setdefaulttimeout(0.05)
     try:
-        process = _Process(_layout(tmp_path))
-        kernel_start.start(process, pytest.fail)
+        process = started()
     finally:
         socket.setdefaulttimeout(previous)
     answer, code = _exchange(process)
@@ -152,27 +180,42 @@ class _Unwritable:
         raise OSError("closed")
 
 
-@pytest.mark.usefixtures("direct")
 def test_output_that_cannot_be_written_is_dropped_and_the_pipes_drained(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    started: Callable[..., _Process], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # More than a pipe holds (64 KiB on Linux): a kernel whose stdout is not drained blocks before it answers.
     monkeypatch.setenv("FAKE_KERNEL_FLOOD", str(1 << 20))
     monkeypatch.setattr(sys, "stdout", _Unwritable())
-    process = _Process(_layout(tmp_path))
-    kernel_start.start(process, pytest.fail)
-    answer, code = _exchange(process)
+    answer, code = _exchange(started())
     assert (answer["request"], code) == ("request", 0)
 
 
-@pytest.mark.usefixtures("direct")
-def test_a_text_only_stream_gets_text(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_text_only_stream_gets_whole_characters(
+    started: Callable[..., _Process], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 80,001 bytes of two-byte characters after one of one byte: reads of the pipe end inside a character.
+    monkeypatch.setenv("FAKE_KERNEL_TEXT", "x" + "\u00e9" * 40000)
     text = io.StringIO()  # no .buffer
     monkeypatch.setattr(sys, "stdout", text)
-    process = _Process(_layout(tmp_path))
-    kernel_start.start(process, pytest.fail)
-    _exchange(process)
-    assert text.getvalue() == "to stdout\nfrom a child\nstdin ended\n"
+    _, code = _exchange(started())
+    assert code == 0
+    assert text.getvalue() == "x" + "\u00e9" * 40000 + "\nto stdout\nfrom a child\nstdin ended\n"
+
+
+def test_a_child_holding_the_kernels_output_does_not_keep_the_sink(
+    started: Callable[..., _Process], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A detached child of the kernel keeps its stdout and stderr open after the kernel exits: the sink stops when
+    # the kernel has ended instead of waiting for their end of file (a daemon thread writing at exit can abort the
+    # interpreter; jsii's stop() would wait 5 s for it).
+    monkeypatch.setenv("FAKE_KERNEL_ORPHAN", "1")
+    process = started()
+    answer, code = _exchange(process)
+    try:
+        assert code == 0
+        assert not process.sink_thread.is_alive()
+    finally:
+        os.kill(answer["orphan"], signal.SIGKILL)
 
 
 @pytest.mark.parametrize(
@@ -185,6 +228,7 @@ def test_a_text_only_stream_gets_text(tmp_path: Path, monkeypatch: pytest.Monkey
         pytest.param({}, "// a kernel that talks on other descriptors\n", id="no-descriptor-3-channel"),
     ],
 )
+@pytest.mark.usefixtures("direct")
 def test_anything_unexpected_starts_the_relay_as_shipped(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, environ: dict[str, str], program: str | None
 ) -> None:
@@ -197,14 +241,12 @@ def test_anything_unexpected_starts_the_relay_as_shipped(
     assert not hasattr(process, "_process")
 
 
-@pytest.mark.usefixtures("direct")
-def test_a_relay_asked_for_with_0_is_not_asked_for(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_relay_asked_for_with_0_is_not_asked_for(
+    started: Callable[..., _Process], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv(kernel_start.KEEP_RELAY, "0")
-    process = _Process(_layout(tmp_path))
-    relay: list[Any] = []
-    kernel_start.start(process, relay.append)
-    _exchange(process)
-    assert relay == []
+    _, code = _exchange(started())  # the fixture fails the test if the relay is started
+    assert code == 0
 
 
 def test_only_jsiis_process_provider_with_the_members_used_is_patched() -> None:
@@ -241,7 +283,7 @@ def _command(pid: int) -> list[str]:
 
 @LINUX_PROC
 @pytest.mark.skipif(
-    bool(os.environ.get("JSII_RUNTIME")) or os.environ.get(kernel_start.KEEP_RELAY, "") not in ("", "0"),
+    "JSII_RUNTIME" in os.environ or os.environ.get(kernel_start.KEEP_RELAY, "") not in ("", "0"),
     reason="the relay was asked for",
 )
 def test_this_test_processs_kernel_is_its_own_child_without_the_relay() -> None:
