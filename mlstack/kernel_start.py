@@ -16,9 +16,10 @@ all-blueprint synth (`python -m mlstack.synth_all`), 4 interleaved pairs with an
 on 2 CPUs: 8.27-8.97 -> 7.61-8.25 s wall, 10.5-11.2 -> 9.9-10.7 s CPU; templates identical.
 
 What the relay did besides copying, and where it went:
-- Node's end-of-life notice (jsii's `checkNode`, printed by the relay) is no longer printed, for any caller.
-  mlstack's Makefile runs everything on the Node it installs from npm (package.json); a fork on another Node sees
-  no notice.
+- Node's end-of-life notice (jsii's `checkNode`, printed by the relay from its table of Node releases) is not
+  printed. In its place the kernel's preload (kernel_preload.cjs, when NODE_OPTIONS has it, as mlstack.kernel
+  sets) warns on a Node older than `NODE_OLDEST`, the oldest mlstack is tested on; mlstack's Makefile runs
+  everything on the Node it installs from npm (package.json).
 - Signals sent to the relay's own pid (SIGINT, SIGTERM, SIGHUP, SIGQUIT) were passed on to the kernel; the kernel's
   pid is now the one Python holds. Ctrl-C reaches the kernel through the terminal's process group, as before.
 - A kernel whose Python dies reads end-of-file on descriptor 3 and exits, as it did when the relay's stdin closed;
@@ -51,6 +52,10 @@ if TYPE_CHECKING:
 
 PROVIDER = "jsii._kernel.providers.process"
 SHELL = "/bin/sh"
+NODE_OLDEST = 22
+"""The oldest Node major version mlstack is tested on (package.json brings 22.23.3; jsii 1.142 flags Node 20 as
+end-of-life since 2026-10-30). The kernel's preload (kernel_preload.cjs) warns below it, in place of the relay's
+end-of-life notice."""
 KEEP_RELAY = "MLSTACK_JSII_RELAY"
 """Set (to anything but empty or 0) to start the kernel as jsii ships it, through the relay: to compare, or to rule
 this start out."""
@@ -211,6 +216,7 @@ def start(process: Any, original: Callable[[Any], None]) -> None:
         original(process)
         return
     environ["JSII_AGENT"] = f"Python/{platform.python_version()}"
+    environ["MLSTACK_NODE_OLDEST"] = str(NODE_OLDEST)
     ours, theirs = socket.socketpair()
     # Blocking both ends, whatever socket.setdefaulttimeout() says: the flag is shared with the kernel's descriptor
     # 3, whose reads (fs.readSync) fail with EAGAIN on a non-blocking one, and jsii's reads here have no timeout.

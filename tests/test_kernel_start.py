@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from jsii._kernel.providers import process as provider
 
-from mlstack import kernel_start
+from mlstack import kernel, kernel_start
 from tests.synth import ROOT
 
 PYTHON = sys.executable
@@ -60,6 +60,7 @@ const answer = {
   argv: process.execArgv,
   agent: process.env.JSII_AGENT,
   stdinIsDevNull: fs.fstatSync(0).rdev === fs.statSync("/dev/null").rdev,
+  oldestLeftForChildren: process.env.MLSTACK_NODE_OLDEST ?? null,
   orphan,
 };
 fs.writeSync(3, JSON.stringify(answer) + "\n");
@@ -150,10 +151,24 @@ def test_the_kernel_talks_on_descriptor_3_and_its_output_reaches_this_processs_s
     assert answer["argv"] == ["--max-old-space-size=4069", "--preserve-symlinks"]
     assert answer["agent"].startswith("Python/")
     assert answer["stdinIsDevNull"] is True
+    assert answer["oldestLeftForChildren"] is None  # the preload read it and took it out
     out, err = capfd.readouterr()
-    # As text, in order per stream; nothing of it went to the protocol (the answer above parsed).
+    # As text, in order per stream; nothing of it went to the protocol (the answer above parsed). No notice: this
+    # Node is one mlstack is tested on.
     assert out == "to stdout\nfrom a child\nstdin ended\n"
     assert err == "to stderr\n"
+
+
+def test_a_node_older_than_mlstack_is_tested_on_gets_a_notice(
+    started: Callable[..., _Process], capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # In place of the relay's end-of-life notice; this test's Node stands for an old one by raising the oldest.
+    assert str(kernel.PRELOAD) in os.environ["NODE_OPTIONS"]  # the preload says it (mlstack.kernel set it)
+    monkeypatch.setattr(kernel_start, "NODE_OLDEST", 999)
+    _, code = _exchange(started())
+    assert code == 0
+    (notice,) = [line for line in capfd.readouterr().err.splitlines() if line.startswith("mlstack: Node")]
+    assert "is older than Node 999, the oldest mlstack is tested on" in notice
 
 
 def test_a_default_socket_timeout_leaves_the_channel_blocking(
