@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import sys
+import threading
 import warnings
 from collections.abc import Callable
 from types import ModuleType
@@ -57,14 +58,16 @@ class _AfterImport:
     def __init__(self, name: str, then: Callable[[ModuleType], object]) -> None:
         self.name = name
         self.then = then
-        self._searching = False  # the finders it asks could ask sys.meta_path again: it does not answer itself
+        # The finders it asks could ask sys.meta_path again: it does not answer itself then. Per thread: a lookup in
+        # another thread at the same moment must not make the hook step aside for the real import.
+        self._searching = threading.local()
 
     def find_spec(self, fullname: str, path: Any, target: ModuleType | None = None) -> ModuleSpec | None:
-        if fullname != self.name or self._searching:
+        if fullname != self.name or getattr(self._searching, "now", False):
             return None
         finders = list(sys.meta_path)
         after = finders[finders.index(self) + 1 :] if self in finders else finders
-        self._searching = True
+        self._searching.now = True
         try:
             for finder in after:
                 find = getattr(finder, "find_spec", None)
@@ -79,7 +82,7 @@ class _AfterImport:
                     spec.loader = _ThenLoader(found.loader, self.then)  # type: ignore[assignment]
                     return spec
         finally:
-            self._searching = False
+            self._searching.now = False
         return None
 
 

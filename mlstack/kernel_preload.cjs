@@ -7,7 +7,10 @@ require("v8").setFlagsFromString("--liftoff-only");
 // (taken out of the environment its children inherit).
 const oldest = process.env.MLSTACK_NODE_OLDEST;
 delete process.env.MLSTACK_NODE_OLDEST;
-if (oldest && Number(process.versions.node.split(".")[0]) < Number(oldest)) {
+const major = process.versions.node.split(".")[0];
+// jsii's own way to silence its notice for a major version (a comma-separated list) silences this one too.
+const silenced = (process.env.JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION || "").split(",").map((v) => v.trim());
+if (oldest && Number(major) < Number(oldest) && !silenced.includes(major)) {
   process.stderr.write(
     `mlstack: Node ${process.versions.node} is older than Node ${oldest}, the oldest mlstack is tested on, and jsii ` +
       `may no longer support it: put Node ${oldest} or later first on PATH (make install brings one to ` +

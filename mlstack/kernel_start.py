@@ -16,21 +16,27 @@ all-blueprint synth (`python -m mlstack.synth_all`), 4 interleaved pairs with an
 on 2 CPUs: 8.27-8.97 -> 7.61-8.25 s wall, 10.5-11.2 -> 9.9-10.7 s CPU; templates identical.
 
 What the relay did besides copying, and where it went:
-- Node's end-of-life notice (jsii's `checkNode`, printed by the relay from its table of Node releases) is not
-  printed. In its place the kernel's preload (kernel_preload.cjs, when NODE_OPTIONS has it, as mlstack.kernel
-  sets) warns on a Node older than `NODE_OLDEST`, the oldest mlstack is tested on; mlstack's Makefile runs
-  everything on the Node it installs from npm (package.json).
+- The relay's Node notices (jsii's `checkNode`, from its table of Node releases: end of life, untested, known
+  broken, deprecated) are not printed. In their place the kernel's preload (kernel_preload.cjs, when NODE_OPTIONS
+  has it, as mlstack.kernel sets) warns on a Node older than `NODE_OLDEST`, the oldest mlstack is tested on
+  (silenced as jsii's is, by the major version in JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION); mlstack's
+  Makefile runs everything on the Node it installs from npm (package.json).
 - Signals sent to the relay's own pid (SIGINT, SIGTERM, SIGHUP, SIGQUIT) were passed on to the kernel; the kernel's
   pid is now the one Python holds. Ctrl-C reaches the kernel through the terminal's process group, as before.
 - A kernel whose Python dies reads end-of-file on descriptor 3 and exits, as it did when the relay's stdin closed;
   jsii's `stop()` closing stdin ends the socket's sending side, so the kernel reads end-of-file then too.
+- A process forked after the kernel started shares its channel, as it shared the relay's pipes: a forked child
+  that uses the kernel or ends through atexit disturbs the parent's kernel either way (multiprocessing's children
+  end with os._exit and do not).
 
 Only `_NodeProcess.start` is replaced, and only where everything it relies on checks out: Linux or macOS with
-`/bin/sh` (it moves the socket to descriptor 3), node found, neither `JSII_RUNTIME` chosen by the caller (that
-runtime is run as chosen) nor `MLSTACK_JSII_RELAY` set (to anything but 0), jsii's `_NodeProcess` with the members
-used, its embedded `lib/program.js` beside `bin/jsii-runtime.js`, and the program reading and writing descriptor 3.
-Anything else starts the relay as shipped. jsii is pinned in pyproject.toml: the start replaced is the one tested
-(`tests/test_kernel_start.py`, which also checks this process's kernel runs without the relay).
+`/bin/sh` (it moves the socket to descriptor 3; on macOS, whose socket buffers are smaller than a pipe's, the gain
+was not measured), node found, neither `JSII_RUNTIME` chosen by the caller (that runtime is run as chosen) nor
+`MLSTACK_JSII_RELAY` set (to anything but 0), the jsii version reviewed (`TESTED_JSII`, pinned in pyproject.toml)
+with `_NodeProcess` and the methods this calls, its embedded `lib/program.js` beside `bin/jsii-runtime.js`, and
+the program reading and writing descriptor 3. A kernel that then fails its handshake (a `node` wrapper that does
+not pass descriptor 3 on) is ended, its output shown. Each of these starts the relay as shipped.
+`tests/test_kernel_start.py` fails when the start stops applying (another jsii), so an upgrade gets reviewed.
 """
 
 from __future__ import annotations
@@ -51,6 +57,9 @@ if TYPE_CHECKING:
     import subprocess
 
 PROVIDER = "jsii._kernel.providers.process"
+TESTED_JSII = "1.142.0"
+"""The jsii whose process provider this start replaces, as reviewed and tested (pinned in pyproject.toml); with any
+other, jsii's own start runs (tests/test_kernel_start.py then fails, so an upgrade gets reviewed here)."""
 SHELL = "/bin/sh"
 NODE_OLDEST = 22
 """The oldest Node major version mlstack is tested on (package.json brings 22.23.3; jsii 1.142 flags Node 20 as
@@ -89,13 +98,15 @@ class _Requests:
         self._file.flush()
 
     def close(self) -> None:
+        # Each step even if the kernel is gone (a broken pipe): jsii's stop() goes on to wait for it and drain its
+        # output, where the kernel's own last words are (a stop() that raised here would lose them).
         if self._file.closed:
             return
-        try:
+        with contextlib.suppress(OSError):
             self._file.flush()
-        finally:
-            with contextlib.suppress(OSError):  # the kernel is gone already
-                self._channel.shutdown(self._shut)
+        with contextlib.suppress(OSError):
+            self._channel.shutdown(self._shut)
+        with contextlib.suppress(OSError):
             self._file.close()
 
 
@@ -109,7 +120,7 @@ class _Kernel:
         self.stdout = channel.makefile("rb")
         self.stderr = popen.stderr
         channel.close()  # the files keep the socket open; it closes with the last of them (socket.makefile)
-        self._ended: int | None = ended
+        self._ended = ended
 
     @property
     def pid(self) -> int:
@@ -128,11 +139,13 @@ class _Kernel:
         """The kernel has ended (or is being ended): the sink copies what is there to read, then stops, rather than
         wait for end of file that a child still holding the kernel's stdout or stderr would put off (jsii's stop()
         waits 5 s for the sink; a daemon thread still writing at exit can abort the interpreter)."""
-        if self._ended is not None:
+        # Taken out before use (dict.pop is atomic): two threads stopping the kernel at once must not write to or
+        # close a descriptor number the other has already closed and something else may have reopened.
+        ended = self.__dict__.pop("_ended", None)
+        if ended is not None:
             with contextlib.suppress(OSError):
-                os.write(self._ended, b"x")
-            os.close(self._ended)
-            self._ended = None
+                os.write(ended, b"x")
+            os.close(ended)
 
 
 def _write(stream: str, chunk: bytes, decoder: codecs.IncrementalDecoder, *, final: bool = False) -> None:
@@ -141,9 +154,13 @@ def _write(stream: str, chunk: bytes, decoder: codecs.IncrementalDecoder, *, fin
     target = getattr(sys, stream)
     out = getattr(target, "buffer", None)
     if out is not None:
-        if chunk:
-            out.write(chunk)
-            out.flush()
+        view = memoryview(chunk)
+        while view:  # a raw file (python -u) may write part of it
+            written = out.write(view)
+            if not written:
+                break
+            view = view[written:]
+        out.flush()
     else:  # a text-only replacement
         text = decoder.decode(chunk, final=final)
         if text:
@@ -154,9 +171,12 @@ def _write(stream: str, chunk: bytes, decoder: codecs.IncrementalDecoder, *, fin
 def _sink(streams: dict[str, IO[bytes]], ended: int) -> None:
     """Copy the kernel's output pipes to this process's streams as bytes come, until both reach end of file, or
     until `ended` (a pipe) becomes readable: then what can be read at once, and stop. The pipes are closed at the
-    end. One thread, as jsii's own. Bytes that cannot be written (no `sys.stdout`, a closed pipe or capture) are
-    dropped, as jsii's sink does: the pipes are always drained, or a kernel writing to a full one would block."""
+    end, and what is left after a second of reading at once (a child that goes on writing). One thread, as jsii's
+    own. Bytes that cannot be written (no `sys.stdout`, a closed pipe or capture) are dropped: the pipes are always
+    drained, or a kernel writing to a full one would block (jsii's sink prints a line it cannot parse; here it is
+    the target that failed)."""
     import selectors
+    import time
 
     decoders = {stream: codecs.getincrementaldecoder("utf-8")(errors="replace") for stream in streams}
     try:
@@ -164,15 +184,15 @@ def _sink(streams: dict[str, IO[bytes]], ended: int) -> None:
             for stream, pipe in streams.items():
                 selector.register(pipe, selectors.EVENT_READ, stream)
             selector.register(ended, selectors.EVENT_READ, None)
-            ending = False
+            ending: float | None = None  # when the kernel was reported ended
             while any(key.data is not None for key in selector.get_map().values()):
-                events = selector.select(0 if ending else None)
-                if not events:  # ending, and nothing more to read now
-                    break
+                events = selector.select(None if ending is None else 0)
+                if ending is not None and (not events or time.monotonic() - ending > 1):
+                    break  # nothing more to read now, or a child that keeps writing
                 for key, _ in events:
                     if key.data is None:
                         selector.unregister(key.fileobj)
-                        ending = True
+                        ending = time.monotonic()
                         continue
                     chunk = os.read(key.fd, 65536)
                     if not chunk:
@@ -217,6 +237,7 @@ def start(process: Any, original: Callable[[Any], None]) -> None:
         return
     environ["JSII_AGENT"] = f"Python/{platform.python_version()}"
     environ["MLSTACK_NODE_OLDEST"] = str(NODE_OLDEST)
+    sink_ended, kernel_ended = os.pipe()
     ours, theirs = socket.socketpair()
     # Blocking both ends, whatever socket.setdefaulttimeout() says: the flag is shared with the kernel's descriptor
     # 3, whose reads (fs.readSync) fail with EAGAIN on a non-blocking one, and jsii's reads here have no timeout.
@@ -231,27 +252,50 @@ def start(process: Any, original: Callable[[Any], None]) -> None:
             env=environ,
         )
     except BaseException:
+        for fd in (sink_ended, kernel_ended):
+            os.close(fd)
         ours.close()
         raise
     finally:
         theirs.close()
     assert popen.stdout is not None and popen.stderr is not None
-    sink_ended, kernel_ended = os.pipe()
-    process._process = _Kernel(popen, ours, kernel_ended)
+    kernel = _Kernel(popen, ours, kernel_ended)
+    process._process = kernel
     # jsii's stop() joins `sink_thread` (after the kernel exited) before it closes stderr.
     streams = {"stdout": popen.stdout, "stderr": popen.stderr}
     process.sink_thread = threading.Thread(
         name="jsii kernel output", target=_sink, args=(streams, sink_ended), daemon=True
     )
     process.sink_thread.start()
+    try:
+        process.handshake()
+    except Exception as err:  # any failure to talk: the relay, which may work or say why not
+        # A kernel that cannot talk on descriptor 3 (a `node` wrapper that does not pass it on, a sandbox): ended,
+        # its output drained (its own error is there), and the relay started as jsii would.
+        try:
+            kernel.wait(timeout=5)  # one that could not talk has usually ended, its error written
+        except subprocess.TimeoutExpired:
+            kernel.terminate()
+            kernel.wait()
+        process.sink_thread.join(timeout=5)
+        kernel.stdin.close()
+        kernel.stdout.close()
+        del process._process, process.sink_thread
+        print(
+            f"mlstack: the jsii kernel did not start directly ({err!r}); starting it through jsii's relay",
+            file=sys.stderr,
+        )
+        original(process)
+        return
     atexit.register(process.stop)
-    process.handshake()
 
 
 def usable(provider: ModuleType) -> bool:
     """Whether the direct start can replace the relay for jsii's process provider `provider` (a `JSII_RUNTIME`
     is looked at when the kernel starts, as jsii does)."""
     if sys.platform not in ("linux", "darwin") or not Path(SHELL).exists():  # Cygwin/MSYS: a Windows node
+        return False
+    if getattr(provider, "__jsii_runtime_version__", None) != TESTED_JSII:
         return False
     node_process = getattr(provider, "_NodeProcess", None)
     if not all(callable(getattr(node_process, name, None)) for name in ("start", "_jsii_runtime", "handshake", "stop")):

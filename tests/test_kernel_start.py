@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import select
 import signal
 import socket
@@ -32,7 +33,8 @@ LINUX_PROC = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="re
 # bundling does): its output must reach this process's streams, never the protocol, and its stdin must be empty.
 # After the exit request it reads on, as a kernel interrupted inside a callback does, and exits 0 only at end of
 # file. FAKE_KERNEL_PAUSE_MS delays the handshake; FAKE_KERNEL_FLOOD writes that many bytes to stdout first,
-# FAKE_KERNEL_TEXT that text; FAKE_KERNEL_ORPHAN starts a detached child holding stdout and stderr (its pid answered).
+# FAKE_KERNEL_TEXT that text; FAKE_KERNEL_ORPHAN starts a detached child holding stdout and stderr (its pid answered);
+# FAKE_KERNEL_DIE has it exit 5 after its answer, with last words on stderr.
 PROGRAM = r"""// new SyncStdio({errorFD: 2, readFD:3,writeFD:3})
 const fs = require("fs");
 function readLine() {
@@ -64,6 +66,10 @@ const answer = {
   orphan,
 };
 fs.writeSync(3, JSON.stringify(answer) + "\n");
+if (process.env.FAKE_KERNEL_DIE) {
+  console.error("last words");
+  process.exit(5);
+}
 const exit = readLine();
 process.exit(exit === '{"exit":0}' && fs.readSync(3, Buffer.alloc(1), 0, 1, null) === 0 ? 0 : 3);
 """
@@ -217,6 +223,50 @@ def test_a_text_only_stream_gets_whole_characters(
     assert text.getvalue() == "x" + "\u00e9" * 40000 + "\nto stdout\nfrom a child\nstdin ended\n"
 
 
+def test_a_silenced_major_version_gets_no_notice(
+    started: Callable[..., _Process], capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    major = subprocess.run(["node", "-p", "process.versions.node.split('.')[0]"], capture_output=True, text=True)
+    monkeypatch.setenv("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", f"18, {major.stdout.strip()}")
+    monkeypatch.setattr(kernel_start, "NODE_OLDEST", 999)
+    _exchange(started())
+    assert "mlstack: Node" not in capfd.readouterr().err
+
+
+def test_a_kernel_that_died_is_stopped_and_its_last_words_shown(
+    started: Callable[..., _Process], capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_KERNEL_DIE", "1")
+    process = started()
+    channel: Any = process._process
+    channel.stdin.write(b"request\n")
+    channel.stdin.flush()
+    json.loads(channel.stdout.readline())
+    assert channel.wait() == 5  # gone before jsii's stop(), whose exit request then meets a closed socket
+    process.stop()  # no BrokenPipeError out of it
+    assert not process.sink_thread.is_alive()
+    assert "last words" in capfd.readouterr().err
+
+
+def test_a_kernel_that_cannot_talk_on_descriptor_3_gives_way_to_the_relay(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, direct: None
+) -> None:
+    # A `node` wrapper that does not pass descriptor 3 on (as a sandbox or shim may not).
+    wrapper = tmp_path / "node-without-3"
+    wrapper.write_text('#!/bin/sh\nexec node "$@" 3<&-\n')
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("JSII_NODE", str(wrapper))
+    (tmp_path / "runtime").mkdir()
+    process = _Process(_layout(tmp_path / "runtime"))
+    relay: list[Any] = []
+    kernel_start.start(process, relay.append)
+    assert relay == [process]
+    assert not hasattr(process, "_process")
+    err = capfd.readouterr().err
+    assert "writeSync" in err  # the kernel's own error (its handshake's write to descriptor 3 failed), shown
+    assert "mlstack: the jsii kernel did not start directly" in err
+
+
 def test_a_child_holding_the_kernels_output_does_not_keep_the_sink(
     started: Callable[..., _Process], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -273,6 +323,20 @@ def test_only_jsiis_process_provider_with_the_members_used_is_patched() -> None:
     assert not kernel_start.usable(missing_stop)
     assert not kernel_start.patch(missing_stop)
     assert getattr(only_start, "start").__name__ == "<lambda>"  # noqa: B009  (not patched)
+
+
+def test_only_the_jsii_version_reviewed_is_patched() -> None:
+    for version, expected in ((kernel_start.TESTED_JSII, True), ("1.143.0", False), (None, False)):
+        other = types.ModuleType("other_jsii")
+        other.__dict__["_NodeProcess"] = provider._NodeProcess
+        if version is not None:
+            other.__dict__["__jsii_runtime_version__"] = version
+        assert kernel_start.usable(other) is expected, version
+
+
+def test_the_version_reviewed_is_the_one_pinned() -> None:
+    pins = re.findall(r'"jsii==([^"]+)"', (ROOT / "pyproject.toml").read_text())
+    assert pins == [kernel_start.TESTED_JSII]
 
 
 def test_the_patch_is_applied_once_and_keeps_the_original() -> None:
