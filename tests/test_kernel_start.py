@@ -394,8 +394,8 @@ def _children(pid: int) -> list[int]:
 @LINUX_PROC
 def test_a_kernel_whose_python_is_killed_exits() -> None:
     # As through the relay: the kernel reads end of file on descriptor 3 (no copy of Python's end leaked).
-    script = (
-        "import os, mlstack, aws_cdk, jsii\n"
+    script = (  # the kernel started without loading any library (aws_cdk's load costs a second of CPU)
+        "import os, mlstack, jsii\n"
         "print(jsii.kernel.provider._process._process.pid, flush=True)\n"
         "os.kill(os.getpid(), 9)\n"
     )
@@ -419,10 +419,11 @@ def _state(pid: int) -> str | None:
 def test_a_real_kernels_own_output_reaches_stderr_as_text() -> None:
     # JSII_DEBUG has the kernel log each request on its stderr: a real kernel's output through the sink, as text (as
     # jsii's own sink decoded the relay's base64 lines).
-    script = "import mlstack, aws_cdk\n"
+    script = "import mlstack, constructs\n"  # a small library's load (aws_cdk's costs a second of CPU)
     env = {**os.environ, "JSII_DEBUG": "1"}
     run = subprocess.run([PYTHON, "-c", script], capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
     assert run.returncode == 0, run.stderr[-2000:]
     lines = run.stderr.splitlines()
     assert "[@jsii/kernel] load {" in lines
+    assert "  name: 'constructs'," in lines
     assert not [line for line in lines if line.startswith(('{"stderr"', "b'", 'b"'))]
